@@ -1,0 +1,123 @@
+// sdpa_kernels: attention forward/backward variants and their registry. Compute only: no I/O,
+// no JSON, no knowledge of experiments. Every tensor is row-major contiguous fp32
+// [batch_heads, n, d]; d_k and d_v may differ; the scale is chosen by the caller.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sdpa {
+
+struct Shape {
+  std::int64_t batch_heads = 1;
+  std::int64_t n_q = 1;
+  std::int64_t n_kv = 1;
+  std::int64_t d_k = 1;
+  std::int64_t d_v = 1;
+
+  std::int64_t rows() const { return batch_heads * n_q; }
+  std::int64_t q_elements() const { return batch_heads * n_q * d_k; }
+  std::int64_t k_elements() const { return batch_heads * n_kv * d_k; }
+  std::int64_t v_elements() const { return batch_heads * n_kv * d_v; }
+  std::int64_t out_elements() const { return batch_heads * n_q * d_v; }
+};
+
+// With causal masking, query row i sees keys j <= i + (n_kv - n_q) (aligned to the end, as in
+// decoding with a KV cache). Returns how many keys row i sees; 0 means a fully masked row,
+// whose output is defined as 0 and whose lse is -inf.
+inline std::int64_t visible_keys(const Shape& s, bool causal, std::int64_t i) {
+  if (!causal) return s.n_kv;
+  const std::int64_t last = i + (s.n_kv - s.n_q);
+  return last < 0 ? 0 : (last + 1 < s.n_kv ? last + 1 : s.n_kv);
+}
+
+// Statistics a forward kernel fills per query row while it runs (design, "Probes"), so every
+// experiment can measure any variant without an N x N matrix. Scores here are the scaled
+// scores s = scale * q.k of the visible keys. A kernel writes only its own rows, so the
+// pooled values (`pooled()`) are summed in row order: identical on any thread count.
+struct RowProbes {
+  explicit RowProbes(std::int64_t rows = 0) { resize(rows); }
+  void resize(std::int64_t rows);
+
+  std::vector<double> score_sum;    // sum of s over the row's visible keys
+  std::vector<double> score_sumsq;  // sum of s^2
+  std::vector<double> entropy;      // H = -sum p ln p of the row's attention weights (nats)
+  std::vector<double> max_weight;   // max_j p_j
+  std::vector<std::int64_t> nonfinite;  // non-finite scores, weights or outputs in the row
+
+  struct Pooled {
+    std::int64_t rows = 0;
+    double score_sum = 0, score_sumsq = 0;
+    double entropy_mean = 0, max_weight_mean = 0;
+    std::int64_t nonfinite = 0, nonfinite_rows = 0;
+  };
+  Pooled pooled() const;
+};
+
+struct ForwardArgs {
+  Shape shape;
+  const float* q = nullptr;  // [batch_heads, n_q, d_k]
+  const float* k = nullptr;  // [batch_heads, n_kv, d_k]
+  const float* v = nullptr;  // [batch_heads, n_kv, d_v]
+  float* out = nullptr;      // [batch_heads, n_q, d_v]
+  float* lse = nullptr;      // optional [batch_heads, n_q]: row log-sum-exp of the scaled scores
+  float scale = 1.0f;
+  bool causal = false;
+  int threads = 1;
+  RowProbes* probes = nullptr;  // optional; sized shape.rows()
+};
+
+struct BackwardArgs {
+  Shape shape;
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  const float* out = nullptr;    // forward output
+  const float* lse = nullptr;    // forward row log-sum-exp
+  const float* d_out = nullptr;  // upstream gradient [batch_heads, n_q, d_v]
+  float* d_q = nullptr;
+  float* d_k = nullptr;
+  float* d_v = nullptr;
+  float scale = 1.0f;
+  bool causal = false;
+  int threads = 1;
+};
+
+using ForwardFn = void (*)(const ForwardArgs&);
+using BackwardFn = void (*)(const BackwardArgs&);
+
+// One entry of the kernel registry. Everything that enumerates kernels (the CLI's `list`,
+// config validation, tests, benchmarks) reads `kernel_registry()`.
+struct Kernel {
+  std::string name;         // e.g. "flash", "simd@avx2"
+  std::string family;       // reference, naive, blocked, simd, flash, eigen, blas
+  std::string isa;          // instruction set the entry runs on, e.g. "scalar", "avx2", "avx512"
+  std::string description;  // one line for `sdpa-bench list`
+  ForwardFn forward = nullptr;
+  BackwardFn backward = nullptr;  // absent when the variant has no backward
+  bool unstable_softmax = false;  // exp without max subtraction (overflow study)
+  bool fp64 = false;              // computes in double (the oracle)
+};
+
+// Only the entries this machine can run (ISA targets it lacks are left out).
+const std::vector<Kernel>& kernel_registry();
+const Kernel* find_kernel(std::string_view name);
+std::vector<std::string> kernel_names();
+
+// ---- the fp64 oracle, callable on double tensors (tests compare every variant with it)
+struct ReferenceResult {
+  std::vector<double> out;  // [batch_heads, n_q, d_v]
+  std::vector<double> lse;  // [batch_heads, n_q]
+};
+ReferenceResult reference_attention(const Shape& shape, std::span<const double> q,
+                                    std::span<const double> k, std::span<const double> v,
+                                    double scale, bool causal);
+
+// FLOPs of one forward (design, "Conventions"): 4 * N_q * N_kv * d per head, d the mean of
+// d_k and d_v, halved when causal. Backward is 2.5x forward.
+double forward_flops(const Shape& shape, bool causal);
+
+}  // namespace sdpa

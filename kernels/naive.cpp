@@ -1,0 +1,82 @@
+// Rung 1: fp32 loops as a textbook writes them. One row of scores at a time, dot products in
+// the order written, softmax with or without max subtraction. Slow on purpose: the baseline
+// that every faster rung must match.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "probe_row.hpp"
+#include "registry_entries.hpp"
+#include "sdpa/kernels.hpp"
+
+namespace sdpa {
+namespace {
+
+// kStable = false is the beginner's softmax, exp(s) / sum exp(s): it overflows to inf (and the
+// weights to NaN) once a score passes ~88.7 in fp32. Kept for the overflow study.
+template <bool kStable, bool kProbe>
+void naive_forward(const ForwardArgs& a) {
+  const Shape& s = a.shape;
+  std::vector<float> p(s.n_kv);
+#pragma omp parallel for num_threads(a.threads) firstprivate(p) schedule(static)
+  for (std::int64_t r = 0; r < s.rows(); ++r) {
+    const std::int64_t b = r / s.n_q, i = r % s.n_q;
+    const std::int64_t visible = visible_keys(s, a.causal, i);
+    const float* q = a.q + r * s.d_k;
+    const float* k = a.k + b * s.n_kv * s.d_k;
+    const float* v = a.v + b * s.n_kv * s.d_v;
+    float* o = a.out + r * s.d_v;
+
+    float m = -std::numeric_limits<float>::infinity();
+    for (std::int64_t j = 0; j < visible; ++j) {
+      float dot = 0;
+      for (std::int64_t c = 0; c < s.d_k; ++c) dot += q[c] * k[j * s.d_k + c];
+      p[j] = a.scale * dot;
+      m = std::max(m, p[j]);
+    }
+    if constexpr (kProbe) detail::probe_scores(*a.probes, r, p.data(), visible);
+    const float shift = kStable ? m : 0.0f;
+    float l = 0;
+    for (std::int64_t j = 0; j < visible; ++j) {
+      p[j] = std::exp(p[j] - shift);
+      l += p[j];
+    }
+    for (std::int64_t c = 0; c < s.d_v; ++c) o[c] = 0;
+    for (std::int64_t j = 0; j < visible; ++j) {
+      const float w = p[j] / l;
+      for (std::int64_t c = 0; c < s.d_v; ++c) o[c] += w * v[j * s.d_v + c];
+    }
+    if (a.lse) a.lse[r] = visible ? shift + std::log(l) : -std::numeric_limits<float>::infinity();
+    if constexpr (kProbe) {
+      // What the beginner's softmax actually produced: inf / inf weights and NaN outputs.
+      for (std::int64_t j = 0; j < visible; ++j) p[j] /= l;
+      a.probes->nonfinite[r] += detail::count_nonfinite(p.data(), visible) +
+                                detail::count_nonfinite(o, s.d_v);
+    }
+  }
+}
+
+template <bool kStable>
+void naive_dispatch(const ForwardArgs& a) {
+  if (a.probes) naive_forward<kStable, true>(a);
+  else naive_forward<kStable, false>(a);
+}
+
+}  // namespace
+
+std::vector<Kernel> detail::naive_kernels() {
+  return {{.name = "naive",
+           .family = "naive",
+           .isa = "scalar",
+           .description = "fp32 textbook loops, one row of scores, max-subtracted softmax",
+           .forward = &naive_dispatch<true>},
+          {.name = "naive-unstable",
+           .family = "naive",
+           .isa = "scalar",
+           .description = "naive with exp(s)/sum exp(s), no max subtraction (overflow study)",
+           .forward = &naive_dispatch<false>,
+           .unstable_softmax = true}};
+}
+
+}  // namespace sdpa

@@ -1,0 +1,49 @@
+// Probes for kernels that hold a whole row of scores: the statistics of one query row,
+// computed in double from the row's scaled scores. Internal to sdpa_kernels.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "sdpa/kernels.hpp"
+
+namespace sdpa::detail {
+
+// Fills the row's score moments, entropy and max weight. Entropy uses the online-friendly form
+// H = m + ln(l) - (sum e^{s-m} s) / l with m = max s, l = sum e^{s-m}, which needs no weights.
+// Non-finite scores are counted and left out of the moments.
+template <typename T>
+void probe_scores(RowProbes& probes, std::int64_t row, const T* scores, std::int64_t n) {
+  double sum = 0, sumsq = 0, m = -std::numeric_limits<double>::infinity();
+  std::int64_t nonfinite = 0;
+  for (std::int64_t j = 0; j < n; ++j) {
+    const double s = static_cast<double>(scores[j]);
+    if (!std::isfinite(s)) { ++nonfinite; continue; }
+    sum += s;
+    sumsq += s * s;
+    m = std::max(m, s);
+  }
+  double l = 0, t = 0;
+  for (std::int64_t j = 0; j < n; ++j) {
+    const double s = static_cast<double>(scores[j]);
+    if (!std::isfinite(s)) continue;
+    const double e = std::exp(s - m);
+    l += e;
+    t += e * s;
+  }
+  probes.score_sum[row] = sum;
+  probes.score_sumsq[row] = sumsq;
+  probes.entropy[row] = l > 0 ? m + std::log(l) - t / l : 0.0;
+  probes.max_weight[row] = l > 0 ? 1.0 / l : 0.0;  // the largest weight is e^{m-m} / l
+  probes.nonfinite[row] += nonfinite;
+}
+
+template <typename T>
+std::int64_t count_nonfinite(const T* x, std::int64_t n) {
+  std::int64_t c = 0;
+  for (std::int64_t j = 0; j < n; ++j) c += std::isfinite(static_cast<double>(x[j])) ? 0 : 1;
+  return c;
+}
+
+}  // namespace sdpa::detail

@@ -1,0 +1,62 @@
+#include <algorithm>
+
+#include "registry_entries.hpp"
+#include "sdpa/kernels.hpp"
+
+namespace sdpa {
+
+void RowProbes::resize(std::int64_t rows) {
+  score_sum.assign(rows, 0.0);
+  score_sumsq.assign(rows, 0.0);
+  entropy.assign(rows, 0.0);
+  max_weight.assign(rows, 0.0);
+  nonfinite.assign(rows, 0);
+}
+
+RowProbes::Pooled RowProbes::pooled() const {
+  Pooled p;
+  p.rows = static_cast<std::int64_t>(entropy.size());
+  for (std::int64_t r = 0; r < p.rows; ++r) {
+    p.score_sum += score_sum[r];
+    p.score_sumsq += score_sumsq[r];
+    p.entropy_mean += entropy[r];
+    p.max_weight_mean += max_weight[r];
+    p.nonfinite += nonfinite[r];
+    p.nonfinite_rows += nonfinite[r] > 0 ? 1 : 0;
+  }
+  if (p.rows > 0) {
+    p.entropy_mean /= double(p.rows);
+    p.max_weight_mean /= double(p.rows);
+  }
+  return p;
+}
+
+const std::vector<Kernel>& kernel_registry() {
+  static const std::vector<Kernel> registry = [] {
+    std::vector<Kernel> all;
+    for (auto&& family : {detail::reference_kernels(), detail::naive_kernels()})
+      all.insert(all.end(), family.begin(), family.end());
+    return all;
+  }();
+  return registry;
+}
+
+const Kernel* find_kernel(std::string_view name) {
+  const auto& reg = kernel_registry();
+  auto it = std::find_if(reg.begin(), reg.end(), [&](const Kernel& k) { return k.name == name; });
+  return it == reg.end() ? nullptr : &*it;
+}
+
+std::vector<std::string> kernel_names() {
+  std::vector<std::string> names;
+  for (const auto& k : kernel_registry()) names.push_back(k.name);
+  return names;
+}
+
+double forward_flops(const Shape& s, bool causal) {
+  // Q K^T costs 2 d_k and P V 2 d_v multiply-adds per (query, key) pair.
+  const double pairs = double(s.batch_heads) * double(s.n_q) * double(s.n_kv);
+  return pairs * 2.0 * double(s.d_k + s.d_v) * (causal ? 0.5 : 1.0);
+}
+
+}  // namespace sdpa

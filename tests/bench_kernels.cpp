@@ -1,0 +1,5 @@
+#include <benchmark/benchmark.h>
+
+#include "sdpa/kernels.hpp"
+
+BENCHMARK_MAIN();
