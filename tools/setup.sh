@@ -13,6 +13,7 @@ packages=(
   librandom123-dev                      # Philox counter-based RNG
   libhwy-dev                            # portable SIMD with run-time dispatch
   libcli11-dev                          # command line
+  libssl-dev                            # SHA-256 of configs (OpenSSL EVP)
   gnuplot-nox                           # plots
 )
 

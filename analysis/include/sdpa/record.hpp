@@ -1,0 +1,33 @@
+// The shape of a measured statistic in a result file's records (results/schema.json):
+// {"value", "ci95": [low, high], "predicted", "agrees", "theory"}. `agrees` is true when the
+// prediction lies inside the 95 % confidence interval; at that level about one cell in twenty
+// disagrees by chance alone.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "sdpa/stats.hpp"
+
+namespace sdpa {
+
+using json = nlohmann::ordered_json;
+
+// theory: "exact", "asymptotic" or "approximate" (how far the prediction can be trusted),
+// or "none" when no prediction applies to this cell.
+inline json measured(double value, stats::Interval ci, std::optional<double> predicted,
+                     const std::string& theory) {
+  json m = {{"value", value}, {"ci95", {ci.low, ci.high}}};
+  if (predicted) {
+    m["predicted"] = *predicted;
+    m["agrees"] = ci.contains(*predicted);
+    m["theory"] = theory;
+  } else {
+    m["predicted"] = nullptr;
+    m["theory"] = "none";
+  }
+  return m;
+}
+
+}  // namespace sdpa

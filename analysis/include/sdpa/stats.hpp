@@ -1,0 +1,34 @@
+// Statistics of Monte Carlo samples, with confidence intervals from Boost.Math.
+#pragma once
+
+#include <span>
+#include <vector>
+
+namespace sdpa::stats {
+
+struct Interval {
+  double low = 0, high = 0;
+  bool contains(double x) const { return low <= x && x <= high; }
+};
+
+double mean(std::span<const double> x);
+// Sample variance with ddof 1 (0 for fewer than two samples).
+double variance(std::span<const double> x);
+double stddev(std::span<const double> x);
+
+// Two-sided confidence interval of the mean from Student's t with n-1 degrees of freedom.
+// Assumes i.i.d. samples; by the central limit theorem it is accurate for non-normal samples
+// once n is in the tens. Degenerate (a point) for n < 2.
+Interval mean_ci(std::span<const double> x, double level = 0.95);
+
+// Confidence interval of the standard deviation from the chi-squared distribution. Exact for
+// normal samples; for other distributions it is only approximate (too narrow for heavy tails).
+Interval stddev_ci(std::span<const double> x, double level = 0.95);
+
+// Quantile with linear interpolation between order statistics (NumPy's default, "type 7").
+double quantile(std::vector<double> x, double p);
+
+// Fraction of samples <= threshold.
+double fraction_at_most(std::span<const double> x, double threshold);
+
+}  // namespace sdpa::stats

@@ -1,0 +1,108 @@
+// sdpa-bench: subcommands only; every piece of logic lives in the libraries.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "sdpa/experiments.hpp"
+#include "sdpa/kernels.hpp"
+#include "sdpa/report.hpp"
+
+namespace {
+
+int run(const std::string& config_path, const std::string& output, int threads) {
+  const sdpa::Config config = sdpa::load_config(config_path);
+  const std::string path = sdpa::run_config(config, {output, threads, true});
+  std::cout << sdpa::report::markdown(sdpa::report::tables({sdpa::report::read_result_file(path)}));
+  std::cerr << "result file: " << path << "\n";
+  return 0;
+}
+
+int validate(const std::string& config_path) {
+  const sdpa::Config config = sdpa::load_config(config_path);
+  std::size_t cells = 0;
+  const auto plan = sdpa::make_plan(config);
+  for (const auto& p : plan) cells += p.cells.size();
+  std::cout << config_path << ": valid (" << plan.size() << " experiment(s), " << cells
+            << " cell(s), sha256 " << config.sha256.substr(0, 12) << ")\n";
+  return 0;
+}
+
+int list() {
+  std::cout << "experiment kinds:\n";
+  for (const auto& k : sdpa::experiment_kinds())
+    std::printf("  %-12s %s\n", k.name.c_str(), k.description.c_str());
+  std::cout << "kernels (on this machine):\n";
+  std::printf("  %-18s %-10s %-10s %-8s %s\n", "name", "family", "isa", "backward", "description");
+  for (const auto& k : sdpa::kernel_registry())
+    std::printf("  %-18s %-10s %-10s %-8s %s\n", k.name.c_str(), k.family.c_str(), k.isa.c_str(),
+                k.backward ? "yes" : "no", k.description.c_str());
+  return 0;
+}
+
+int info() {
+  sdpa::json machine = sdpa::machine_fingerprint();
+  sdpa::json out = {{"machine_id", sdpa::machine_id(machine)},
+                    {"machine", machine},
+                    {"suite", sdpa::suite_info()}};
+  std::cout << out.dump(2) << "\n";
+  return 0;
+}
+
+int report(const std::vector<std::string>& files) {
+  std::vector<sdpa::json> results;
+  int status = 0;
+  for (const auto& f : files) {
+    try {
+      results.push_back(sdpa::report::read_result_file(f));
+    } catch (const sdpa::InputError& e) {
+      std::cerr << "error: " << e.what() << "\n";  // report on the others
+      status = 2;
+    }
+  }
+  std::cout << sdpa::report::markdown(sdpa::report::tables(results));
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"sdpa-bench: measured theory and timing of scaled dot-product attention"};
+  app.set_version_flag("--version", std::string("sdpa-bench ") + sdpa::suite_info()["version"].get<std::string>() +
+                                        " (" + sdpa::suite_info()["git_commit"].get<std::string>() + ")");
+  app.require_subcommand(1);
+
+  std::string config_path, output;
+  int threads = 0;
+  auto* run_cmd = app.add_subcommand("run", "validate and run a config, write its result file, print its tables");
+  run_cmd->add_option("config", config_path, "config file (JSON)")->required();
+  run_cmd->add_option("-o,--output", output,
+                      "result file (default results/<machine-id>/<config-name>-<UTC time>.json)");
+  run_cmd->add_option("-j,--threads", threads, "threads (default: the config's, else all cores)")
+      ->check(CLI::PositiveNumber);
+
+  auto* validate_cmd = app.add_subcommand("validate", "check a config without running it");
+  validate_cmd->add_option("config", config_path, "config file (JSON)")->required();
+
+  app.add_subcommand("list", "experiment kinds and kernels available on this machine");
+  app.add_subcommand("info", "the machine fingerprint and build, as JSON");
+
+  std::vector<std::string> files;
+  auto* report_cmd = app.add_subcommand("report", "tables from result files (no experiment runs)");
+  report_cmd->add_option("results", files, "result files")->required();
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*run_cmd) return run(config_path, output, threads);
+    if (*validate_cmd) return validate(config_path);
+    if (app.got_subcommand("list")) return list();
+    if (app.got_subcommand("info")) return info();
+    if (*report_cmd) return report(files);
+  } catch (const sdpa::InputError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "sdpa-bench: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

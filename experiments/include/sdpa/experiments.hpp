@@ -1,0 +1,113 @@
+// sdpa_experiments: config model and validation, the plan (grid of cells), the experiment
+// kinds, the runner and the result file. Depends on sdpa_kernels and sdpa_analysis.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sdpa/input_error.hpp"
+#include "sdpa/record.hpp"
+
+namespace sdpa {
+
+// sdpa::json is nlohmann::ordered_json: a config embedded in a result file keeps the user's
+// key order.
+
+// ---- config -------------------------------------------------------------------------------
+
+struct Config {
+  std::string path;    // as given by the user; every error message names it
+  std::string text;    // the file's bytes, hashed into sha256
+  std::string sha256;  // hex digest of text
+  json document;       // the parsed config, verbatim
+  std::string name;
+  std::uint64_t seed = 0;
+};
+
+// Reads, parses and validates a config (schema, then semantic checks). Throws InputError
+// naming the file, the JSON path and what was expected for every problem found.
+Config load_config(const std::string& path);
+// The same on text already in memory (tests, fuzzing); `path` only labels messages.
+Config parse_config(const std::string& path, const std::string& text);
+
+// configs/schema.json, compiled into the binary.
+const json& config_schema();
+
+// ---- experiment kinds ---------------------------------------------------------------------
+
+// One cell of an experiment's grid: every parameter with a single value.
+struct Cell {
+  std::int64_t index = 0;  // stable position in the grid; keys the cell's random streams
+  json params;
+};
+
+struct CellContext {
+  const Cell& cell;
+  std::uint64_t seed;
+  std::uint32_t experiment;  // index in the config's list
+  int threads;
+};
+
+// An experiment kind is one file in experiments/ with one entry point, plus one line in
+// kinds.cpp. Its parameters, their types and defaults live in configs/schema.json.
+struct ExperimentKind {
+  std::string name;
+  std::string description;
+  // Parameters that may be lists, in plan order (the last varies fastest).
+  std::vector<std::string> axes;
+  // Runs one cell and returns its record (measured values beside their predictions).
+  std::function<json(const CellContext&)> run_cell;
+  // Bytes one cell holds at once per thread, so a config too big for the machine is refused.
+  std::function<double(const json& params)> bytes_per_thread;
+  // Checks that need more than the schema (e.g. n_q == n_k for aligned inputs); each returned
+  // string is "<json path below the experiment>: <message>".
+  std::function<std::vector<std::string>(const json& experiment)> check;
+};
+
+const std::vector<ExperimentKind>& experiment_kinds();
+const ExperimentKind* find_experiment_kind(const std::string& name);
+
+// ---- plan ---------------------------------------------------------------------------------
+
+struct ExperimentPlan {
+  std::uint32_t index = 0;
+  std::string name;
+  const ExperimentKind* kind = nullptr;
+  json params;  // the experiment's config object with schema defaults filled in
+  std::vector<Cell> cells;
+};
+
+// Expands every experiment into the cross product of its list-valued parameters.
+std::vector<ExperimentPlan> make_plan(const Config& config);
+
+// ---- machine and build --------------------------------------------------------------------
+
+json machine_fingerprint();  // CPU, cores, ISA extensions, caches, memory, OS
+json suite_info();           // version, git commit, build type, compiler and flags
+std::string machine_id(const json& machine);  // e.g. "amd-epyc-avx512-2c"
+double available_memory_bytes();
+int default_threads();  // the cores this process may use
+
+// ---- runner and result file ---------------------------------------------------------------
+
+struct RunOptions {
+  std::string output;   // result file; empty = results/<machine-id>/<name>-<UTC time>.json
+  int threads = 0;      // 0 = all cores
+  bool progress = true;  // progress lines on stderr
+};
+
+// Runs every cell, writes the result file atomically and returns its path.
+std::string run_config(const Config& config, const RunOptions& options);
+
+// Writes text to path through a temporary file in the same folder, fsync and rename: a crash
+// never leaves a half-written file.
+void write_file_atomically(const std::string& path, const std::string& text);
+
+std::string sha256_hex(const std::string& bytes);
+
+inline constexpr int kResultSchemaVersion = 1;
+
+}  // namespace sdpa

@@ -1,0 +1,8 @@
+// Internal: one entry point per experiment kind, each defined in its own file.
+#pragma once
+
+#include "sdpa/experiments.hpp"
+
+namespace sdpa {
+ExperimentKind variance_experiment();
+}  // namespace sdpa

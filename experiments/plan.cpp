@@ -1,0 +1,50 @@
+// The plan: each experiment's config object, schema defaults filled in, expanded into the
+// cross product of its list-valued parameters (the kind's axes, the last varying fastest).
+#include "sdpa/experiments.hpp"
+
+namespace sdpa {
+namespace {
+
+// The schema definition of a kind holds each parameter's default.
+json with_defaults(const json& experiment) {
+  json filled = experiment;
+  const json& definition = config_schema()["definitions"][experiment["kind"].get<std::string>()];
+  for (auto& [key, property] : definition["properties"].items())
+    if (!filled.contains(key) && property.contains("default")) filled[key] = property["default"];
+  return filled;
+}
+
+}  // namespace
+
+std::vector<ExperimentPlan> make_plan(const Config& config) {
+  std::vector<ExperimentPlan> plans;
+  const json& experiments = config.document["experiments"];
+  for (std::size_t e = 0; e < experiments.size(); ++e) {
+    ExperimentPlan plan;
+    plan.index = static_cast<std::uint32_t>(e);
+    plan.name = experiments[e]["name"];
+    plan.kind = find_experiment_kind(experiments[e]["kind"]);
+    plan.params = with_defaults(experiments[e]);
+
+    std::vector<json> values;  // per axis, the list of its values
+    std::size_t cells = 1;
+    for (const auto& axis : plan.kind->axes) {
+      const json& v = plan.params[axis];
+      values.push_back(v.is_array() ? v : json::array({v}));
+      cells *= values.back().size();
+    }
+    for (std::size_t c = 0; c < cells; ++c) {
+      Cell cell{static_cast<std::int64_t>(c), plan.params};
+      std::size_t rest = c;
+      for (std::size_t a = plan.kind->axes.size(); a-- > 0;) {
+        cell.params[plan.kind->axes[a]] = values[a][rest % values[a].size()];
+        rest /= values[a].size();
+      }
+      plan.cells.push_back(std::move(cell));
+    }
+    plans.push_back(std::move(plan));
+  }
+  return plans;
+}
+
+}  // namespace sdpa

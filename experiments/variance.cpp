@@ -1,0 +1,189 @@
+// Experiment `variance`: does each entry of S = c Q K^T have the variance theory says, and
+// what does a user who calls np.var on one product see? Scores come from any kernel through
+// its probes (row sums and sums of squares), so the same numbers can be measured on every
+// variant.
+#include <cmath>
+#include <vector>
+
+#include "kinds.hpp"
+#include "scale.hpp"
+#include "sdpa/kernels.hpp"
+#include "sdpa/rng.hpp"
+#include "sdpa/stats.hpp"
+#include "sdpa/theory.hpp"
+
+namespace sdpa {
+namespace {
+
+struct VarianceCell {
+  std::string kernel;
+  std::int64_t d_k, n_q, n_k, trials;
+  double scale;
+  double mean_q, std_q, mean_k, std_k, alignment;
+
+  explicit VarianceCell(const json& p)
+      : kernel(p["kernel"]),
+        d_k(p["d_k"]),
+        n_q(p["n_q"]),
+        n_k(p["n_k"]),
+        trials(p["trials"]),
+        scale(scale_value(p["scale"], double(p["d_k"]), double(p["n_k"]))),
+        mean_q(p["mean_q"]),
+        std_q(p["std_q"]),
+        mean_k(p["mean_k"]),
+        std_k(p["std_k"]),
+        alignment(p["alignment"]) {}
+
+  theory::ScoreModel model() const {
+    return {double(d_k), scale, mean_q, std_q, mean_k, std_k, n_q, n_k};
+  }
+  bool standard_inputs() const { return mean_q == 0 && mean_k == 0 && std_q == 1 && std_k == 1; }
+};
+
+// What one trial (one product) contributes.
+struct TrialMoments {
+  double mean = 0;         // mean of the m entries
+  double second = 0;       // mean of their squares
+  double aligned_mean = 0;  // over the aligned pairs (q_i, k_i), when alignment > 0
+  double aligned_variance = 0;
+};
+
+TrialMoments run_trial(const VarianceCell& c, const Kernel& kernel, const StreamKey& key) {
+  PhiloxStream rng(key);
+  const Shape shape{1, c.n_q, c.n_k, c.d_k, 1};
+  std::vector<float> q(shape.q_elements()), k(shape.k_elements());
+  fill_normal<float>(rng, q, c.mean_q, c.std_q);
+  fill_normal<float>(rng, k, c.mean_k, c.std_k);
+  if (c.alignment > 0) {
+    // k_i = rho q_i + sqrt(1 - rho^2) z_i: query i and key i are aligned pairs.
+    const float rho = float(c.alignment), rest = float(std::sqrt(1 - c.alignment * c.alignment));
+    for (std::size_t i = 0; i < k.size(); ++i) k[i] = rho * q[i] + rest * k[i];
+  }
+  std::vector<float> v(shape.v_elements(), 0.0f), out(shape.out_elements());
+  RowProbes probes(shape.rows());
+  ForwardArgs args{.shape = shape, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
+  args.scale = float(c.scale);
+  args.probes = &probes;
+  kernel.forward(args);
+
+  const auto pooled = probes.pooled();
+  const double m = double(c.n_q) * double(c.n_k);
+  TrialMoments t{pooled.score_sum / m, pooled.score_sumsq / m};
+  if (c.alignment > 0) {
+    std::vector<double> dots(c.n_q);
+    for (std::int64_t i = 0; i < c.n_q; ++i) {
+      double dot = 0;
+      for (std::int64_t j = 0; j < c.d_k; ++j) dot += double(q[i * c.d_k + j]) * k[i * c.d_k + j];
+      dots[i] = c.scale * dot;
+    }
+    t.aligned_mean = stats::mean(dots);
+    t.aligned_variance = stats::variance(dots);
+  }
+  return t;
+}
+
+json run_variance_cell(const CellContext& ctx) {
+  const VarianceCell c(ctx.cell.params);
+  const Kernel& kernel = *find_kernel(c.kernel);
+  std::vector<TrialMoments> trials(c.trials);
+#pragma omp parallel for num_threads(ctx.threads) schedule(dynamic)
+  for (std::int64_t t = 0; t < c.trials; ++t)
+    trials[t] = run_trial(c, kernel, {ctx.seed, ctx.experiment, std::uint32_t(ctx.cell.index),
+                                      std::uint32_t(t)});
+
+  // Reduced in trial order, so the statistics do not depend on the thread count.
+  std::vector<double> means, sample_variances, deviations;
+  for (const auto& t : trials) {
+    means.push_back(t.mean);
+    sample_variances.push_back(t.second - t.mean * t.mean);  // np.var(S), ddof 0
+  }
+  const double grand_mean = stats::mean(means);
+  // Each trial's mean squared deviation from the pooled mean: their average is np.var of all
+  // products stacked, and their spread across independent trials gives its interval.
+  for (const auto& t : trials)
+    deviations.push_back(t.second - 2 * grand_mean * t.mean + grand_mean * grand_mean);
+
+  const auto model = c.model();
+  const bool independent = c.alignment == 0;  // otherwise aligned pairs differ from the rest
+  auto if_independent = [&](double x) { return independent ? std::optional(x) : std::nullopt; };
+
+  json record;
+  record["scale_value"] = c.scale;
+  record["entries_per_trial"] = c.n_q * c.n_k;
+  record["score_mean"] = measured(grand_mean, stats::mean_ci(means),
+                                  if_independent(theory::score_mean(model)), "exact");
+  record["score_variance"] = measured(
+      stats::mean(deviations), stats::mean_ci(deviations),
+      if_independent(theory::expected_pooled_variance(model, c.trials)), "exact");
+  record["score_variance"]["per_entry_predicted"] = theory::score_variance(model);
+
+  json sv = measured(stats::mean(sample_variances), stats::mean_ci(sample_variances),
+                     if_independent(theory::expected_sample_variance(model)), "exact");
+  const bool spread_theory = independent && c.mean_q == 0 && c.mean_k == 0;
+  sv["stddev"] = measured(stats::stddev(sample_variances), stats::stddev_ci(sample_variances),
+                          spread_theory ? std::optional(theory::sample_variance_stddev(model))
+                                        : std::nullopt,
+                          "approximate");
+  sv["q05"] = stats::quantile(sample_variances, 0.05);
+  sv["q50"] = stats::quantile(sample_variances, 0.50);
+  sv["q95"] = stats::quantile(sample_variances, 0.95);
+  sv["cdf_at"] = json::array();
+  for (const auto& x : ctx.cell.params["cdf_at"])
+    sv["cdf_at"].push_back({{"x", x}, {"fraction", stats::fraction_at_most(sample_variances, x)}});
+  record["sample_variance"] = sv;
+
+  if (c.alignment > 0) {
+    std::vector<double> a_means, a_vars;
+    for (const auto& t : trials) a_means.push_back(t.aligned_mean), a_vars.push_back(t.aligned_variance);
+    const bool unit = c.standard_inputs();
+    auto if_unit = [&](double x) { return unit ? std::optional(x) : std::nullopt; };
+    record["aligned_score_mean"] =
+        measured(stats::mean(a_means), stats::mean_ci(a_means),
+                 if_unit(theory::aligned_mean(double(c.d_k), c.scale, c.alignment)), "exact");
+    record["aligned_score_variance"] =
+        measured(stats::mean(a_vars), stats::mean_ci(a_vars),
+                 if_unit(theory::aligned_variance(double(c.d_k), c.scale, c.alignment)), "exact");
+  }
+  return record;
+}
+
+std::vector<std::string> check_variance(const json& e) {
+  std::vector<std::string> problems;
+  auto values = [&](const char* key) {
+    return !e.contains(key) ? json::array() : e[key].is_array() ? e[key] : json::array({e[key]});
+  };
+  const json alignments = values("alignment");
+  const bool aligned = std::any_of(alignments.begin(), alignments.end(),
+                                   [](const json& a) { return a.get<double>() > 0; });
+  if (aligned && (values("n_q") != values("n_k") || values("n_q").size() > 1))
+    problems.push_back(
+        "/alignment: aligned inputs pair query i with key i, so n_q and n_k must be one and the "
+        "same value; found n_q " + values("n_q").dump() + " and n_k " + values("n_k").dump());
+  if (aligned) {
+    for (const auto& n : values("n_q"))
+      if (n.get<int>() < 2)
+        problems.push_back("/n_q: aligned inputs need n_q >= 2 to measure a variance, found " +
+                           n.dump());
+  }
+  return problems;
+}
+
+}  // namespace
+
+ExperimentKind variance_experiment() {
+  return {
+      .name = "variance",
+      .description = "mean and variance of the entries of S = c Q K^T, and of np.var(S)",
+      .axes = {"kernel", "n_q", "n_k", "mean_q", "std_q", "mean_k", "std_k", "alignment",
+               "trials", "d_k", "scale"},
+      .run_cell = run_variance_cell,
+      .bytes_per_thread =
+          [](const json& p) {
+            const double n_q = p["n_q"], n_k = p["n_k"], d_k = p["d_k"];
+            return 4.0 * (n_q + n_k) * d_k + 4.0 * (n_k + n_q) + 40.0 * n_q;
+          },
+      .check = check_variance,
+  };
+}
+
+}  // namespace sdpa
