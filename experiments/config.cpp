@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -139,14 +140,15 @@ class SchemaIndex {
 
   std::string expected(const json& doc, const std::string& pointer) const {
     auto [raw, node] = node_at(doc, pointer);
-    if (raw->contains("description")) return (*raw)["description"];
-    if (node->contains("description")) return (*node)["description"];
+    std::string text = raw->contains("description")    ? (*raw)["description"].get<std::string>()
+                       : node->contains("description") ? (*node)["description"].get<std::string>()
+                                                       : "a value matching the schema";
     if (node->contains("enum")) {
       std::vector<std::string> words;
       for (const auto& e : (*node)["enum"]) words.push_back(e.get<std::string>());
-      return "one of " + join_quoted(words);
+      text += ", one of " + join_quoted(words);
     }
-    return "a value matching the schema";
+    return text;
   }
 
   std::vector<std::string> allowed_keys(const json& doc, const std::string& pointer) const {
@@ -258,17 +260,21 @@ std::vector<std::string> semantic_problems(const json& doc, int threads) {
                            "; kernels on this machine: " + join_quoted(kernel_names()));
       }
     }
-    const ExperimentKind* kind = find_experiment_kind(e["kind"]);
-    if (kind && kind->check)
-      for (const auto& p : kind->check(e)) problems.push_back(at + p);
   }
+  if (!problems.empty()) return problems;
+
+  Config probe;
+  probe.document = doc;
+  const auto plans = make_plan(probe);
+  for (const auto& plan : plans)
+    if (plan.kind->check)
+      for (const auto& p : plan.kind->check(plan.params))
+        problems.push_back("/experiments/" + std::to_string(plan.index) + p);
   if (!problems.empty()) return problems;
 
   // Memory: the largest cell of each experiment, once per thread running at the same time.
   const double available = available_memory_bytes();
-  Config probe;
-  probe.document = doc;
-  for (const auto& plan : make_plan(probe)) {
+  for (const auto& plan : plans) {
     if (!plan.kind->bytes_per_thread) continue;
     double worst = 0;
     for (const auto& cell : plan.cells) worst = std::max(worst, plan.kind->bytes_per_thread(cell.params));
@@ -332,6 +338,8 @@ Config parse_config(const std::string& path, const std::string& text) {
 }
 
 Config load_config(const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    throw InputError(path + ": cannot read config: it is a directory, expected a JSON file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path + ": cannot open config: " + std::strerror(errno));
   std::ostringstream text;

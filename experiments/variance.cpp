@@ -149,9 +149,7 @@ json run_variance_cell(const CellContext& ctx) {
 
 std::vector<std::string> check_variance(const json& e) {
   std::vector<std::string> problems;
-  auto values = [&](const char* key) {
-    return !e.contains(key) ? json::array() : e[key].is_array() ? e[key] : json::array({e[key]});
-  };
+  auto values = [&](const char* key) { return e[key].is_array() ? e[key] : json::array({e[key]}); };
   const json alignments = values("alignment");
   const bool aligned = std::any_of(alignments.begin(), alignments.end(),
                                    [](const json& a) { return a.get<double>() > 0; });

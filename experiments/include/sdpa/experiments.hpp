@@ -62,9 +62,10 @@ struct ExperimentKind {
   std::function<json(const CellContext&)> run_cell;
   // Bytes one cell holds at once per thread, so a config too big for the machine is refused.
   std::function<double(const json& params)> bytes_per_thread;
-  // Checks that need more than the schema (e.g. n_q == n_k for aligned inputs); each returned
-  // string is "<json path below the experiment>: <message>".
-  std::function<std::vector<std::string>(const json& experiment)> check;
+  // Checks that need more than the schema (e.g. n_q == n_k for aligned inputs), on the
+  // experiment's parameters with defaults filled in; each returned string is
+  // "<json path below the experiment>: <message>".
+  std::function<std::vector<std::string>(const json& params)> check;
 };
 
 const std::vector<ExperimentKind>& experiment_kinds();

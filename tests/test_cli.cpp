@@ -1,0 +1,144 @@
+// End to end through the executable: a tiny config run, its result file checked against
+// results/schema.json, bad input refused with exit code 2 and nothing written.
+#include <doctest/doctest.h>
+
+#include <valijson/adapters/nlohmann_json_adapter.hpp>
+#include <valijson/schema.hpp>
+#include <valijson/schema_parser.hpp>
+#include <valijson/validator.hpp>
+
+#include "cli_runner.hpp"
+#include "sdpa/experiments.hpp"
+
+using sdpa::testing::run_cli;
+using sdpa::testing::TempDir;
+
+namespace {
+
+const char* kTinyConfig = R"({
+  "name": "tiny",
+  "seed": 3,
+  "experiments": [
+    {"name": "v", "kind": "variance", "d_k": [2, 16], "n_q": 4, "n_k": 5, "trials": 30,
+     "scale": ["none", "sqrt_dk"], "kernel": ["reference", "naive"], "cdf_at": [1.6]},
+    {"name": "aligned", "kind": "variance", "d_k": 8, "n_q": 6, "n_k": 6, "trials": 20,
+     "alignment": 0.5}
+  ]
+})";
+
+// Validates a document against results/schema.json with valijson; returns the errors.
+std::string schema_errors(const std::string& result_text) {
+  const auto schema_doc = nlohmann::json::parse(sdpa::testing::slurp("results/schema.json"));
+  valijson::Schema schema;
+  valijson::SchemaParser parser;
+  valijson::adapters::NlohmannJsonAdapter schema_adapter(schema_doc);
+  parser.populateSchema(schema_adapter, schema);
+  const auto doc = nlohmann::json::parse(result_text);
+  valijson::Validator validator;
+  valijson::ValidationResults results;
+  valijson::adapters::NlohmannJsonAdapter adapter(doc);
+  validator.validate(schema, adapter, &results);
+  std::string errors;
+  valijson::ValidationResults::Error e;
+  while (results.popError(e)) {
+    for (const auto& c : e.context) errors += c;
+    errors += ": " + e.description + "\n";
+  }
+  return errors;
+}
+
+sdpa::json records_of(const std::string& text) {
+  sdpa::json doc = sdpa::json::parse(text), out = sdpa::json::array();
+  for (const auto& e : doc["experiments"]) out.push_back(e["records"]);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("run writes a result file that matches results/schema.json and prints tables") {
+  TempDir dir;
+  dir.write("tiny.json", kTinyConfig);
+  const auto r = run_cli("run " + (dir / "tiny.json").string() + " -o " + (dir / "r.json").string(), dir);
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("### variance: v") != std::string::npos);
+  CHECK(r.out.find("sqrt_dk: Var(s) [95% CI]") != std::string::npos);
+  CHECK(r.err.find("[v] variance: 8 cells in") != std::string::npos);  // not a terminal
+
+  const std::string text = sdpa::testing::slurp(dir / "r.json");
+  CHECK(schema_errors(text) == "");
+  const auto doc = sdpa::json::parse(text);
+  CHECK(doc["config"]["sha256"] == sdpa::sha256_hex(kTinyConfig));
+  CHECK(doc["config"]["document"] == sdpa::json::parse(kTinyConfig));
+  CHECK(doc["experiments"][0]["records"].size() == 8);
+  CHECK(doc["experiments"][1]["records"][0].contains("aligned_score_variance"));
+  // Nothing but the result file (and the config) is left in the folder: no temporary files.
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& f : std::filesystem::directory_iterator(dir.path)) ++files;
+  CHECK(files == 2);
+}
+
+TEST_CASE("the same config and seed give identical statistics on 1 and 2 threads") {
+  TempDir dir;
+  dir.write("tiny.json", kTinyConfig);
+  const std::string cfg = (dir / "tiny.json").string();
+  REQUIRE(run_cli("run " + cfg + " -j 1 -o " + (dir / "a.json").string(), dir).exit_code == 0);
+  REQUIRE(run_cli("run " + cfg + " -j 2 -o " + (dir / "b.json").string(), dir).exit_code == 0);
+  CHECK(records_of(sdpa::testing::slurp(dir / "a.json")) ==
+        records_of(sdpa::testing::slurp(dir / "b.json")));
+}
+
+TEST_CASE("a bad config exits 2, names file and path, and writes nothing") {
+  TempDir dir;
+  dir.write("bad.json", R"({"name": "b", "seed": 1, "experiments": [{"name": "v", "kind": "variance", "d_k": 0}]})");
+  const std::string out = (dir / "r.json").string();
+  const auto r = run_cli("run " + (dir / "bad.json").string() + " -o " + out, dir);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err == "error: " + (dir / "bad.json").string() +
+                     ": /experiments/0/d_k: expected a positive integer or a non-empty list of "
+                     "positive integers, found number 0\n");
+  CHECK_FALSE(std::filesystem::exists(out));
+  CHECK(run_cli("validate " + (dir / "bad.json").string(), dir).exit_code == 2);
+  CHECK(run_cli("run " + (dir / "missing.json").string(), dir).exit_code == 2);
+}
+
+TEST_CASE("validate, list, info, --version and --help") {
+  TempDir dir;
+  const auto v = run_cli("validate configs/quick.json", dir);
+  CHECK(v.exit_code == 0);
+  CHECK(v.out.rfind("configs/quick.json: valid (", 0) == 0);
+
+  const auto l = run_cli("list", dir);
+  CHECK(l.exit_code == 0);
+  CHECK(l.out.find("variance") != std::string::npos);
+  CHECK(l.out.find("reference          reference  scalar") != std::string::npos);
+
+  const auto i = run_cli("info", dir);
+  REQUIRE(i.exit_code == 0);
+  const auto info = sdpa::json::parse(i.out);
+  CHECK(info["machine"]["logical_cores"].get<int>() >= 1);
+  CHECK(info["suite"]["build_type"].is_string());
+
+  CHECK(run_cli("--version", dir).out.rfind("sdpa-bench 0.1.0", 0) == 0);
+  for (const char* sub : {"run", "validate", "list", "info", "report"}) {
+    const auto h = run_cli(std::string(sub) + " --help", dir);
+    CAPTURE(sub);
+    CHECK(h.exit_code == 0);
+    CHECK(h.out.find("Usage") != std::string::npos);
+  }
+}
+
+TEST_CASE("report regenerates the tables from a result file alone") {
+  TempDir dir;
+  dir.write("tiny.json", kTinyConfig);
+  const auto r = run_cli("run " + (dir / "tiny.json").string() + " -o " + (dir / "r.json").string(), dir);
+  REQUIRE(r.exit_code == 0);
+  const auto rep = run_cli("report " + (dir / "r.json").string(), dir);
+  CHECK(rep.exit_code == 0);
+  CHECK(rep.out == r.out);  // the tables `run` printed, byte for byte
+
+  dir.write("trunc.json", sdpa::testing::slurp(dir / "r.json").substr(0, 200));
+  const auto t = run_cli("report " + (dir / "trunc.json").string(), dir);
+  CHECK(t.exit_code == 2);
+  CHECK(t.err.find((dir / "trunc.json").string() + ": not a complete JSON document") != std::string::npos);
+}

@@ -1,0 +1,159 @@
+// Every kind of bad config gets one exact message: file, JSON path, expected, found.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "sdpa/experiments.hpp"
+
+namespace {
+
+std::string error_of(const std::string& text) {
+  try {
+    sdpa::parse_config("bad.json", text);
+  } catch (const sdpa::InputError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+// A valid config with one experiment whose body is `fields` (after name and kind).
+std::string with_experiment(const std::string& fields) {
+  return R"({"name": "t", "seed": 1, "experiments": [{"name": "a", "kind": "variance", )" +
+         fields + "}]}";
+}
+
+}  // namespace
+
+TEST_CASE("a valid config is accepted and hashed") {
+  const auto c = sdpa::parse_config("ok.json", with_experiment(R"("d_k": [1, 2], "scale": ["none", 0.5])"));
+  CHECK(c.name == "t");
+  CHECK(c.seed == 1);
+  CHECK(c.sha256.size() == 64);
+  const auto plan = sdpa::make_plan(c);
+  REQUIRE(plan.size() == 1);
+  CHECK(plan[0].cells.size() == 4);
+  // Defaults come from the schema; the last axis (scale) varies fastest.
+  CHECK(plan[0].cells[1].params["scale"] == 0.5);
+  CHECK(plan[0].cells[1].params["d_k"] == 1);
+  CHECK(plan[0].cells[2].params["d_k"] == 2);
+  CHECK(plan[0].cells[0].params["kernel"] == "reference");
+}
+
+TEST_CASE("every shipped config validates") {
+  for (const auto& f : std::filesystem::directory_iterator("configs")) {
+    if (f.path().filename() == "schema.json" || f.path().extension() != ".json") continue;
+    CAPTURE(f.path().string());
+    CHECK_NOTHROW(sdpa::load_config(f.path().string()));
+  }
+}
+
+TEST_CASE("file errors") {
+  CHECK_THROWS_WITH_AS(sdpa::load_config("no/such/config.json"),
+                       "no/such/config.json: cannot open config: No such file or directory",
+                       sdpa::InputError);
+  CHECK_THROWS_WITH_AS(sdpa::load_config("configs"),
+                       "configs: cannot read config: it is a directory, expected a JSON file",
+                       sdpa::InputError);
+}
+
+TEST_CASE("not JSON: line and column") {
+  CHECK(error_of("{\"name\": \"x\",\n  \"seed\": 1,\n  \"experiments\": [ }\n") ==
+        "bad.json:3:20: not valid JSON: syntax error while parsing value - unexpected '}'; "
+        "expected '[', '{', or a literal");
+  CHECK(error_of("") ==
+        "bad.json:1:1: not valid JSON: syntax error while parsing value - unexpected end of "
+        "input; expected '[', '{', or a literal");
+}
+
+TEST_CASE("wrong types") {
+  CHECK(error_of(with_experiment(R"("d_k": [1, "a"])")) ==
+        "bad.json: /experiments/0/d_k/1: expected a positive integer or a non-empty list of "
+        "positive integers, found string \"a\"");
+  CHECK(error_of(R"({"name": "t", "seed": "42", "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
+        "bad.json: /seed: expected a non-negative integer (the key of every random stream), "
+        "found string \"42\"");
+}
+
+TEST_CASE("seed not an integer") {
+  CHECK(error_of(R"({"name": "t", "seed": 1.5, "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
+        "bad.json: /seed: expected a non-negative integer (the key of every random stream), "
+        "found number 1.5");
+  CHECK(error_of(R"({"name": "t", "seed": -1, "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
+        "bad.json: /seed: expected a non-negative integer (the key of every random stream), "
+        "found number -1");
+}
+
+TEST_CASE("unknown keys suggest the closest valid key") {
+  CHECK(error_of(R"({"name": "t", "sed": 1, "seed": 1, "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
+        "bad.json: /sed: unknown key \"sed\" (did you mean \"seed\"?)");
+  CHECK(error_of(with_experiment(R"("d_k": 1, "kernal": "naive")")) ==
+        "bad.json: /experiments/0/kernal: unknown key \"kernal\" (did you mean \"kernel\"?)");
+  CHECK(error_of(with_experiment(R"("d_k": 1, "zzzzzz": 1)")) ==
+        "bad.json: /experiments/0/zzzzzz: unknown key \"zzzzzz\"");
+}
+
+TEST_CASE("unknown experiment kind lists the valid ones") {
+  CHECK(error_of(R"({"name": "t", "seed": 1, "experiments": [{"name": "a", "kind": "varience"}]})") ==
+        "bad.json: /experiments/0/kind: expected an experiment kind (see `sdpa-bench list`), one "
+        "of \"variance\", found string \"varience\"");
+}
+
+TEST_CASE("unknown kernel lists the valid ones") {
+  const std::string msg = error_of(with_experiment(R"("d_k": 1, "kernel": ["naive", "nave"])"));
+  CHECK(msg.rfind("bad.json: /experiments/0/kernel/1: unknown kernel \"nave\" (did you mean "
+                  "\"naive\"?); kernels on this machine: \"reference\", \"naive\"",
+                  0) == 0);
+}
+
+TEST_CASE("zero, negative and empty") {
+  CHECK(error_of(with_experiment(R"("d_k": 1, "n_q": -3)")) ==
+        "bad.json: /experiments/0/n_q: expected a positive integer or a non-empty list of "
+        "positive integers, found number -3");
+  CHECK(error_of(with_experiment(R"("d_k": 0)")) ==
+        "bad.json: /experiments/0/d_k: expected a positive integer or a non-empty list of "
+        "positive integers, found number 0");
+  CHECK(error_of(with_experiment(R"("d_k": [])")) ==
+        "bad.json: /experiments/0/d_k: expected a positive integer or a non-empty list of "
+        "positive integers, found an empty list");
+  CHECK(error_of(R"({"name": "t", "seed": 1, "experiments": []})") ==
+        "bad.json: /experiments: expected a non-empty list of experiments, found an empty list");
+  CHECK(error_of(with_experiment(R"("d_k": 1, "trials": 0)")) ==
+        "bad.json: /experiments/0/trials: expected a positive integer or a non-empty list of "
+        "positive integers, found number 0");
+  CHECK(error_of(with_experiment(R"("d_k": 1, "std_q": 0)")) ==
+        "bad.json: /experiments/0/std_q: expected a positive number or a non-empty list of "
+        "positive numbers, found number 0");
+}
+
+TEST_CASE("missing keys and bad scale schemes") {
+  CHECK(error_of(R"({"name": "t", "seed": 1, "experiments": [{"name": "a", "kind": "variance"}]})") ==
+        "bad.json: /experiments/0: missing required key \"d_k\"");
+  CHECK(error_of(with_experiment(R"("d_k": 1, "scale": "sqrt")")) ==
+        "bad.json: /experiments/0/scale: expected a scale scheme (\"none\", \"sqrt_dk\", \"dk\", "
+        "\"log_n\" or a positive number) or a non-empty list of them, found string \"sqrt\"");
+}
+
+TEST_CASE("several problems are all reported, one per line") {
+  CHECK(error_of(with_experiment(R"("d_k": 0, "trials": 0)")) ==
+        "bad.json: /experiments/0/d_k: expected a positive integer or a non-empty list of "
+        "positive integers, found number 0\n"
+        "bad.json: /experiments/0/trials: expected a positive integer or a non-empty list of "
+        "positive integers, found number 0");
+}
+
+TEST_CASE("duplicate experiment names") {
+  CHECK(error_of(R"({"name": "t", "seed": 1, "experiments": [
+        {"name": "a", "kind": "variance", "d_k": 1}, {"name": "a", "kind": "variance", "d_k": 2}]})") ==
+        "bad.json: /experiments/1/name: duplicate experiment name \"a\"");
+}
+
+TEST_CASE("semantic checks: aligned inputs and memory") {
+  CHECK(error_of(with_experiment(R"("d_k": 4, "alignment": 0.5, "n_q": 3)")) ==
+        "bad.json: /experiments/0/alignment: aligned inputs pair query i with key i, so n_q and "
+        "n_k must be one and the same value; found n_q [3] and n_k [64]");
+  const std::string msg =
+      error_of(with_experiment(R"("d_k": 1000000, "n_q": 1000000, "n_k": 1000000)"));
+  CHECK(msg.rfind("bad.json: /experiments/0: needs about ", 0) == 0);
+  CHECK(msg.find("GiB available; reduce the sizes") != std::string::npos);
+}
