@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -28,62 +29,142 @@ std::string predicted(const json& m) {
 
 std::string label(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
+// Parameters that mean something for this record: projection settings only for projected
+// inputs, normal-distribution settings only for normal ones.
+bool applies(const json& params, const std::string& key) {
+  const bool projected = params.value("inputs", std::string("normal")) == "projected";
+  if (key == "d_model" || key == "init") return projected;
+  if (key == "mean_q" || key == "std_q" || key == "mean_k" || key == "std_k" || key == "alignment")
+    return !projected;
+  return true;
+}
+
+struct Group {
+  std::string title;  // the parameters that vary between groups
+  std::vector<const json*> records;
+};
+
 // Records grouped by every parameter except the row and column parameters, so each group is
-// one table with rows by `row_key` and column groups by `column_key`.
-std::vector<std::pair<std::string, std::vector<const json*>>> group_records(
-    const json& records, const std::string& row_key, const std::string& column_key) {
-  std::vector<std::pair<std::string, std::vector<const json*>>> groups;
+// one table with rows by `row_key` and column groups by `column_key`. Parameters with one
+// value across the experiment go into `fixed`.
+std::vector<Group> group_records(const json& records, const std::string& row_key,
+                                 const std::string& column_key, std::string& fixed) {
+  std::vector<std::string> varying;
+  const json& first = records.at(0)["params"];
+  for (auto& [k, v] : first.items()) {
+    if (k == row_key || k == column_key) continue;
+    const bool varies = std::any_of(records.begin(), records.end(),
+                                    [&](const json& r) { return r["params"][k] != v; });
+    if (varies) varying.push_back(k);
+    else if (applies(first, k)) fixed += (fixed.empty() ? "" : ", ") + k + " " + label(v);
+  }
+  std::vector<Group> groups;
   for (const auto& r : records) {
-    std::string key;
-    for (auto& [k, v] : r["params"].items())
-      if (k != row_key && k != column_key) key += (key.empty() ? "" : ", ") + k + " " + label(v);
-    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == key; });
-    if (it == groups.end()) groups.push_back({key, {&r}});
-    else it->second.push_back(&r);
+    std::string title;
+    for (const auto& k : varying)
+      if (applies(r["params"], k)) title += (title.empty() ? "" : ", ") + k + " " + label(r["params"][k]);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.title == title; });
+    if (it == groups.end()) groups.push_back({title, {&r}});
+    else it->records.push_back(&r);
   }
   return groups;
 }
 
-// Score variance: one row per d_k, each scale scheme side by side.
-std::vector<Table> variance_tables(const json& experiment, const std::string& source) {
+// A column of a side-by-side table: its heading and how a record fills it.
+struct Column {
+  std::string heading;
+  std::function<std::string(const json& record)> cell;
+};
+
+std::string statistic_with_ci(const json& m) {
+  return number(m["value"]) + " " + interval(m["ci95"]);
+}
+
+// One table per group of records, one row per value of `row_key`, and for each value of
+// `column_key` (a scale scheme) the same columns side by side.
+std::vector<Table> side_by_side(const json& experiment, const std::string& source,
+                                const std::string& row_key, const std::string& column_key,
+                                const std::vector<Column>& columns, const std::string& note) {
   std::vector<Table> out;
-  for (const auto& [group, records] : group_records(experiment["records"], "d_k", "scale")) {
-    std::vector<std::string> scales;
+  if (experiment["records"].empty()) return out;
+  std::string fixed;
+  for (const auto& [group, records] : group_records(experiment["records"], row_key, column_key, fixed)) {
+    std::vector<std::string> keys;
     for (const json* r : records) {
-      const std::string s = label((*r)["params"]["scale"]);
-      if (std::find(scales.begin(), scales.end(), s) == scales.end()) scales.push_back(s);
+      const std::string s = label((*r)["params"][column_key]);
+      if (std::find(keys.begin(), keys.end(), s) == keys.end()) keys.push_back(s);
     }
     Table t;
-    t.title = "variance: " + experiment["name"].get<std::string>() + source + " (" + group + ")";
-    t.header = {"d_k"};
-    for (const auto& s : scales)
-      for (const char* col : {"Var(s) [95% CI]", "predicted", "agrees"})
-        t.header.push_back(s + ": " + col);
-    std::map<double, std::vector<std::string>> rows;  // ordered by d_k
+    t.title = experiment["kind"].get<std::string>() + ": " + experiment["name"].get<std::string>() +
+              source + (group.empty() ? "" : " (" + group + ")");
+    t.header = {row_key};
+    for (const auto& k : keys)
+      for (const auto& c : columns) t.header.push_back(k + ": " + c.heading);
+    std::map<double, std::vector<std::string>> rows;  // ordered by the row parameter
     for (const json* r : records) {
-      const double d_k = (*r)["params"]["d_k"];
-      auto& row = rows[d_k];
-      if (row.empty()) row.assign(1 + 3 * scales.size(), "-"), row[0] = number(d_k);
-      const auto col = 1 + 3 * (std::find(scales.begin(), scales.end(),
-                                          label((*r)["params"]["scale"])) - scales.begin());
-      const json& m = (*r)["score_variance"];
-      row[col] = number(m["value"]) + " " + interval(m["ci95"]);
-      row[col + 1] = predicted(m);
-      row[col + 2] = agreement(m);
+      const double x = (*r)["params"][row_key];
+      auto& row = rows[x];
+      if (row.empty()) row.assign(1 + columns.size() * keys.size(), "-"), row[0] = number(x);
+      const std::size_t k = std::find(keys.begin(), keys.end(),
+                                      label((*r)["params"][column_key])) - keys.begin();
+      for (std::size_t c = 0; c < columns.size(); ++c)
+        row[1 + k * columns.size() + c] = columns[c].cell(*r);
     }
-    for (auto& [d, row] : rows) t.rows.push_back(row);
-    t.note = "Var(s): variance of all entries of all trials (np.var of the stacked products); "
-             "predicted = E of that statistic; agrees = predicted inside the 95 % CI (about one "
-             "cell in twenty disagrees by chance).";
+    for (auto& [x, row] : rows) t.rows.push_back(row);
+    t.note = "Fixed: " + fixed + ". " + note;
     out.push_back(std::move(t));
   }
   return out;
 }
 
+const char* kAgreesNote =
+    "agrees = predicted inside the 95 % CI (about one cell in twenty disagrees by chance).";
+
+// Score variance: one row per d_k, each scale scheme side by side.
+std::vector<Table> variance_tables(const json& experiment, const std::string& source) {
+  const std::vector<Column> columns = {
+      {"Var(s) [95% CI]", [](const json& r) { return statistic_with_ci(r["score_variance"]); }},
+      {"predicted", [](const json& r) { return predicted(r["score_variance"]); }},
+      {"agrees", [](const json& r) { return agreement(r["score_variance"]); }},
+  };
+  return side_by_side(experiment, source, "d_k", "scale", columns,
+                      std::string("Var(s): variance of all entries of all trials (np.var of the "
+                                  "stacked products); predicted = E of that statistic. ") +
+                          kAgreesNote);
+}
+
+// Softmax saturation: entropy beside ln N - sigma^2/2, max weight and overflow, per d_k.
+std::vector<Table> entropy_tables(const json& experiment, const std::string& source) {
+  const std::vector<Column> columns = {
+      {"H [95% CI]", [](const json& r) { return statistic_with_ci(r["entropy"]); }},
+      {"ln N - s2/2",
+       [](const json& r) {
+         // A prediction outside the regime where the formula holds is shown in parentheses.
+         const std::string p = predicted(r["entropy"]);
+         return r["formula_valid"].get<bool>() || p == "-" ? p : "(" + p + ")";
+       }},
+      {"agrees", [](const json& r) { return agreement(r["entropy"]); }},
+      {"max w", [](const json& r) { return number(r["max_weight"]["value"]); }},
+      {"rows max w>0.9", [](const json& r) { return number(r["rows_max_weight_over_0_9"]); }},
+      {"overflow fp32/fp16",
+       [](const json& r) {
+         return number(r["overflow"]["unstable_fp32_rows"]) + " / " +
+                number(r["overflow"]["unstable_fp16_rows"]);
+       }},
+  };
+  return side_by_side(experiment, source, "d_k", "scale", columns,
+                      std::string("H: mean softmax entropy per query row (nats). The prediction "
+                                  "ln N - s2/2 holds asymptotically while s2 < 2 ln N; in "
+                                  "parentheses where it does not. overflow: fraction of rows "
+                                  "whose exp(s) sum overflows without max subtraction. ") +
+                          kAgreesNote);
+}
+
 using TableMaker = std::vector<Table> (*)(const json& experiment, const std::string& source);
 
 const std::map<std::string, TableMaker>& makers() {
-  static const std::map<std::string, TableMaker> m = {{"variance", variance_tables}};
+  static const std::map<std::string, TableMaker> m = {{"variance", variance_tables},
+                                                      {"entropy", entropy_tables}};
   return m;
 }
 

@@ -6,6 +6,7 @@ namespace sdpa {
 const std::vector<ExperimentKind>& experiment_kinds() {
   static const std::vector<ExperimentKind> kinds = {
       variance_experiment(),
+      entropy_experiment(),
   };
   return kinds;
 }

@@ -5,4 +5,5 @@
 
 namespace sdpa {
 ExperimentKind variance_experiment();
+ExperimentKind entropy_experiment();
 }  // namespace sdpa

@@ -35,10 +35,7 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   fs::create_directories(dir);
-  std::string hidden = ".";  // (not "." + name: GCC 12 warns falsely on that, bug 105651)
-  hidden += target.filename().string();
-  hidden += ".XXXXXX";
-  std::string temp = (dir / hidden).string();
+  std::string temp = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
   const int fd = mkstemp(temp.data());
   if (fd < 0) fail("create a temporary file for", path);
   const char* p = text.data();

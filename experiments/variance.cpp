@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "inputs.hpp"
 #include "kinds.hpp"
 #include "scale.hpp"
 #include "sdpa/kernels.hpp"
@@ -19,7 +20,7 @@ struct VarianceCell {
   std::string kernel;
   std::int64_t d_k, n_q, n_k, trials;
   double scale;
-  double mean_q, std_q, mean_k, std_k, alignment;
+  InputSpec inputs;
 
   explicit VarianceCell(const json& p)
       : kernel(p["kernel"]),
@@ -28,16 +29,9 @@ struct VarianceCell {
         n_k(p["n_k"]),
         trials(p["trials"]),
         scale(scale_value(p["scale"], double(p["d_k"]), double(p["n_k"]))),
-        mean_q(p["mean_q"]),
-        std_q(p["std_q"]),
-        mean_k(p["mean_k"]),
-        std_k(p["std_k"]),
-        alignment(p["alignment"]) {}
+        inputs(InputSpec::from(p)) {}
 
-  theory::ScoreModel model() const {
-    return {double(d_k), scale, mean_q, std_q, mean_k, std_k, n_q, n_k};
-  }
-  bool standard_inputs() const { return mean_q == 0 && mean_k == 0 && std_q == 1 && std_k == 1; }
+  theory::ScoreModel model() const { return inputs.score_model(double(d_k), scale, n_q, n_k); }
 };
 
 // What one trial (one product) contributes.
@@ -52,13 +46,7 @@ TrialMoments run_trial(const VarianceCell& c, const Kernel& kernel, const Stream
   PhiloxStream rng(key);
   const Shape shape{1, c.n_q, c.n_k, c.d_k, 1};
   std::vector<float> q(shape.q_elements()), k(shape.k_elements());
-  fill_normal<float>(rng, q, c.mean_q, c.std_q);
-  fill_normal<float>(rng, k, c.mean_k, c.std_k);
-  if (c.alignment > 0) {
-    // k_i = rho q_i + sqrt(1 - rho^2) z_i: query i and key i are aligned pairs.
-    const float rho = float(c.alignment), rest = float(std::sqrt(1 - c.alignment * c.alignment));
-    for (std::size_t i = 0; i < k.size(); ++i) k[i] = rho * q[i] + rest * k[i];
-  }
+  c.inputs.sample(rng, c.n_q, c.n_k, c.d_k, q, k);
   std::vector<float> v(shape.v_elements(), 0.0f), out(shape.out_elements());
   RowProbes probes(shape.rows());
   ForwardArgs args{.shape = shape, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
@@ -69,7 +57,7 @@ TrialMoments run_trial(const VarianceCell& c, const Kernel& kernel, const Stream
   const auto pooled = probes.pooled();
   const double m = double(c.n_q) * double(c.n_k);
   TrialMoments t{pooled.score_sum / m, pooled.score_sumsq / m};
-  if (c.alignment > 0) {
+  if (c.inputs.alignment > 0) {
     std::vector<double> dots(c.n_q);
     for (std::int64_t i = 0; i < c.n_q; ++i) {
       double dot = 0;
@@ -104,8 +92,14 @@ json run_variance_cell(const CellContext& ctx) {
     deviations.push_back(t.second - 2 * grand_mean * t.mean + grand_mean * grand_mean);
 
   const auto model = c.model();
-  const bool independent = c.alignment == 0;  // otherwise aligned pairs differ from the rest
+  // Aligned pairs differ from the other entries: no common per-entry prediction then.
+  const bool independent = c.inputs.independent_scores();
   auto if_independent = [&](double x) { return independent ? std::optional(x) : std::nullopt; };
+  // Projected inputs share W within a trial, so entries of one product covary in ways the
+  // closed forms ignore: their per-product predictions are left out, the pooled one is
+  // approximate (exact as trials grow).
+  const bool projected = c.inputs.kind == "projected";
+  auto if_plain = [&](double x) { return independent && !projected ? std::optional(x) : std::nullopt; };
 
   json record;
   record["scale_value"] = c.scale;
@@ -114,12 +108,14 @@ json run_variance_cell(const CellContext& ctx) {
                                   if_independent(theory::score_mean(model)), "exact");
   record["score_variance"] = measured(
       stats::mean(deviations), stats::mean_ci(deviations),
-      if_independent(theory::expected_pooled_variance(model, c.trials)), "exact");
+      if_independent(projected ? theory::score_variance(model)
+                               : theory::expected_pooled_variance(model, c.trials)),
+      projected ? "approximate" : "exact");
   record["score_variance"]["per_entry_predicted"] = theory::score_variance(model);
 
   json sv = measured(stats::mean(sample_variances), stats::mean_ci(sample_variances),
-                     if_independent(theory::expected_sample_variance(model)), "exact");
-  const bool spread_theory = independent && c.mean_q == 0 && c.mean_k == 0;
+                     if_plain(theory::expected_sample_variance(model)), "exact");
+  const bool spread_theory = independent && !projected && model.mean_q == 0 && model.mean_k == 0;
   sv["stddev"] = measured(stats::stddev(sample_variances), stats::stddev_ci(sample_variances),
                           spread_theory ? std::optional(theory::sample_variance_stddev(model))
                                         : std::nullopt,
@@ -132,17 +128,17 @@ json run_variance_cell(const CellContext& ctx) {
     sv["cdf_at"].push_back({{"x", x}, {"fraction", stats::fraction_at_most(sample_variances, x)}});
   record["sample_variance"] = sv;
 
-  if (c.alignment > 0) {
+  if (c.inputs.alignment > 0) {
     std::vector<double> a_means, a_vars;
     for (const auto& t : trials) a_means.push_back(t.aligned_mean), a_vars.push_back(t.aligned_variance);
-    const bool unit = c.standard_inputs();
+    const bool unit = model.mean_q == 0 && model.mean_k == 0 && model.std_q == 1 && model.std_k == 1;
     auto if_unit = [&](double x) { return unit ? std::optional(x) : std::nullopt; };
     record["aligned_score_mean"] =
         measured(stats::mean(a_means), stats::mean_ci(a_means),
-                 if_unit(theory::aligned_mean(double(c.d_k), c.scale, c.alignment)), "exact");
+                 if_unit(theory::aligned_mean(double(c.d_k), c.scale, c.inputs.alignment)), "exact");
     record["aligned_score_variance"] =
         measured(stats::mean(a_vars), stats::mean_ci(a_vars),
-                 if_unit(theory::aligned_variance(double(c.d_k), c.scale, c.alignment)), "exact");
+                 if_unit(theory::aligned_variance(double(c.d_k), c.scale, c.inputs.alignment)), "exact");
   }
   return record;
 }
@@ -172,13 +168,15 @@ ExperimentKind variance_experiment() {
   return {
       .name = "variance",
       .description = "mean and variance of the entries of S = c Q K^T, and of np.var(S)",
-      .axes = {"kernel", "n_q", "n_k", "mean_q", "std_q", "mean_k", "std_k", "alignment",
-               "trials", "d_k", "scale"},
+      .axes = {"kernel", "inputs", "init", "d_model", "n_q", "n_k", "mean_q", "std_q", "mean_k",
+               "std_k", "alignment", "trials", "d_k", "scale"},
       .run_cell = run_variance_cell,
       .bytes_per_thread =
           [](const json& p) {
             const double n_q = p["n_q"], n_k = p["n_k"], d_k = p["d_k"];
-            return 4.0 * (n_q + n_k) * d_k + 4.0 * (n_k + n_q) + 40.0 * n_q;
+            const double d_model = p["inputs"] == "projected" ? double(p["d_model"]) : 0.0;
+            return 4.0 * (n_q + n_k) * d_k + 4.0 * (n_k + n_q) + 40.0 * n_q +
+                   16.0 * d_model * d_k;
           },
       .check = check_variance,
   };

@@ -94,9 +94,24 @@ TEST_CASE("unknown keys suggest the closest valid key") {
 }
 
 TEST_CASE("unknown experiment kind lists the valid ones") {
+  std::string kinds;
+  for (const auto& k : sdpa::experiment_kinds()) kinds += (kinds.empty() ? "\"" : ", \"") + k.name + "\"";
   CHECK(error_of(R"({"name": "t", "seed": 1, "experiments": [{"name": "a", "kind": "varience"}]})") ==
         "bad.json: /experiments/0/kind: expected an experiment kind (see `sdpa-bench list`), one "
-        "of \"variance\", found string \"varience\"");
+        "of " + kinds + ", found string \"varience\"");
+}
+
+TEST_CASE("the schema knows exactly the registered experiment kinds") {
+  const auto& schema = sdpa::config_schema()["definitions"];
+  std::vector<std::string> in_schema, registered;
+  for (const auto& k : schema["experiment"]["properties"]["kind"]["enum"]) in_schema.push_back(k);
+  for (const auto& k : sdpa::experiment_kinds()) {
+    registered.push_back(k.name);
+    CAPTURE(k.name);
+    CHECK(schema.contains(k.name));  // its parameter definition
+    for (const auto& axis : k.axes) CHECK(schema[k.name]["properties"].contains(axis));
+  }
+  CHECK(in_schema == registered);
 }
 
 TEST_CASE("unknown kernel lists the valid ones") {

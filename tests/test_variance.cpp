@@ -4,16 +4,12 @@
 
 #include <cmath>
 
-#include "sdpa/experiments.hpp"
+#include "experiment_runner.hpp"
 
 namespace {
 
 sdpa::json run_cell(const std::string& fields, int threads, std::int64_t cell = 0) {
-  const auto config = sdpa::parse_config(
-      "test.json", R"({"name": "t", "seed": 7, "experiments": [{"name": "v", "kind": "variance", )" +
-                       fields + "}]}");
-  const auto plan = sdpa::make_plan(config);
-  return plan[0].kind->run_cell({plan[0].cells.at(cell), config.seed, 0, threads});
+  return sdpa::testing::run_cell("variance", fields, threads, cell);
 }
 
 // Tolerance: 4 standard errors of the Monte Carlo estimate (the 95 % CI's half-width / 1.96),

@@ -1,0 +1,81 @@
+#include "inputs.hpp"
+
+#include <boost/random/uniform_real_distribution.hpp>
+#include <cmath>
+#include <vector>
+
+namespace sdpa {
+namespace {
+
+// W (d_model x d_k) with the chosen initialisation, drawn from the trial's stream.
+std::vector<double> projection(PhiloxStream& rng, const std::string& init, std::int64_t d_model,
+                               std::int64_t d_k) {
+  std::vector<double> w(d_model * d_k);
+  const double variance =
+      theory::projection_weight_variance(init, double(d_model), double(d_k));
+  if (init == "pytorch") {
+    const double bound = std::sqrt(3 * variance);  // U(-b, b) has variance b^2 / 3
+    boost::random::uniform_real_distribution<double> uniform(-bound, bound);
+    for (double& x : w) x = uniform(rng);
+  } else {
+    fill_normal<double>(rng, w, 0, std::sqrt(variance));
+  }
+  return w;
+}
+
+// out [n, d_k] = x [n, d_model] W with x of unit variance.
+void project(PhiloxStream& rng, const std::vector<double>& w, std::int64_t n,
+             std::int64_t d_model, std::int64_t d_k, std::span<float> out) {
+  std::vector<double> x(d_model), row(d_k);
+  for (std::int64_t i = 0; i < n; ++i) {
+    fill_normal<double>(rng, x);
+    std::fill(row.begin(), row.end(), 0.0);
+    for (std::int64_t a = 0; a < d_model; ++a)
+      for (std::int64_t b = 0; b < d_k; ++b) row[b] += x[a] * w[a * d_k + b];
+    for (std::int64_t b = 0; b < d_k; ++b) out[i * d_k + b] = float(row[b]);
+  }
+}
+
+}  // namespace
+
+InputSpec InputSpec::from(const json& p) {
+  InputSpec s;
+  s.kind = p.value("inputs", s.kind);
+  s.mean_q = p.value("mean_q", s.mean_q);
+  s.std_q = p.value("std_q", s.std_q);
+  s.mean_k = p.value("mean_k", s.mean_k);
+  s.std_k = p.value("std_k", s.std_k);
+  s.alignment = p.value("alignment", s.alignment);
+  s.d_model = p.value("d_model", s.d_model);
+  s.init = p.value("init", std::string("glorot"));
+  return s;
+}
+
+void InputSpec::sample(PhiloxStream& rng, std::int64_t n_q, std::int64_t n_k, std::int64_t d_k,
+                       std::span<float> q, std::span<float> k) const {
+  if (kind == "projected") {
+    const auto w_q = projection(rng, init, d_model, d_k);
+    const auto w_k = projection(rng, init, d_model, d_k);
+    project(rng, w_q, n_q, d_model, d_k, q);
+    project(rng, w_k, n_k, d_model, d_k, k);
+    return;
+  }
+  fill_normal<float>(rng, q, mean_q, std_q);
+  fill_normal<float>(rng, k, mean_k, std_k);
+  if (alignment > 0) {
+    const float rho = float(alignment), rest = float(std::sqrt(1 - alignment * alignment));
+    const std::int64_t pairs = std::min(n_q, n_k) * d_k;
+    for (std::int64_t i = 0; i < pairs; ++i) k[i] = rho * q[i] + rest * k[i];
+  }
+}
+
+theory::ScoreModel InputSpec::score_model(double d_k, double scale, std::int64_t n_q,
+                                          std::int64_t n_k) const {
+  if (kind == "projected") {
+    const double sd = std::sqrt(theory::projected_variance(init, double(d_model), d_k));
+    return {d_k, scale, 0, sd, 0, sd, n_q, n_k};
+  }
+  return {d_k, scale, mean_q, std_q, mean_k, std_k, n_q, n_k};
+}
+
+}  // namespace sdpa

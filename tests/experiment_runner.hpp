@@ -1,0 +1,27 @@
+// Runs one cell of an experiment kind in-process, as the runner would.
+#pragma once
+
+#include <string>
+
+#include "sdpa/experiments.hpp"
+
+namespace sdpa::testing {
+
+// `fields` is the body of one experiment object after its name and kind.
+inline json run_cell(const std::string& kind, const std::string& fields, int threads,
+                     std::int64_t cell = 0) {
+  const auto config = parse_config(
+      "test.json", R"({"name": "t", "seed": 7, "experiments": [{"name": "e", "kind": ")" + kind +
+                       "\", " + fields + "}]}");
+  const auto plan = make_plan(config);
+  return plan[0].kind->run_cell({plan[0].cells.at(cell), config.seed, 0, threads});
+}
+
+inline std::size_t cell_count(const std::string& kind, const std::string& fields) {
+  const auto config = parse_config(
+      "test.json", R"({"name": "t", "seed": 7, "experiments": [{"name": "e", "kind": ")" + kind +
+                       "\", " + fields + "}]}");
+  return make_plan(config)[0].cells.size();
+}
+
+}  // namespace sdpa::testing
