@@ -160,11 +160,34 @@ std::vector<Table> entropy_tables(const json& experiment, const std::string& sou
                           kAgreesNote);
 }
 
+// Gradients through softmax: the Jacobian's norm beside its bulk asymptote, and participation.
+std::vector<Table> gradient_tables(const json& experiment, const std::string& source) {
+  const std::vector<Column> columns = {
+      {"||J||_F^2 [95% CI]", [](const json& r) { return statistic_with_ci(r["jacobian_fro2"]); }},
+      {"bulk theory", [](const json& r) { return predicted(r["jacobian_fro2"]); }},
+      {"agrees", [](const json& r) { return agreement(r["jacobian_fro2"]); }},
+      {"from dS agrees", [](const json& r) { return agreement(r["jacobian_fro2_from_gradients"]); }},
+      {"participation", [](const json& r) { return number(r["participation"]["value"]); }},
+      {"||c dS||", [](const json& r) { return number(r["score_gradient_norm"]["value"]); }},
+      {"dQ rms", [](const json& r) { return number(r["d_q_rms"]["value"]); }},
+  };
+  return side_by_side(
+      experiment, source, "d_k", "scale", columns,
+      std::string("||J||_F^2: mean squared Frobenius norm of the softmax Jacobian per row, from "
+                  "the identity sum p^2 - 2 sum p^3 + (sum p^2)^2; bulk theory: its asymptote "
+                  "e^s2/N - 2 e^3s2/N^2 + e^2s2/N^2 (given while s2 < ln N / 2); 'from dS agrees': the same norm read off the "
+                  "backward's gradients agrees with the identity. participation: share of keys "
+                  "whose |dS_j| exceeds 1e-3 of the row's largest. ||c dS||: gradient norm at "
+                  "the raw scores per row. ") +
+          kAgreesNote);
+}
+
 using TableMaker = std::vector<Table> (*)(const json& experiment, const std::string& source);
 
 const std::map<std::string, TableMaker>& makers() {
   static const std::map<std::string, TableMaker> m = {{"variance", variance_tables},
-                                                      {"entropy", entropy_tables}};
+                                                      {"entropy", entropy_tables},
+                                                      {"gradient", gradient_tables}};
   return m;
 }
 

@@ -102,7 +102,7 @@ json run_entropy_cell(const CellContext& ctx) {
   // spread of per-trial means across independent trials.
   const auto entropy = column(trials, &TrialRows::entropy);
   const bool gaussian_theory = c.inputs.independent_scores() && model.mean_q == 0 && model.mean_k == 0;
-  const double predicted = ln_n - sigma2 / 2;
+  const double predicted = theory::entropy_bulk(sigma2, double(c.n_kv));
 
   json r;
   r["scale_value"] = c.scale;

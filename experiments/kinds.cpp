@@ -7,6 +7,7 @@ const std::vector<ExperimentKind>& experiment_kinds() {
   static const std::vector<ExperimentKind> kinds = {
       variance_experiment(),
       entropy_experiment(),
+      gradient_experiment(),
   };
   return kinds;
 }

@@ -6,4 +6,5 @@
 namespace sdpa {
 ExperimentKind variance_experiment();
 ExperimentKind entropy_experiment();
+ExperimentKind gradient_experiment();
 }  // namespace sdpa
