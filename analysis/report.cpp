@@ -197,7 +197,9 @@ std::string number(double x) {
   if (std::isnan(x)) return "nan";
   if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", x);
+  // Whole numbers (sizes, counts) print in full; everything else with 4 significant digits.
+  if (x == std::floor(x) && std::abs(x) < 1e15) std::snprintf(buf, sizeof buf, "%.0f", x);
+  else std::snprintf(buf, sizeof buf, "%.4g", x);
   return buf;
 }
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "sdpa/claims.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/report.hpp"
@@ -63,6 +64,14 @@ int report(const std::vector<std::string>& files) {
   return status;
 }
 
+int claims(const std::string& file, const std::string& output) {
+  const auto result = sdpa::report::read_result_file(file);
+  const std::string text = sdpa::claims::markdown(sdpa::claims::evaluate(result, file), file);
+  if (output.empty()) std::cout << text;
+  else sdpa::write_file_atomically(output, text);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,6 +99,12 @@ int main(int argc, char** argv) {
   auto* report_cmd = app.add_subcommand("report", "tables from result files (no experiment runs)");
   report_cmd->add_option("results", files, "result files")->required();
 
+  std::string claims_file, claims_output;
+  auto* claims_cmd = app.add_subcommand(
+      "claims", "verdicts on the textbook claims, from a result file of configs/seeds.json");
+  claims_cmd->add_option("result", claims_file, "result file of configs/seeds.json")->required();
+  claims_cmd->add_option("-o,--output", claims_output, "write the Markdown here (default: stdout)");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*run_cmd) return run(config_path, output, threads);
@@ -97,6 +112,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("list")) return list();
     if (app.got_subcommand("info")) return info();
     if (*report_cmd) return report(files);
+    if (*claims_cmd) return claims(claims_file, claims_output);
   } catch (const sdpa::InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
