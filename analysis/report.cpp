@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "grouping.hpp"
 #include "sdpa/input_error.hpp"
 
 namespace sdpa::report {
@@ -25,49 +26,6 @@ std::string agreement(const json& m) {
 
 std::string predicted(const json& m) {
   return m["predicted"].is_null() ? "-" : number(m["predicted"].get<double>());
-}
-
-std::string label(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
-
-// Parameters that mean something for this record: projection settings only for projected
-// inputs, normal-distribution settings only for normal ones.
-bool applies(const json& params, const std::string& key) {
-  const bool projected = params.value("inputs", std::string("normal")) == "projected";
-  if (key == "d_model" || key == "init") return projected;
-  if (key == "mean_q" || key == "std_q" || key == "mean_k" || key == "std_k" || key == "alignment")
-    return !projected;
-  return true;
-}
-
-struct Group {
-  std::string title;  // the parameters that vary between groups
-  std::vector<const json*> records;
-};
-
-// Records grouped by every parameter except the row and column parameters, so each group is
-// one table with rows by `row_key` and column groups by `column_key`. Parameters with one
-// value across the experiment go into `fixed`.
-std::vector<Group> group_records(const json& records, const std::string& row_key,
-                                 const std::string& column_key, std::string& fixed) {
-  std::vector<std::string> varying;
-  const json& first = records.at(0)["params"];
-  for (auto& [k, v] : first.items()) {
-    if (k == row_key || k == column_key) continue;
-    const bool varies = std::any_of(records.begin(), records.end(),
-                                    [&](const json& r) { return r["params"][k] != v; });
-    if (varies) varying.push_back(k);
-    else if (applies(first, k)) fixed += (fixed.empty() ? "" : ", ") + k + " " + label(v);
-  }
-  std::vector<Group> groups;
-  for (const auto& r : records) {
-    std::string title;
-    for (const auto& k : varying)
-      if (applies(r["params"], k)) title += (title.empty() ? "" : ", ") + k + " " + label(r["params"][k]);
-    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.title == title; });
-    if (it == groups.end()) groups.push_back({title, {&r}});
-    else it->records.push_back(&r);
-  }
-  return groups;
 }
 
 // A column of a side-by-side table: its heading and how a record fills it.
@@ -253,6 +211,116 @@ std::string markdown(const std::vector<Table>& tables) {
     }
     if (!t.note.empty()) out << "\n" << t.note << "\n";
     out << "\n";
+  }
+  return out.str();
+}
+
+namespace {
+
+std::string csv_number(double x) {
+  char buf[40];
+  if (x == std::floor(x) && std::abs(x) < 1e15) std::snprintf(buf, sizeof buf, "%.0f", x);
+  else std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
+
+void flatten(const json& v, const std::string& key, std::vector<std::pair<std::string, std::string>>& out) {
+  const auto field = [&](const std::string& name) { return key.empty() ? name : key + "." + name; };
+  if (v.is_object()) {
+    for (auto& [k, x] : v.items()) flatten(x, field(k), out);
+  } else if (v.is_array() && v.size() == 2 && key.size() >= 4 && key.substr(key.size() - 4) == "ci95") {
+    flatten(v[0], key + "_low", out);
+    flatten(v[1], key + "_high", out);
+  } else if (v.is_number()) {
+    out.emplace_back(key, csv_number(v.get<double>()));
+  } else if (v.is_string()) {
+    out.emplace_back(key, v.get<std::string>());
+  } else if (v.is_null()) {
+    out.emplace_back(key, "");
+  } else {
+    out.emplace_back(key, v.dump());  // booleans, and lists such as every repetition's time
+  }
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string quoted = "\"";
+  for (char c : s) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+}  // namespace
+
+std::vector<CsvFile> csv_files(const std::vector<ResultFile>& results) {
+  struct Sheet {
+    std::vector<std::string> columns;
+    std::vector<std::map<std::string, std::string>> rows;
+  };
+  std::vector<std::pair<std::string, Sheet>> sheets;  // in order of first appearance
+  for (const auto& file : results) {
+    for (const auto& e : file.doc["experiments"]) {
+      const std::string name = e["name"].get<std::string>() + ".csv";
+      auto it = std::find_if(sheets.begin(), sheets.end(), [&](auto& s) { return s.first == name; });
+      if (it == sheets.end()) it = sheets.insert(sheets.end(), {name, Sheet{}});
+      Sheet& sheet = it->second;
+      for (const auto& r : e["records"]) {
+        std::vector<std::pair<std::string, std::string>> fields;
+        if (results.size() > 1) {
+          fields.emplace_back("machine_id", file.doc.value("machine_id", std::string()));
+          fields.emplace_back("file", file.path);
+        }
+        flatten(r, "", fields);
+        std::map<std::string, std::string> row;
+        for (auto& [k, v] : fields) {
+          if (std::find(sheet.columns.begin(), sheet.columns.end(), k) == sheet.columns.end())
+            sheet.columns.push_back(k);
+          row[k] = v;
+        }
+        sheet.rows.push_back(std::move(row));
+      }
+    }
+  }
+  std::vector<CsvFile> out;
+  for (const auto& [name, sheet] : sheets) {
+    std::ostringstream text;
+    for (std::size_t c = 0; c < sheet.columns.size(); ++c)
+      text << (c ? "," : "") << csv_field(sheet.columns[c]);
+    text << "\n";
+    for (const auto& row : sheet.rows) {
+      for (std::size_t c = 0; c < sheet.columns.size(); ++c) {
+        auto it = row.find(sheet.columns[c]);
+        text << (c ? "," : "") << (it == row.end() ? "" : csv_field(it->second));
+      }
+      text << "\n";
+    }
+    out.push_back({name, text.str()});
+  }
+  return out;
+}
+
+std::string index_markdown(const std::vector<ResultFile>& results,
+                           const std::vector<std::string>& plot_names,
+                           const std::vector<CsvFile>& csvs) {
+  std::ostringstream out;
+  std::vector<json> docs;
+  out << "# sdpa-bench results\n\nGenerated by `sdpa-bench report` from these result files "
+         "alone; regenerate with the command in README.md (a test checks these tables match "
+         "the files byte for byte).\n\n| file | machine | config sha256 | seed | started |\n"
+         "|---|---|---|---|---|\n";
+  for (const auto& r : results) {
+    out << "| `" << r.path << "` | " << r.doc.value("machine_id", std::string("?")) << " | "
+        << r.doc["config"]["sha256"].get<std::string>().substr(0, 12) << " | " << r.doc["seed"].dump()
+        << " | " << r.doc["started_at"].get<std::string>() << " |\n";
+    docs.push_back(r.doc);
+  }
+  out << "\n" << markdown(tables(docs));
+  if (!plot_names.empty()) {
+    out << "## Plots\n\n";
+    for (const auto& p : plot_names) out << "![" << p << "](plots/" << p << ".svg)\n\n";
+  }
+  if (!csvs.empty()) {
+    out << "## CSV (one row per record)\n\n";
+    for (const auto& c : csvs) out << "- [" << c.name << "](csv/" << c.name << ")\n";
   }
   return out.str();
 }

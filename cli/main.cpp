@@ -1,11 +1,13 @@
 // sdpa-bench: subcommands only; every piece of logic lives in the libraries.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "sdpa/claims.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/kernels.hpp"
+#include "sdpa/plots.hpp"
 #include "sdpa/report.hpp"
 
 namespace {
@@ -49,18 +51,48 @@ int info() {
   return 0;
 }
 
-int report(const std::vector<std::string>& files) {
-  std::vector<sdpa::json> results;
+struct ReportOptions {
+  std::vector<std::string> files;
+  std::string format = "md";
+  std::string out;
+  bool plots = false;
+};
+
+int report(const ReportOptions& o) {
+  if (o.out.empty() && (o.format != "md" || o.plots))
+    throw sdpa::InputError("report: --format csv|both and --plots write files; give --out DIR");
+  std::vector<sdpa::report::ResultFile> results;
   int status = 0;
-  for (const auto& f : files) {
+  for (const auto& f : o.files) {
     try {
-      results.push_back(sdpa::report::read_result_file(f));
+      results.push_back({f, sdpa::report::read_result_file(f)});
     } catch (const sdpa::InputError& e) {
       std::cerr << "error: " << e.what() << "\n";  // report on the others
       status = 2;
     }
   }
-  std::cout << sdpa::report::markdown(sdpa::report::tables(results));
+  if (o.out.empty()) {
+    std::vector<sdpa::json> docs;
+    for (const auto& r : results) docs.push_back(r.doc);
+    std::cout << sdpa::report::markdown(sdpa::report::tables(docs));
+    return status;
+  }
+  namespace fs = std::filesystem;
+  std::vector<sdpa::report::CsvFile> csvs;
+  if (o.format != "md") {
+    csvs = sdpa::report::csv_files(results);
+    for (const auto& c : csvs) sdpa::write_file_atomically((fs::path(o.out) / "csv" / c.name).string(), c.text);
+  }
+  std::vector<std::string> plot_names;
+  if (o.plots) {
+    const auto p = sdpa::plots::write_plots(results, (fs::path(o.out) / "plots").string());
+    if (!p.message.empty()) std::cerr << "report: " << p.message << "\n";
+    plot_names = p.plots;
+  }
+  if (o.format != "csv")
+    sdpa::write_file_atomically((fs::path(o.out) / "README.md").string(),
+                                sdpa::report::index_markdown(results, plot_names, csvs));
+  std::cerr << "report: written to " << o.out << "\n";
   return status;
 }
 
@@ -95,9 +127,14 @@ int main(int argc, char** argv) {
   app.add_subcommand("list", "experiment kinds and kernels available on this machine");
   app.add_subcommand("info", "the machine fingerprint and build, as JSON");
 
-  std::vector<std::string> files;
+  ReportOptions report_options;
   auto* report_cmd = app.add_subcommand("report", "tables from result files (no experiment runs)");
-  report_cmd->add_option("results", files, "result files")->required();
+  report_cmd->add_option("results", report_options.files, "result files")->required();
+  report_cmd->add_option("--format", report_options.format, "md, csv or both (csv needs --out)")
+      ->check(CLI::IsMember({"md", "csv", "both"}));
+  report_cmd->add_option("--out", report_options.out,
+                         "folder for README.md (tables), csv/ and plots/ (default: Markdown to stdout)");
+  report_cmd->add_flag("--plots", report_options.plots, "also write plots (gnuplot: SVG and PNG)");
 
   std::string claims_file, claims_output;
   auto* claims_cmd = app.add_subcommand(
@@ -111,7 +148,7 @@ int main(int argc, char** argv) {
     if (*validate_cmd) return validate(config_path);
     if (app.got_subcommand("list")) return list();
     if (app.got_subcommand("info")) return info();
-    if (*report_cmd) return report(files);
+    if (*report_cmd) return report(report_options);
     if (*claims_cmd) return claims(claims_file, claims_output);
   } catch (const sdpa::InputError& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -9,6 +9,11 @@
 
 namespace sdpa::report {
 
+struct ResultFile {
+  std::string path;
+  json doc;
+};
+
 // Reads a result file and checks it is one this version understands. Throws InputError naming
 // the file when it is missing, not JSON, truncated, not a result file or of another
 // schema_version.
@@ -25,6 +30,22 @@ struct Table {
 std::vector<Table> tables(const std::vector<json>& results);
 
 std::string markdown(const std::vector<Table>& tables);
+
+// Tidy CSV: one file per experiment (records of the same experiment name and kind from every
+// file together), one row per record, one column per field (nested fields joined with '.',
+// a ci95 pair as .ci95_low and .ci95_high). Numbers are written with 17 significant digits,
+// so they parse back to the same doubles. With several files, `machine_id` and `file` lead.
+struct CsvFile {
+  std::string name;  // e.g. "score-variance.csv"
+  std::string text;
+};
+std::vector<CsvFile> csv_files(const std::vector<ResultFile>& results);
+
+// The README of a report folder: where the data came from, every table, links to the plots
+// (plots/NAME.svg) and CSV files (csv/NAME).
+std::string index_markdown(const std::vector<ResultFile>& results,
+                           const std::vector<std::string>& plot_names,
+                           const std::vector<CsvFile>& csvs);
 
 // Fixed formatting shared by every table: 4 significant digits.
 std::string number(double x);
