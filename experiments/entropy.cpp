@@ -6,9 +6,8 @@
 #include <cmath>
 #include <vector>
 
-#include "inputs.hpp"
 #include "kinds.hpp"
-#include "scale.hpp"
+#include "trials.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/stats.hpp"
 
@@ -19,22 +18,6 @@ namespace {
 const double kLnMaxFp32 = std::log(double(FLT_MAX));  // 88.72
 const double kLnMaxFp16 = std::log(65504.0);          // 11.09
 
-struct EntropyCell {
-  std::string kernel;
-  std::int64_t d_k, n_q, n_kv, trials;
-  double scale;
-  InputSpec inputs;
-
-  explicit EntropyCell(const json& p)
-      : kernel(p["kernel"]),
-        d_k(p["d_k"]),
-        n_q(p["n_q"]),
-        n_kv(p["n_kv"]),
-        trials(p["trials"]),
-        scale(scale_value(p["scale"], double(p["d_k"]), double(p["n_kv"]))),
-        inputs(InputSpec::from(p)) {}
-};
-
 // One trial's pooled view of its rows.
 struct TrialRows {
   double entropy = 0, max_weight = 0, effective_keys = 0, score_variance = 0;
@@ -42,7 +25,7 @@ struct TrialRows {
                fp16_overflow_rows = 0;
 };
 
-TrialRows run_trial(const EntropyCell& c, const Kernel& kernel, const StreamKey& key) {
+TrialRows run_trial(const AttentionCell& c, const Kernel& kernel, const StreamKey& key) {
   PhiloxStream rng(key);
   const Shape shape{1, c.n_q, c.n_kv, c.d_k, 1};
   std::vector<float> q(shape.q_elements()), k(shape.k_elements());
@@ -73,12 +56,6 @@ TrialRows run_trial(const EntropyCell& c, const Kernel& kernel, const StreamKey&
   return t;
 }
 
-std::vector<double> column(const std::vector<TrialRows>& trials, double TrialRows::*field) {
-  std::vector<double> out;
-  for (const auto& t : trials) out.push_back(t.*field);
-  return out;
-}
-
 double fraction(const std::vector<TrialRows>& trials, std::int64_t TrialRows::*field,
                 double rows) {
   double sum = 0;
@@ -87,15 +64,12 @@ double fraction(const std::vector<TrialRows>& trials, std::int64_t TrialRows::*f
 }
 
 json run_entropy_cell(const CellContext& ctx) {
-  const EntropyCell c(ctx.cell.params);
+  const AttentionCell c(ctx.cell.params);
   const Kernel& kernel = *find_kernel(c.kernel);
-  std::vector<TrialRows> trials(c.trials);
-#pragma omp parallel for num_threads(ctx.threads) schedule(dynamic)
-  for (std::int64_t t = 0; t < c.trials; ++t)
-    trials[t] = run_trial(c, kernel, {ctx.seed, ctx.experiment, std::uint32_t(ctx.cell.index),
-                                      std::uint32_t(t)});
+  const auto trials = run_trials<TrialRows>(
+      ctx, c.trials, [&](const StreamKey& key) { return run_trial(c, kernel, key); });
 
-  const auto model = c.inputs.score_model(double(c.d_k), c.scale, c.n_q, c.n_kv);
+  const auto model = c.model();
   const double sigma2 = theory::score_variance(model);
   const double ln_n = std::log(double(c.n_kv));
   // Rows share keys, so rows of one trial are not independent: intervals come from the

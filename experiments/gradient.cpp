@@ -6,33 +6,21 @@
 #include <cmath>
 #include <vector>
 
-#include "inputs.hpp"
 #include "kinds.hpp"
-#include "scale.hpp"
+#include "trials.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/stats.hpp"
 
 namespace sdpa {
 namespace {
 
-struct GradientCell {
-  std::string kernel, upstream;
-  std::int64_t d_k, d_v, n_q, n_kv, trials;
+struct GradientCell : AttentionCell {
+  std::string upstream;
+  std::int64_t d_v;
   bool causal;
-  double scale;
-  InputSpec inputs;
 
   explicit GradientCell(const json& p)
-      : kernel(p["kernel"]),
-        upstream(p["upstream"]),
-        d_k(p["d_k"]),
-        d_v(p["d_v"]),
-        n_q(p["n_q"]),
-        n_kv(p["n_kv"]),
-        trials(p["trials"]),
-        causal(p["causal"]),
-        scale(scale_value(p["scale"], double(p["d_k"]), double(p["n_kv"]))),
-        inputs(InputSpec::from(p)) {}
+      : AttentionCell(p), upstream(p["upstream"]), d_v(p["d_v"]), causal(p["causal"]) {}
 };
 
 // One trial's means over its rows.
@@ -90,13 +78,6 @@ TrialGradients run_trial(const GradientCell& c, const Kernel& kernel, const Stre
   return t;
 }
 
-std::vector<double> column(const std::vector<TrialGradients>& trials,
-                           double TrialGradients::*field) {
-  std::vector<double> out;
-  for (const auto& t : trials) out.push_back(t.*field);
-  return out;
-}
-
 json summary(const std::vector<double>& x) {
   return measured(stats::mean(x), stats::mean_ci(x), std::nullopt, "");
 }
@@ -104,13 +85,10 @@ json summary(const std::vector<double>& x) {
 json run_gradient_cell(const CellContext& ctx) {
   const GradientCell c(ctx.cell.params);
   const Kernel& kernel = *find_kernel(c.kernel);
-  std::vector<TrialGradients> trials(c.trials);
-#pragma omp parallel for num_threads(ctx.threads) schedule(dynamic)
-  for (std::int64_t t = 0; t < c.trials; ++t)
-    trials[t] = run_trial(c, kernel, {ctx.seed, ctx.experiment, std::uint32_t(ctx.cell.index),
-                                      std::uint32_t(t)});
+  const auto trials = run_trials<TrialGradients>(
+      ctx, c.trials, [&](const StreamKey& key) { return run_trial(c, kernel, key); });
 
-  const auto model = c.inputs.score_model(double(c.d_k), c.scale, c.n_q, c.n_kv);
+  const auto model = c.model();
   const double sigma2 = theory::score_variance(model);
   const double ln_n = std::log(double(c.n_kv));
   const bool gaussian = c.inputs.independent_scores() && model.mean_q == 0 && model.mean_k == 0;
