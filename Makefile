@@ -4,7 +4,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 BIN    := $(BUILD)/cli/sdpa-bench
 
-.PHONY: setup configure build run test bench clean
+.PHONY: setup configure build run test bench results clean
 
 setup:
 	@tools/setup.sh
@@ -23,6 +23,14 @@ test: build
 
 bench: build
 	$(BUILD)/tests/bench_kernels
+
+# Reference results of this machine, and the tables, plots and claims generated from them.
+results: build
+	$(eval MACHINE := $(shell $(BIN) info --machine-id))
+	$(BIN) run configs/quick.json -o results/$(MACHINE)/quick.json
+	$(BIN) run configs/seeds.json -o results/$(MACHINE)/seeds.json
+	$(BIN) report results/*/*.json --format both --plots --out results
+	$(BIN) claims results/$(MACHINE)/seeds.json -o results/claims.md
 
 clean:
 	rm -rf build

@@ -42,8 +42,12 @@ int list() {
   return 0;
 }
 
-int info() {
+int info(bool id_only) {
   sdpa::json machine = sdpa::machine_fingerprint();
+  if (id_only) {
+    std::cout << sdpa::machine_id(machine) << "\n";
+    return 0;
+  }
   sdpa::json out = {{"machine_id", sdpa::machine_id(machine)},
                     {"machine", machine},
                     {"suite", sdpa::suite_info()}};
@@ -125,7 +129,9 @@ int main(int argc, char** argv) {
   validate_cmd->add_option("config", config_path, "config file (JSON)")->required();
 
   app.add_subcommand("list", "experiment kinds and kernels available on this machine");
-  app.add_subcommand("info", "the machine fingerprint and build, as JSON");
+  bool id_only = false;
+  app.add_subcommand("info", "the machine fingerprint and build, as JSON")
+      ->add_flag("--machine-id", id_only, "print only the machine id (the results/ folder name)");
 
   ReportOptions report_options;
   auto* report_cmd = app.add_subcommand("report", "tables from result files (no experiment runs)");
@@ -147,7 +153,7 @@ int main(int argc, char** argv) {
     if (*run_cmd) return run(config_path, output, threads);
     if (*validate_cmd) return validate(config_path);
     if (app.got_subcommand("list")) return list();
-    if (app.got_subcommand("info")) return info();
+    if (app.got_subcommand("info")) return info(id_only);
     if (*report_cmd) return report(report_options);
     if (*claims_cmd) return claims(claims_file, claims_output);
   } catch (const sdpa::InputError& e) {
