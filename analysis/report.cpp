@@ -40,9 +40,12 @@ std::string statistic_with_ci(const json& m) {
 
 // One table per group of records, one row per value of `row_key`, and for each value of
 // `column_key` (a scale scheme) the same columns side by side.
+// `tested` names the statistic whose `agrees` the table reports; the note then says how many
+// predictions disagree beside how many would by chance alone.
 std::vector<Table> side_by_side(const json& experiment, const std::string& source,
                                 const std::string& row_key, const std::string& column_key,
-                                const std::vector<Column>& columns, const std::string& note) {
+                                const std::vector<Column>& columns, const std::string& note,
+                                const std::string& tested) {
   std::vector<Table> out;
   if (experiment["records"].empty()) return out;
   std::string fixed;
@@ -69,7 +72,17 @@ std::vector<Table> side_by_side(const json& experiment, const std::string& sourc
         row[1 + k * columns.size() + c] = columns[c].cell(*r);
     }
     for (auto& [x, row] : rows) t.rows.push_back(row);
+    std::size_t predictions = 0, disagreements = 0;
+    for (const json* r : records)
+      if ((*r)[tested].contains("agrees")) {
+        ++predictions;
+        disagreements += (*r)[tested]["agrees"].get<bool>() ? 0 : 1;
+      }
     t.note = "Fixed: " + fixed + ". " + note;
+    if (predictions > 0)
+      t.note += " Here " + std::to_string(disagreements) + " of " + std::to_string(predictions) +
+                " predictions disagree; about " + number(double(predictions) / 20) +
+                " would by chance alone.";
     out.push_back(std::move(t));
   }
   return out;
@@ -88,7 +101,8 @@ std::vector<Table> variance_tables(const json& experiment, const std::string& so
   return side_by_side(experiment, source, "d_k", "scale", columns,
                       std::string("Var(s): variance of all entries of all trials (np.var of the "
                                   "stacked products); predicted = E of that statistic. ") +
-                          kAgreesNote);
+                          kAgreesNote,
+                      "score_variance");
 }
 
 // Softmax saturation: entropy beside ln N - sigma^2/2, max weight and overflow, per d_k.
@@ -115,7 +129,8 @@ std::vector<Table> entropy_tables(const json& experiment, const std::string& sou
                                   "ln N - s2/2 holds asymptotically while s2 < 2 ln N; in "
                                   "parentheses where it does not. overflow: fraction of rows "
                                   "whose exp(s) sum overflows without max subtraction. ") +
-                          kAgreesNote);
+                          kAgreesNote,
+                      "entropy");
 }
 
 // Gradients through softmax: the Jacobian's norm beside its bulk asymptote, and participation.
@@ -137,7 +152,8 @@ std::vector<Table> gradient_tables(const json& experiment, const std::string& so
                   "backward's gradients agrees with the identity. participation: share of keys "
                   "whose |dS_j| exceeds 1e-3 of the row's largest. ||c dS||: gradient norm at "
                   "the raw scores per row. ") +
-          kAgreesNote);
+          kAgreesNote,
+      "jacobian_fro2");
 }
 
 using TableMaker = std::vector<Table> (*)(const json& experiment, const std::string& source);
@@ -184,9 +200,15 @@ json read_result_file(const std::string& path) {
 
 std::vector<Table> tables(const std::vector<json>& results) {
   std::vector<Table> out;
+  // Titles carry the machine only when the files come from several machines.
+  std::vector<std::string> machines;
+  for (const auto& result : results) {
+    const std::string id = result.value("machine_id", std::string("?"));
+    if (std::find(machines.begin(), machines.end(), id) == machines.end()) machines.push_back(id);
+  }
   for (const auto& result : results) {
     const std::string source =
-        results.size() > 1 ? " [" + result.value("machine_id", std::string("?")) + "]" : "";
+        machines.size() > 1 ? " [" + result.value("machine_id", std::string("?")) + "]" : "";
     for (const auto& e : result["experiments"]) {
       auto it = makers().find(e["kind"]);
       if (it == makers().end()) continue;
