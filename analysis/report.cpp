@@ -111,9 +111,9 @@ std::vector<Table> entropy_tables(const json& experiment, const std::string& sou
       {"H [95% CI]", [](const json& r) { return statistic_with_ci(r["entropy"]); }},
       {"ln N - s2/2",
        [](const json& r) {
-         // A prediction outside the regime where the formula holds is shown in parentheses.
-         const std::string p = predicted(r["entropy"]);
-         return r["formula_valid"].get<bool>() || p == "-" ? p : "(" + p + ")";
+         // Outside the regime where the formula holds it is shown in parentheses.
+         const std::string f = number(r["entropy"]["formula"]);
+         return r["entropy"]["predicted"].is_number() ? f : "(" + f + ")";
        }},
       {"agrees", [](const json& r) { return agreement(r["entropy"]); }},
       {"max w", [](const json& r) { return number(r["max_weight"]["value"]); }},
