@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "checks.hpp"
 #include "inputs.hpp"
 #include "kinds.hpp"
 #include "scale.hpp"
@@ -149,22 +150,6 @@ json run_gradient_cell(const CellContext& ctx) {
   return r;
 }
 
-std::vector<std::string> check_gradient(const json& p) {
-  std::vector<std::string> problems;
-  const json kernels = p["kernel"].is_array() ? p["kernel"] : json::array({p["kernel"]});
-  std::string with_backward;
-  for (const auto& k : kernel_registry())
-    if (k.backward) with_backward += (with_backward.empty() ? "\"" : ", \"") + k.name + "\"";
-  for (std::size_t i = 0; i < kernels.size(); ++i) {
-    const Kernel* k = find_kernel(kernels[i].get<std::string>());
-    if (k && !k->backward)
-      problems.push_back(std::string("/kernel") + (p["kernel"].is_array() ? "/" + std::to_string(i) : "") +
-                         ": kernel " + kernels[i].dump() + " has no backward; kernels with one: " +
-                         with_backward);
-  }
-  return problems;
-}
-
 }  // namespace
 
 ExperimentKind gradient_experiment() {
@@ -181,7 +166,7 @@ ExperimentKind gradient_experiment() {
             return 8.0 * (n_q + n_kv) * (d_k + d_v) + 8.0 * n_kv + 96.0 * n_q +
                    16.0 * d_model * d_k;
           },
-      .check = check_gradient,
+      .check = kernels_without_backward,
   };
 }
 
