@@ -22,8 +22,8 @@ void project(PhiloxStream& rng, const std::vector<double>& w, std::int64_t n,
 
 }  // namespace
 
-std::vector<double> initial_weights(PhiloxStream& rng, const std::string& init,
-                                    std::int64_t fan_in, std::int64_t fan_out) {
+std::vector<double> initial_weights(PhiloxStream& rng, const std::string& init, std::int64_t fan_in,
+                                    std::int64_t fan_out) {
   std::vector<double> w(fan_in * fan_out);
   const double variance = theory::projection_weight_variance(init, double(fan_in), double(fan_out));
   if (init == "pytorch") {

@@ -20,8 +20,8 @@ namespace sdpa {
 
 // W (fan_in x fan_out, row-major) with the chosen initialisation ("glorot" or "pytorch", see
 // above), drawn from the stream.
-std::vector<double> initial_weights(PhiloxStream& rng, const std::string& init,
-                                    std::int64_t fan_in, std::int64_t fan_out);
+std::vector<double> initial_weights(PhiloxStream& rng, const std::string& init, std::int64_t fan_in,
+                                    std::int64_t fan_out);
 
 struct InputSpec {
   std::string kind = "normal";  // "normal" or "projected"
