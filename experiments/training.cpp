@@ -201,10 +201,13 @@ json run_training_cell(const CellContext& ctx) {
   r["entropy_final"] = summary(column(runs, &SeedRun::entropy_final));
   r["max_weight_init"] = summary(column(runs, &SeedRun::max_weight_init));
   r["max_weight_final"] = summary(column(runs, &SeedRun::max_weight_final));
-  std::int64_t nonfinite = 0, seeds_hit = 0;
+  std::int64_t nonfinite = 0;
+  std::vector<double> hit;  // 1 for a seed with a non-finite step: its share has a CI
   for (const auto& run : runs)
-    nonfinite += run.nonfinite_steps, seeds_hit += run.nonfinite_steps > 0;
-  r["nonfinite_steps"] = {{"total", nonfinite}, {"seeds", seeds_hit}};
+    nonfinite += run.nonfinite_steps, hit.push_back(run.nonfinite_steps > 0 ? 1 : 0);
+  r["nonfinite_steps"] = {{"total", nonfinite},
+                          {"seeds", std::count(hit.begin(), hit.end(), 1.0)},
+                          {"seed_fraction", summary(hit)}};
   r["curves"] = {{"step", c.logged_steps()},
                  {"loss", series(runs, &SeedRun::loss)},
                  {"accuracy", series(runs, &SeedRun::accuracy)},
