@@ -113,6 +113,10 @@ TEST_CASE("same config and seed: bit-identical records on 1 and 2 threads and ac
   CHECK(run_cell("training", fields, 1).dump() == one);
 }
 
+TEST_CASE("configs/training.json is a valid config") {
+  CHECK(sdpa::make_plan(sdpa::load_config("configs/training.json")).size() == 2);
+}
+
 TEST_CASE("a training config the model cannot run is refused, naming the JSON path") {
   const auto error_of = [](const std::string& fields) {
     try {
