@@ -11,6 +11,7 @@
 #include "scale.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/stats.hpp"
+#include "trial_summary.hpp"
 
 namespace sdpa {
 namespace {
@@ -71,12 +72,6 @@ TrialRows run_trial(const EntropyCell& c, const Kernel& kernel, const StreamKey&
     t.fp16_overflow_rows += !(lse[r] <= kLnMaxFp16) ? 1 : 0;
   }
   return t;
-}
-
-std::vector<double> column(const std::vector<TrialRows>& trials, double TrialRows::*field) {
-  std::vector<double> out;
-  for (const auto& t : trials) out.push_back(t.*field);
-  return out;
 }
 
 double fraction(const std::vector<TrialRows>& trials, std::int64_t TrialRows::*field,

@@ -12,6 +12,7 @@
 #include "scale.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/stats.hpp"
+#include "trial_summary.hpp"
 
 namespace sdpa {
 namespace {
@@ -89,17 +90,6 @@ TrialGradients run_trial(const GradientCell& c, const Kernel& kernel, const Stre
   }
   t.d_q = rms(dq), t.d_k = rms(dk), t.d_v = rms(dv);
   return t;
-}
-
-std::vector<double> column(const std::vector<TrialGradients>& trials,
-                           double TrialGradients::*field) {
-  std::vector<double> out;
-  for (const auto& t : trials) out.push_back(t.*field);
-  return out;
-}
-
-json summary(const std::vector<double>& x) {
-  return measured(stats::mean(x), stats::mean_ci(x), std::nullopt, "");
 }
 
 json run_gradient_cell(const CellContext& ctx) {

@@ -16,6 +16,7 @@
 #include "sdpa/stats.hpp"
 #include "sdpa/theory.hpp"
 #include "training_model.hpp"
+#include "trial_summary.hpp"
 
 namespace sdpa {
 namespace {
@@ -114,21 +115,11 @@ SeedRun train_seed(const TrainingCell& c, const training::AttentionCore& core, S
   return run;
 }
 
-std::vector<double> column(const std::vector<SeedRun>& runs, double SeedRun::*field) {
-  std::vector<double> out;
-  for (const auto& r : runs) out.push_back(r.*field);
-  return out;
-}
-
 std::vector<double> column_at(const std::vector<SeedRun>& runs,
                               std::vector<double> SeedRun::*series, std::size_t i) {
   std::vector<double> out;
   for (const auto& r : runs) out.push_back((r.*series)[i]);
   return out;
-}
-
-json summary(const std::vector<double>& x) {
-  return measured(stats::mean(x), stats::mean_ci(x), std::nullopt, "");
 }
 
 // Mean and 95 % CI across seeds at each logged step.
