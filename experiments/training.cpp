@@ -67,8 +67,8 @@ struct SeedRun {
   std::int64_t nonfinite_steps = 0;
 };
 
-// Evaluates on the held-out batch (loss, accuracy, full-batch gradient norms, attention probes)
-// and appends the logged step to the run.
+// Appends one logged step to the run: the held-out evaluation's loss, accuracy and gradient
+// norms of W_Q and W_K, and the attention statistics its kernel call left in `probes`.
 void log_step(SeedRun& run, std::int64_t step, const TrainingCell& c, const training::Evaluation& e,
               const RowProbes& probes) {
   run.loss.push_back(e.loss);
