@@ -38,8 +38,9 @@ constexpr std::int64_t kSequences = 4;
 // about 3e-8 (a few roundings of O(1) activations by 2^-24). A difference quotient with h = 1e-2
 // turns that into ~3e-6 of noise, and the fourth-order stencil keeps its truncation error at
 // O(h^4) ~ 1e-8; measured, the largest gap is 1.4e-5 of the tensor's largest entry. The
-// tolerance, 1e-4 of that entry, leaves a margin of 7 while a wrong factor or a missing term
-// (errors of the order of the gradient itself) would exceed it ten-thousandfold.
+// tolerance, 1e-4 of that entry, leaves a margin of 7; a wrong factor or a missing term makes
+// errors of the order of the gradient itself (dropping the 1/sqrt(2) of one embedding's
+// gradient fails 24 entries).
 TEST_CASE("the analytic gradient of every parameter matches central differences") {
   for (const bool learned : {true, false}) {
     const training::ModelShape s{.d_model = 6,
