@@ -209,6 +209,12 @@ std::string init_to_end(const json& r, const std::string& statistic) {
          json_number(r[statistic + "_final"]["value"]);
 }
 
+// A logged curve's first and last mean.
+std::string curve_ends(const json& r, const std::string& curve) {
+  const json& mean = r["curves"][curve]["mean"];
+  return json_number(mean.front()) + " → " + json_number(mean.back());
+}
+
 // +1 when a's 95 % CI lies entirely above b's, -1 entirely below, 0 when they overlap or one
 // is not finite. Disjoint 95 % intervals are a conservative test (p < 0.01 for equal spreads).
 int order(const json& a, const json& b) {
@@ -343,6 +349,7 @@ std::vector<Table> training_tables(const json& experiment, const std::string& so
       {"final acc [95% CI]", [](const json& r) { return statistic_with_ci(r["final_accuracy"]); }},
       {"H init → end", [](const json& r) { return init_to_end(r, "entropy"); }},
       {"max w init → end", [](const json& r) { return init_to_end(r, "max_weight"); }},
+      {"‖∇W_Q‖ init → end", [](const json& r) { return curve_ends(r, "grad_norm_w_q"); }},
       {"non-finite (seeds)",
        [](const json& r) {
          return r["nonfinite_steps"]["total"].dump() + " (" + seeds_hit(r) + ")";
@@ -354,7 +361,8 @@ std::vector<Table> training_tables(const json& experiment, const std::string& so
       "2 ln N). steps to target: median first logged step whose held-out accuracy reaches the "
       "target (- when half the seeds or more never did), with how many seeds reached it. H, max "
       "w: attention entropy (nats) and largest weight of the query row, mean over held-out "
-      "sequences and heads. non-finite: training steps whose loss or gradient was inf/NaN "
+      "sequences and heads. ‖∇W_Q‖: Frobenius norm of the held-out loss's gradient in W_Q. "
+      "non-finite: training steps whose loss or gradient was inf/NaN "
       "(skipped), in how many seeds. Intervals are across seeds.");
   if (experiment["records"].empty()) return out;
   std::string fixed;
