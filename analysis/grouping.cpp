@@ -7,6 +7,7 @@ namespace sdpa::report {
 std::string label(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 bool applies(const json& params, const std::string& key) {
+  if (!params.contains("inputs")) return true;  // a kind without input distributions
   const bool projected = params.value("inputs", std::string("normal")) == "projected";
   if (key == "d_model" || key == "init") return projected;
   if (key == "mean_q" || key == "std_q" || key == "mean_k" || key == "std_k" || key == "alignment")

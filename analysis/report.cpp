@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "grouping.hpp"
@@ -15,8 +17,13 @@ namespace {
 
 constexpr int kSchemaVersion = 1;
 
+// A number of a record; null is how a result file stores a non-finite one.
+std::string json_number(const json& x) {
+  return number(x.is_null() ? std::numeric_limits<double>::quiet_NaN() : x.get<double>());
+}
+
 std::string interval(const json& ci) {
-  return "[" + number(ci[0].get<double>()) + ", " + number(ci[1].get<double>()) + "]";
+  return "[" + json_number(ci[0]) + ", " + json_number(ci[1]) + "]";
 }
 
 std::string agreement(const json& m) {
@@ -35,7 +42,14 @@ struct Column {
 };
 
 std::string statistic_with_ci(const json& m) {
-  return number(m["value"]) + " " + interval(m["ci95"]);
+  return json_number(m["value"]) + " " + interval(m["ci95"]);
+}
+
+// "<kind>: <name>[ [machine]][ (<the group's parameters>)]"
+std::string table_title(const json& experiment, const std::string& source,
+                        const std::string& group) {
+  return experiment["kind"].get<std::string>() + ": " + experiment["name"].get<std::string>() +
+         source + (group.empty() ? "" : " (" + group + ")");
 }
 
 // One table per group of records, one row per value of `row_key`, and for each value of
@@ -56,8 +70,7 @@ std::vector<Table> side_by_side(const json& experiment, const std::string& sourc
       if (std::find(keys.begin(), keys.end(), s) == keys.end()) keys.push_back(s);
     }
     Table t;
-    t.title = experiment["kind"].get<std::string>() + ": " + experiment["name"].get<std::string>() +
-              source + (group.empty() ? "" : " (" + group + ")");
+    t.title = table_title(experiment, source, group);
     t.header = {row_key};
     for (const auto& k : keys)
       for (const auto& c : columns) t.header.push_back(k + ": " + c.heading);
@@ -156,12 +169,195 @@ std::vector<Table> gradient_tables(const json& experiment, const std::string& so
       "jacobian_fro2");
 }
 
+// ---- training: does scaling make training faster?
+
+std::string steps_to_target(const json& r) {
+  const json& t = r["steps_to_target"];
+  return (t["median"].is_null() ? "-" : json_number(t["median"])) + " (" + t["reached"].dump() +
+         "/" + t["seeds"].dump() + ")";
+}
+
+std::string init_to_end(const json& r, const std::string& statistic) {
+  return json_number(r[statistic + "_init"]["value"]) + " → " +
+         json_number(r[statistic + "_final"]["value"]);
+}
+
+// A logged curve's first and last mean.
+std::string curve_ends(const json& r, const std::string& curve) {
+  const json& mean = r["curves"][curve]["mean"];
+  return json_number(mean.front()) + " → " + json_number(mean.back());
+}
+
+// +1 when a's 95 % CI lies entirely above b's, -1 entirely below, 0 when they overlap or one
+// is not finite. Disjoint 95 % intervals are a conservative test (p < 0.01 for equal spreads).
+int order(const json& a, const json& b) {
+  const json &ca = a["ci95"], &cb = b["ci95"];
+  if (ca[0].is_null() || ca[1].is_null() || cb[0].is_null() || cb[1].is_null()) return 0;
+  if (ca[0].get<double>() > cb[1].get<double>()) return 1;
+  if (ca[1].get<double>() < cb[0].get<double>()) return -1;
+  return 0;
+}
+
+struct Verdict {
+  std::string text;
+  bool slower = false;  // unscaled resolvably slower to the target
+  bool worse = false;   // unscaled resolvably worse in some respect and better in none
+};
+
+std::string seeds_hit(const json& r) {
+  return r["nonfinite_steps"]["seeds"].dump() + "/" + r["steps_to_target"]["seeds"].dump();
+}
+
+// Unscaled against 1/sqrt(d_k) in one d_k: steps to the target (unreached seeds counted as the
+// step budget), final held-out loss, and the share of seeds with a non-finite step.
+Verdict unscaled_verdict(const json& none, const json& scaled) {
+  const int steps =
+      order(none["steps_to_target"]["censored_mean"], scaled["steps_to_target"]["censored_mean"]);
+  const int loss = order(none["final_loss"], scaled["final_loss"]);
+  const int stability =
+      order(none["nonfinite_steps"]["seed_fraction"], scaled["nonfinite_steps"]["seed_fraction"]);
+  std::vector<std::string> parts;
+  if (steps != 0) parts.push_back(steps > 0 ? "slower to target" : "faster to target");
+  if (loss != 0) parts.push_back(loss > 0 ? "higher final loss" : "lower final loss");
+  if (stability != 0)
+    parts.push_back(std::string(stability > 0 ? "less" : "more") + " stable (" + seeds_hit(none) +
+                    " vs " + seeds_hit(scaled) + " seeds with non-finite steps)");
+  Verdict v;
+  for (const auto& p : parts) v.text += (v.text.empty() ? "" : ", ") + p;
+  if (v.text.empty()) v.text = "no resolved difference";
+  v.slower = steps > 0;
+  v.worse = (steps > 0 || loss > 0 || stability > 0) && steps >= 0 && loss >= 0 && stability >= 0;
+  return v;
+}
+
+// "From which d_k on": "from d_k = X on" when `holds` is true at X and every larger d_k of the
+// table, else where it holds ("at no d_k", "at d_k = ... but not the largest").
+std::string onset(const std::vector<std::pair<double, bool>>& holds) {
+  std::size_t from = holds.size();
+  while (from > 0 && holds[from - 1].second) --from;
+  if (from < holds.size()) return "from d_k = " + number(holds[from].first) + " on";
+  std::string at;
+  for (const auto& [d_k, h] : holds)
+    if (h) at += (at.empty() ? "" : ", ") + number(d_k);
+  return at.empty() ? "at no d_k" : "at d_k = " + at + " but not the largest";
+}
+
+// Records of one group keyed by (d_k, scale label).
+using Cells = std::map<std::pair<double, std::string>, const json*>;
+Cells by_d_k_and_scale(const std::vector<const json*>& records) {
+  Cells cells;
+  for (const json* r : records)
+    cells[{(*r)["params"]["d_k"].get<double>(), label((*r)["params"]["scale"])}] = r;
+  return cells;
+}
+
+// The verdict per d_k and the d_k it starts from, where the group has "none" and "sqrt_dk".
+std::optional<Table> verdict_table(const std::string& title,
+                                   const std::vector<const json*>& records) {
+  const Cells cells = by_d_k_and_scale(records);
+  Table t;
+  t.title = title + ": unscaled vs sqrt_dk";
+  t.header = {"d_k",
+              "none: steps [95% CI]",
+              "sqrt_dk: steps [95% CI]",
+              "none: final loss [95% CI]",
+              "sqrt_dk: final loss [95% CI]",
+              "unscaled vs sqrt_dk"};
+  std::vector<std::pair<double, bool>> slower, worse;
+  for (const auto& [key, none] : cells) {
+    if (key.second != "none" || !cells.count({key.first, "sqrt_dk"})) continue;
+    const json& scaled = *cells.at({key.first, "sqrt_dk"});
+    const Verdict v = unscaled_verdict(*none, scaled);
+    slower.emplace_back(key.first, v.slower);
+    worse.emplace_back(key.first, v.worse);
+    t.rows.push_back({number(key.first),
+                      statistic_with_ci((*none)["steps_to_target"]["censored_mean"]),
+                      statistic_with_ci(scaled["steps_to_target"]["censored_mean"]),
+                      statistic_with_ci((*none)["final_loss"]),
+                      statistic_with_ci(scaled["final_loss"]), v.text});
+  }
+  if (t.rows.empty()) return std::nullopt;
+  t.rows.push_back({"verdict", "", "", "", "",
+                    "unscaled slower to target: " + onset(slower) + "; worse: " + onset(worse)});
+  t.note =
+      "steps: mean steps to the target accuracy across seeds, a seed that never reached it "
+      "counted as the step budget (so a lower bound where some did not). A difference is "
+      "reported only where the two 95 % CIs do not overlap (a conservative test); 'worse' means "
+      "slower, higher final loss or non-finite steps in more seeds, and better in none of these.";
+  return t;
+}
+
+// Plot data: held-out loss against step, one column per scale scheme, at one d_k.
+Table loss_curve_table(const std::string& title, const std::vector<const json*>& records,
+                       double d_k) {
+  Table t;
+  t.title = title + ": held-out loss vs step at d_k = " + number(d_k) + " (plot data)";
+  t.header = {"step"};
+  std::vector<const json*> columns;  // in the config's order of scale schemes
+  for (const json* r : records)
+    if ((*r)["params"]["d_k"] == d_k)
+      columns.push_back(r), t.header.push_back(label((*r)["params"]["scale"]) + ": loss [95% CI]");
+  const json& steps = (*columns.front())["curves"]["step"];
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    std::vector<std::string> row = {steps[i].dump()};
+    for (const json* r : columns) {
+      const json& loss = (*r)["curves"]["loss"];
+      row.push_back(json_number(loss["mean"][i]) + " " + interval(loss["ci95"][i]));
+    }
+    t.rows.push_back(std::move(row));
+  }
+  t.note =
+      "Mean cross-entropy (nats) on each seed's held-out set across seeds; one line per "
+      "scale scheme.";
+  return t;
+}
+
+// Per d_k and scale: speed, final quality, attention statistics and stability; then the
+// verdict of unscaled against sqrt_dk and the loss curves at the smallest and largest d_k.
+std::vector<Table> training_tables(const json& experiment, const std::string& source) {
+  const std::vector<Column> columns = {
+      {"s2 init", [](const json& r) { return number(r["sigma2_init"]); }},
+      {"steps to target (reached)", [](const json& r) { return steps_to_target(r); }},
+      {"final loss [95% CI]", [](const json& r) { return statistic_with_ci(r["final_loss"]); }},
+      {"final acc [95% CI]", [](const json& r) { return statistic_with_ci(r["final_accuracy"]); }},
+      {"H init → end", [](const json& r) { return init_to_end(r, "entropy"); }},
+      {"max w init → end", [](const json& r) { return init_to_end(r, "max_weight"); }},
+      {"‖∇W_Q‖ init → end", [](const json& r) { return curve_ends(r, "grad_norm_w_q"); }},
+      {"non-finite (seeds)",
+       [](const json& r) {
+         return r["nonfinite_steps"]["total"].dump() + " (" + seeds_hit(r) + ")";
+       }},
+  };
+  auto out = side_by_side(
+      experiment, source, "d_k", "scale", columns,
+      "s2 init: predicted variance of the logits c q.k at initialisation (softmax condenses past "
+      "2 ln N). steps to target: median first logged step whose held-out accuracy reaches the "
+      "target (- when half the seeds or more never did), with how many seeds reached it. H, max "
+      "w: attention entropy (nats) and largest weight of the query row, mean over held-out "
+      "sequences and heads. ‖∇W_Q‖: Frobenius norm of the held-out loss's gradient in W_Q. "
+      "non-finite: training steps whose loss or gradient was inf/NaN "
+      "(skipped), in how many seeds. Intervals are across seeds.",
+      "final_loss");
+  if (experiment["records"].empty()) return out;
+  std::string fixed;
+  for (const auto& [group, records] : group_records(experiment["records"], "d_k", "scale", fixed)) {
+    const std::string title = table_title(experiment, source, group);
+    if (auto verdict = verdict_table(title, records)) out.push_back(std::move(*verdict));
+    const Cells cells = by_d_k_and_scale(records);
+    const double smallest = cells.begin()->first.first, largest = cells.rbegin()->first.first;
+    out.push_back(loss_curve_table(title, records, smallest));
+    if (largest != smallest) out.push_back(loss_curve_table(title, records, largest));
+  }
+  return out;
+}
+
 using TableMaker = std::vector<Table> (*)(const json& experiment, const std::string& source);
 
 const std::map<std::string, TableMaker>& makers() {
   static const std::map<std::string, TableMaker> m = {{"variance", variance_tables},
                                                       {"entropy", entropy_tables},
-                                                      {"gradient", gradient_tables}};
+                                                      {"gradient", gradient_tables},
+                                                      {"training", training_tables}};
   return m;
 }
 

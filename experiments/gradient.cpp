@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "checks.hpp"
 #include "kinds.hpp"
 #include "trials.hpp"
 #include "sdpa/kernels.hpp"
@@ -78,10 +79,6 @@ TrialGradients run_trial(const GradientCell& c, const Kernel& kernel, const Stre
   return t;
 }
 
-json summary(const std::vector<double>& x) {
-  return measured(stats::mean(x), stats::mean_ci(x), std::nullopt, "");
-}
-
 json run_gradient_cell(const CellContext& ctx) {
   const GradientCell c(ctx.cell.params);
   const Kernel& kernel = *find_kernel(c.kernel);
@@ -127,22 +124,6 @@ json run_gradient_cell(const CellContext& ctx) {
   return r;
 }
 
-std::vector<std::string> check_gradient(const json& p) {
-  std::vector<std::string> problems;
-  const json kernels = p["kernel"].is_array() ? p["kernel"] : json::array({p["kernel"]});
-  std::string with_backward;
-  for (const auto& k : kernel_registry())
-    if (k.backward) with_backward += (with_backward.empty() ? "\"" : ", \"") + k.name + "\"";
-  for (std::size_t i = 0; i < kernels.size(); ++i) {
-    const Kernel* k = find_kernel(kernels[i].get<std::string>());
-    if (k && !k->backward)
-      problems.push_back(std::string("/kernel") + (p["kernel"].is_array() ? "/" + std::to_string(i) : "") +
-                         ": kernel " + kernels[i].dump() + " has no backward; kernels with one: " +
-                         with_backward);
-  }
-  return problems;
-}
-
 }  // namespace
 
 ExperimentKind gradient_experiment() {
@@ -159,7 +140,7 @@ ExperimentKind gradient_experiment() {
             return 8.0 * (n_q + n_kv) * (d_k + d_v) + 8.0 * n_kv + 96.0 * n_q +
                    16.0 * d_model * d_k;
           },
-      .check = check_gradient,
+      .check = kernels_without_backward,
   };
 }
 

@@ -8,6 +8,7 @@ const std::vector<ExperimentKind>& experiment_kinds() {
       variance_experiment(),
       entropy_experiment(),
       gradient_experiment(),
+      training_experiment(),
   };
   return kinds;
 }

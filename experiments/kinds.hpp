@@ -7,4 +7,5 @@ namespace sdpa {
 ExperimentKind variance_experiment();
 ExperimentKind entropy_experiment();
 ExperimentKind gradient_experiment();
+ExperimentKind training_experiment();
 }  // namespace sdpa

@@ -9,6 +9,7 @@
 #include "scale.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/rng.hpp"
+#include "sdpa/stats.hpp"
 
 namespace sdpa {
 
@@ -30,6 +31,12 @@ std::vector<double> column(const std::vector<Result>& results, double Result::*f
   out.reserve(results.size());
   for (const auto& r : results) out.push_back(r.*field);
   return out;
+}
+
+// Mean and 95 % CI across trials, for a statistic without a prediction: trials are
+// independent, so the mean has a Student-t interval.
+inline json summary(const std::vector<double>& x) {
+  return measured(stats::mean(x), stats::mean_ci(x), std::nullopt, "");
 }
 
 // The parameters of a cell that runs attention over N = n_kv keys per query.

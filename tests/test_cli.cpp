@@ -22,7 +22,9 @@ const char* kTinyConfig = R"({
     {"name": "v", "kind": "variance", "d_k": [2, 16], "n_q": 4, "n_k": 5, "trials": 30,
      "scale": ["none", "sqrt_dk"], "kernel": ["reference", "naive"], "cdf_at": [1.6]},
     {"name": "aligned", "kind": "variance", "d_k": 8, "n_q": 6, "n_k": 6, "trials": 20,
-     "alignment": 0.5}
+     "alignment": 0.5},
+    {"name": "recall", "kind": "training", "d_k": [4, 16], "d_model": 8, "vocab": 4,
+     "n_pairs": 2, "steps": 20, "log_every": 10, "seeds": 2, "eval_size": 8, "batch": 4}
   ]
 })";
 
@@ -72,6 +74,8 @@ TEST_CASE("run writes a result file that matches results/schema.json and prints 
   CHECK(doc["config"]["document"] == sdpa::json::parse(kTinyConfig));
   CHECK(doc["experiments"][0]["records"].size() == 8);
   CHECK(doc["experiments"][1]["records"][0].contains("aligned_score_variance"));
+  CHECK(doc["experiments"][2]["records"].size() == 4);
+  CHECK(r.out.find("### training: recall: unscaled vs sqrt_dk") != std::string::npos);
   // Nothing but the result file (and the config) is left in the folder: no temporary files.
   std::size_t files = 0;
   for ([[maybe_unused]] const auto& f : std::filesystem::directory_iterator(dir.path)) ++files;
