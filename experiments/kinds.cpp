@@ -6,6 +6,8 @@ namespace sdpa {
 const std::vector<ExperimentKind>& experiment_kinds() {
   static const std::vector<ExperimentKind> kinds = {
       variance_experiment(),
+      roofline_experiment(),
+      timing_experiment(),
   };
   return kinds;
 }

@@ -5,4 +5,6 @@
 
 namespace sdpa {
 ExperimentKind variance_experiment();
+ExperimentKind roofline_experiment();
+ExperimentKind timing_experiment();
 }  // namespace sdpa
