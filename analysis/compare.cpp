@@ -10,18 +10,9 @@
 namespace sdpa::compare {
 namespace {
 
+using report::duration;
 using report::number;
 using report::Table;
-
-// "123.4 µs": timings span nanoseconds to seconds.
-std::string duration(double seconds) {
-  if (std::isnan(seconds)) return "nan";
-  const double a = std::abs(seconds);
-  if (a < 1e-6) return number(seconds * 1e9) + " ns";
-  if (a < 1e-3) return number(seconds * 1e6) + " µs";
-  if (a < 1) return number(seconds * 1e3) + " ms";
-  return number(seconds) + " s";
-}
 
 std::string interval(double low, double high) { return "[" + number(low) + ", " + number(high) + "]"; }
 
@@ -43,12 +34,7 @@ struct Timing {
   std::string direction() const { return params()["direction"]; }
   int threads() const { return (*record)["threads"]; }
   bool ran() const { return record->contains("time_s"); }
-  std::string shape() const {
-    const json& p = params();
-    std::string s = p["batch_heads"].dump() + "×" + p["n_q"].dump() + "×" + p["n_kv"].dump() +
-                    ", d " + p["d_k"].dump() + "/" + p["d_v"].dump();
-    return p["causal"].get<bool>() ? s + ", causal" : s;
-  }
+  std::string shape() const { return report::timing_shape(params()); }
   std::string median() const {
     if (!ran()) return "not run";
     const json& t = (*record)["time_s"];
@@ -105,6 +91,7 @@ bool same_config(const ResultFile& a, const ResultFile& b) {
 
 std::vector<Table> timing_tables(const ResultFile& base, const ResultFile& other) {
   std::vector<Timing> as = timings_of(base.doc), bs = timings_of(other.doc);
+  if (as.empty() && bs.empty()) return {};
   Table t;
   t.title = "timing: B = " + other.path + " against A = " + base.path;
   t.header = {"kernel",  "shape",        "threads",    "direction",          "A median [95% CI]",
@@ -202,34 +189,40 @@ std::optional<std::string> first_difference(const json& a, const json& b, const 
 
 // Statistics (every kind but the measurements timing and roofline) depend only on the config
 // and the seed: with both equal, any difference is a reproducibility finding.
+bool is_statistics(const json& experiment) {
+  return experiment["kind"] != "timing" && experiment["kind"] != "roofline";
+}
+
+// The outcome for one statistics experiment of A: identical in B, or the first difference.
+std::string reproduced(const json& experiment, std::size_t index, const ResultFile& other) {
+  const json& bx = other.doc["experiments"];
+  auto match = std::find_if(bx.begin(), bx.end(),
+                            [&](const json& x) { return x["name"] == experiment["name"]; });
+  if (match == bx.end()) return "**finding**: missing from " + other.path;
+  const std::string at = "/experiments/" + std::to_string(index);
+  const auto d = first_difference(experiment["records"], (*match)["records"], at + "/records");
+  if (!d) return "identical";
+  const json::json_pointer below(d->substr(at.size()));
+  auto shown = [&](const json& x) { return x.contains(below) ? x.at(below).dump() : "(absent)"; };
+  return "**finding**: first difference at " + *d + ": " + shown(experiment) + " against " +
+         shown(*match);
+}
+
+// Statistics (every kind but the measurements timing and roofline) depend only on the config
+// and the seed: with both equal, any difference is a reproducibility finding.
 Table reproducibility_table(const ResultFile& base, const ResultFile& other) {
   Table t;
   t.title = "reproducibility of statistics: " + other.path + " against " + base.path;
   t.header = {"experiment", "kind", "records", "result"};
-  if (!same_config(base, other)) {
-    t.rows.push_back({"-", "-", "-", "not compared: different config (sha256 " + config_label(base) +
-                                         "… and " + config_label(other) + "…) or seed"});
-    return t;
-  }
-  const json& bx = other.doc["experiments"];
-  for (std::size_t i = 0; i < base.doc["experiments"].size(); ++i) {
-    const json& e = base.doc["experiments"][i];
-    if (e["kind"] == "timing" || e["kind"] == "roofline") continue;
-    const std::string name = e["name"];
-    auto match = std::find_if(bx.begin(), bx.end(), [&](const json& x) { return x["name"] == name; });
-    std::string result;
-    if (match == bx.end()) {
-      result = "**finding**: missing from " + other.path;
-    } else if (auto d = first_difference(e["records"], (*match)["records"],
-                                         "/experiments/" + std::to_string(i) + "/records")) {
-      const auto rel = json::json_pointer(d->substr(("/experiments/" + std::to_string(i)).size()));
-      auto shown = [&](const json& x) { return x.contains(rel) ? x.at(rel).dump() : "(absent)"; };
-      result = "**finding**: first difference at " + *d + ": " + shown(e) + " against " +
-               shown(*match);
-    } else {
-      result = "identical";
-    }
-    t.rows.push_back({name, e["kind"], std::to_string(e["records"].size()), result});
+  const json& experiments = base.doc["experiments"];
+  for (std::size_t i = 0; i < experiments.size(); ++i) {
+    const json& e = experiments[i];
+    if (!is_statistics(e)) continue;
+    const std::string result = same_config(base, other)
+                                   ? reproduced(e, i, other)
+                                   : "not compared: different config (sha256 " + config_label(base) +
+                                         "… and " + config_label(other) + "…) or seed";
+    t.rows.push_back({e["name"], e["kind"], std::to_string(e["records"].size()), result});
   }
   t.note = "Same config sha256 and seed must give identical statistics on machines of the same "
            "ISA (design, \"Randomness\"); a finding names the first differing JSON path (of A).";
@@ -250,8 +243,10 @@ std::vector<Table> tables(const std::vector<ResultFile>& files) {
   for (std::size_t i = 1; i < files.size(); ++i)
     for (auto& t : timing_tables(files[0], files[i])) out.push_back(std::move(t));
   out.push_back(peak_table(files));
-  for (std::size_t i = 1; i < files.size(); ++i)
-    out.push_back(reproducibility_table(files[0], files[i]));
+  for (std::size_t i = 1; i < files.size(); ++i) {
+    Table t = reproducibility_table(files[0], files[i]);
+    if (!t.rows.empty()) out.push_back(std::move(t));
+  }
   return out;
 }
 

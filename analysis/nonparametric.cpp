@@ -73,6 +73,10 @@ double normal_p(const PooledRanks& r, std::size_t n_a, std::size_t n_b, double u
 
 double median(std::vector<double> x) { return quantile(std::move(x), 0.5); }
 
+double coefficient_of_variation(std::span<const double> x) {
+  return x.size() < 2 ? 0 : stddev(x) / mean(x);
+}
+
 MedianInterval median_ci(std::vector<double> x, double level) {
   if (x.empty()) return {};
   std::sort(x.begin(), x.end());

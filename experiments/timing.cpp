@@ -21,9 +21,6 @@
 namespace sdpa {
 namespace {
 
-// A cell whose repetitions vary by more than this (stddev / mean) is flagged noisy.
-constexpr double kNoisyCv = 0.05;
-
 double direction_factor(const std::string& direction) {
   // Backward costs 2.5 forwards (design, "Conventions"); "both" times one of each.
   return direction == "forward" ? 1.0 : direction == "backward" ? 2.5 : 3.5;
@@ -148,7 +145,7 @@ json time_statistics(const BenchmarkRuns& runs) {
   t["ci_coverage"] = median.coverage;
   t["mean"] = stats::mean(x);
   t["stddev"] = stats::stddev(x);
-  t["cv"] = x.size() < 2 ? json(nullptr) : json(stats::stddev(x) / stats::mean(x));
+  t["cv"] = x.size() < 2 ? json(nullptr) : json(stats::coefficient_of_variation(x));
   t["samples"] = x;
   t["iterations"] = runs.iterations;
   return t;
@@ -204,7 +201,7 @@ json run_timing_cell(const CellContext& ctx) {
   record["gflops"] = measured(c.flops() / median / 1e9, {c.flops() / high / 1e9, c.flops() / low / 1e9},
                               std::nullopt, "none");
   add_peak(record, c, record["gflops"]["value"], shared);
-  record["noisy"] = !time["cv"].is_null() && time["cv"].get<double>() > kNoisyCv;
+  record["noisy"] = stats::noisy(runs.seconds);
   record["environment"] = environment;
   return record;
 }

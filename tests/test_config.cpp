@@ -96,7 +96,7 @@ TEST_CASE("unknown keys suggest the closest valid key") {
 TEST_CASE("unknown experiment kind lists the valid ones") {
   CHECK(error_of(R"({"name": "t", "seed": 1, "experiments": [{"name": "a", "kind": "varience"}]})") ==
         "bad.json: /experiments/0/kind: expected an experiment kind (see `sdpa-bench list`), one "
-        "of \"variance\", found string \"varience\"");
+        "of \"variance\", \"roofline\", \"timing\", found string \"varience\"");
 }
 
 TEST_CASE("unknown kernel lists the valid ones") {

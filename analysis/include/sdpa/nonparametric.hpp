@@ -47,4 +47,11 @@ Interval median_ratio_ci(std::span<const double> a, std::span<const double> b,
                          double level = 0.95, int resamples = 4000,
                          std::uint64_t seed = 0x5dba5eedULL);
 
+// Timings whose repetitions spread more than this (coefficient of variation, stddev / mean)
+// are flagged noisy: the machine was busy or changing speed while they ran.
+inline constexpr double kNoisyCv = 0.05;
+// stddev (ddof 1) / mean; 0 for fewer than two values.
+double coefficient_of_variation(std::span<const double> x);
+inline bool noisy(std::span<const double> x) { return coefficient_of_variation(x) > kNoisyCv; }
+
 }  // namespace sdpa::stats
