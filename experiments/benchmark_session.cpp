@@ -100,6 +100,8 @@ BenchmarkRuns BenchmarkSession::run(const std::string& name, const std::function
     for (auto _ : st) body();
   });
   b->UseRealTime();  // kernels run their own threads: wall time is what a caller waits
+  // Every repetition is reported (to us and to the JSON), whatever the *_aggregates_only flags.
+  b->ReportAggregatesOnly(false);
   if (!s.flag_repetitions) b->Repetitions(settings.repetitions);
   if (!s.flag_min_time) b->MinTime(settings.min_time);
   if (!s.flag_warmup && settings.warmup_time > 0) b->MinWarmUpTime(settings.warmup_time);
