@@ -14,7 +14,9 @@ using report::duration;
 using report::number;
 using report::Table;
 
-std::string interval(double low, double high) { return "[" + number(low) + ", " + number(high) + "]"; }
+std::string interval(double low, double high) {
+  return "[" + number(low) + ", " + number(high) + "]";
+}
 
 // A timing record and what matching and comparing need from it.
 struct Timing {
@@ -38,7 +40,8 @@ struct Timing {
   std::string median() const {
     if (!ran()) return "not run";
     const json& t = (*record)["time_s"];
-    return duration(t["value"]) + " [" + duration(t["ci95"][0]) + ", " + duration(t["ci95"][1]) + "]";
+    return duration(t["value"]) + " [" + duration(t["ci95"][0]) + ", " + duration(t["ci95"][1]) +
+           "]";
   }
   std::string percent_of_peak() const {
     const json& p = record->value("percent_of_peak", json(nullptr));
@@ -61,7 +64,8 @@ struct Verdict {
 };
 
 Verdict verdict(const Timing& a, const Timing& b) {
-  if (!a.ran() || !b.ran()) return {.text = std::string("no verdict: not run in ") + (a.ran() ? "B" : "A")};
+  if (!a.ran() || !b.ran())
+    return {.text = std::string("no verdict: not run in ") + (a.ran() ? "B" : "A")};
   for (const auto& [side, t] : {std::pair{"A", &a}, std::pair{"B", &b}})
     if (t->samples.size() < std::size_t(kMinRepetitions))
       return {.text = "no verdict: " + std::string(side) + " has " +
@@ -69,8 +73,10 @@ Verdict verdict(const Timing& a, const Timing& b) {
                       std::to_string(kMinRepetitions) + " per side"};
   const auto test = stats::mann_whitney(a.samples, b.samples);
   Verdict v{number(test.u), number(test.p) + (test.exact ? " (exact)" : " (normal)"), ""};
-  if (test.p >= kAlpha) v.text = "no significant difference";
-  else v.text = stats::median(b.samples) < stats::median(a.samples) ? "**faster**" : "**slower**";
+  if (test.p >= kAlpha)
+    v.text = "no significant difference";
+  else
+    v.text = stats::median(b.samples) < stats::median(a.samples) ? "**faster**" : "**slower**";
   return v;
 }
 
@@ -94,45 +100,60 @@ std::vector<Table> timing_tables(const ResultFile& base, const ResultFile& other
   if (as.empty() && bs.empty()) return {};
   Table t;
   t.title = "timing: B = " + other.path + " against A = " + base.path;
-  t.header = {"kernel",  "shape",        "threads",    "direction",          "A median [95% CI]",
-              "B median [95% CI]", "speedup A/B [95% CI]", "U", "p", "verdict (B)",
-              "A % peak", "B % peak", "notes"};
+  t.header = {"kernel",
+              "shape",
+              "threads",
+              "direction",
+              "A median [95% CI]",
+              "B median [95% CI]",
+              "speedup A/B [95% CI]",
+              "U",
+              "p",
+              "verdict (B)",
+              "A % peak",
+              "B % peak",
+              "notes"};
   const bool configs_differ = base.doc["config"]["sha256"] != other.doc["config"]["sha256"];
   for (auto& a : as) {
-    auto b = std::find_if(bs.begin(), bs.end(), [&](const Timing& x) { return !x.used && x.key == a.key; });
+    auto b = std::find_if(bs.begin(), bs.end(),
+                          [&](const Timing& x) { return !x.used && x.key == a.key; });
     if (b == bs.end()) continue;
     a.used = b->used = true;
     const Verdict v = verdict(a, *b);
     std::string notes;
-    for (const auto& [flag, text] : {std::pair{a.noisy(), "noisy A"}, std::pair{b->noisy(), "noisy B"},
-                                     std::pair{configs_differ, "configs differ"}})
+    for (const auto& [flag, text] :
+         {std::pair{a.noisy(), "noisy A"}, std::pair{b->noisy(), "noisy B"},
+          std::pair{configs_differ, "configs differ"}})
       if (flag) notes += (notes.empty() ? "" : ", ") + std::string(text);
     t.rows.push_back({a.kernel(), a.shape(), std::to_string(a.threads()), a.direction(), a.median(),
                       b->median(), speedup(a, *b), v.u, v.p, v.text, a.percent_of_peak(),
                       b->percent_of_peak(), notes.empty() ? "-" : notes});
   }
-  t.note = "Speedup = median(A) / median(B) (above 1: B is faster), its interval a percentile "
-           "bootstrap of the ratio of medians (4000 resamples per side, fixed seed). U: "
-           "Mann-Whitney U of A's repetitions against B's; p two-sided, exact (counted over all "
-           "splits, ties kept) when both sides have at most 10 repetitions, else the normal "
-           "approximation with tie and continuity corrections; verdict at alpha = 0.05, none "
-           "below " + std::to_string(kMinRepetitions) + " repetitions per side. % peak: of each "
-           "machine's own measured peak for the kernel's ISA and thread count. Noisy: CV above 5 %.";
+  t.note =
+      "Speedup = median(A) / median(B) (above 1: B is faster), its interval a percentile "
+      "bootstrap of the ratio of medians (4000 resamples per side, fixed seed). U: "
+      "Mann-Whitney U of A's repetitions against B's; p two-sided, exact (counted over all "
+      "splits, ties kept) when both sides have at most 10 repetitions, else the normal "
+      "approximation with tie and continuity corrections; verdict at alpha = 0.05, none "
+      "below 5 repetitions per side. % peak: of each machine's own measured peak for the "
+      "kernel's ISA and thread count. Noisy: CV above 5 %.";
+  static_assert(kMinRepetitions == 5 && kAlpha == 0.05, "the note above states both");
   if (configs_differ)
     t.note += " The files ran different configs (sha256 " + config_label(base) + "… and " +
-              config_label(other) + "…): matched cells are compared, but settings such as "
+              config_label(other) + "…): matched cells are compared, but settings such as " +
               "repetitions may differ.";
   std::vector<Table> out = {std::move(t)};
 
+  const std::string kNoMatch = "no cell with this kernel, shape, threads and direction in ";
   Table unmatched;
   unmatched.title = "timing cells without a match: " + other.path + " against " + base.path;
   unmatched.header = {"file", "kernel", "shape", "threads", "direction", "reason"};
-  for (const auto& [file, list, where] : {std::tuple{&base, &as, &other}, std::tuple{&other, &bs, &base}})
+  for (const auto& [file, list, where] :
+       {std::tuple{&base, &as, &other}, std::tuple{&other, &bs, &base}})
     for (const auto& x : *list)
       if (!x.used)
         unmatched.rows.push_back({file->path, x.kernel(), x.shape(), std::to_string(x.threads()),
-                                  x.direction(), "no cell with this kernel, shape, threads and "
-                                  "direction in " + where->path});
+                                  x.direction(), kNoMatch + where->path});
   if (!unmatched.rows.empty()) out.push_back(std::move(unmatched));
   return out;
 }
@@ -218,14 +239,15 @@ Table reproducibility_table(const ResultFile& base, const ResultFile& other) {
   for (std::size_t i = 0; i < experiments.size(); ++i) {
     const json& e = experiments[i];
     if (!is_statistics(e)) continue;
-    const std::string result = same_config(base, other)
-                                   ? reproduced(e, i, other)
-                                   : "not compared: different config (sha256 " + config_label(base) +
-                                         "… and " + config_label(other) + "…) or seed";
+    const std::string result =
+        same_config(base, other) ? reproduced(e, i, other)
+                                 : "not compared: different config (sha256 " + config_label(base) +
+                                       "… and " + config_label(other) + "…) or seed";
     t.rows.push_back({e["name"], e["kind"], std::to_string(e["records"].size()), result});
   }
-  t.note = "Same config sha256 and seed must give identical statistics on machines of the same "
-           "ISA (design, \"Randomness\"); a finding names the first differing JSON path (of A).";
+  t.note =
+      "Same config sha256 and seed must give identical statistics on machines of the same "
+      "ISA (design, \"Randomness\"); a finding names the first differing JSON path (of A).";
   return t;
 }
 

@@ -98,7 +98,8 @@ MannWhitney mann_whitney(std::span<const double> a, std::span<const double> b, U
   out.u = rank_sum - double(a.size()) * double(a.size() + 1) / 2;
   out.exact = method == UMethod::exact ||
               (method == UMethod::automatic && a.size() <= 10 && b.size() <= 10);
-  out.p = out.exact ? exact_p(r, a.size(), b.size(), out.u) : normal_p(r, a.size(), b.size(), out.u);
+  out.p =
+      out.exact ? exact_p(r, a.size(), b.size(), out.u) : normal_p(r, a.size(), b.size(), out.u);
   return out;
 }
 

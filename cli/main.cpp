@@ -80,7 +80,8 @@ int compare(const std::vector<std::string>& paths, const std::string& format,
   if (status != 0) return status;
   const auto tables = sdpa::compare::tables(files);
   std::string csv;
-  for (const auto& t : tables) csv += (csv.empty() ? "# " : "\n# ") + t.title + "\n" + sdpa::compare::csv(t);
+  for (const auto& t : tables)
+    csv += (csv.empty() ? "# " : "\n# ") + t.title + "\n" + sdpa::compare::csv(t);
   std::cout << (format == "csv" ? csv : sdpa::report::markdown(tables));
   if (!out_dir.empty()) {
     sdpa::write_file_atomically(out_dir + "/compare.md", sdpa::report::markdown(tables));
@@ -117,16 +118,19 @@ int main(int argc, char** argv) {
 
   std::string config_path;
   auto* run_cmd = app.add_subcommand(
-      "run", "validate and run a config, write its result file, print its tables; Google "
-             "Benchmark flags for timing experiments go after `--`");
+      "run",
+      "validate and run a config, write its result file, print its tables; Google "
+      "Benchmark flags for timing experiments go after `--`");
   run_cmd->add_option("config", config_path, "config file (JSON)")->required();
   run_cmd->add_option("-o,--output", run_options.output,
                       "result file (default results/<machine-id>/<config-name>-<UTC time>.json)");
-  run_cmd->add_option("-j,--threads", run_options.threads,
-                      "threads (default: the config's, else all cores)")
+  run_cmd
+      ->add_option("-j,--threads", run_options.threads,
+                   "threads (default: the config's, else all cores)")
       ->check(CLI::PositiveNumber);
-  run_cmd->add_option("--benchmark-json", run_options.benchmark_json,
-                      "also write Google Benchmark's JSON of the timing cells (compare.py reads it)");
+  run_cmd->add_option(
+      "--benchmark-json", run_options.benchmark_json,
+      "also write Google Benchmark's JSON of the timing cells (compare.py reads it)");
 
   auto* validate_cmd = app.add_subcommand("validate", "check a config without running it");
   validate_cmd->add_option("config", config_path, "config file (JSON)")->required();
@@ -141,9 +145,11 @@ int main(int argc, char** argv) {
   std::vector<std::string> compare_files;
   std::string compare_format = "md", compare_out;
   auto* compare_cmd = app.add_subcommand(
-      "compare", "compare result files against the first: timings (speedup, U test), peaks, "
-                 "reproducibility of statistics");
-  compare_cmd->add_option("results", compare_files, "two or more result files; the first is the baseline")
+      "compare",
+      "compare result files against the first: timings (speedup, U test), peaks, "
+      "reproducibility of statistics");
+  compare_cmd
+      ->add_option("results", compare_files, "two or more result files; the first is the baseline")
       ->required()
       ->expected(2, -1);
   compare_cmd->add_option("--format", compare_format, "md or csv on stdout (default md)")

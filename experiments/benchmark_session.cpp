@@ -10,7 +10,9 @@
 namespace sdpa {
 namespace {
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 // Keeps the repetitions of the benchmark being run (not the aggregates: statistics are ours)
 // and passes everything on to the JSON reporter, whose context is written once per run.
@@ -57,8 +59,10 @@ BenchmarkSession::BenchmarkSession(const std::vector<std::string>& flags,
     if (starts_with(f, "--benchmark_out=")) {
       const std::string path = f.substr(16);
       if (!s.json_path.empty() && s.json_path != path)
-        throw InputError("--benchmark_out=" + path + ": the run already writes Google Benchmark's "
-                         "JSON to " + s.json_path + " (--benchmark-json); give one of them");
+        throw InputError("--benchmark_out=" + path +
+                         ": the run already writes Google Benchmark's "
+                         "JSON to " +
+                         s.json_path + " (--benchmark-json); give one of them");
       s.json_path = path;
     } else if (starts_with(f, "--benchmark_out_format=")) {
       format = f.substr(23);
@@ -80,8 +84,10 @@ BenchmarkSession::BenchmarkSession(const std::vector<std::string>& flags,
   if (argc > 1) {
     std::string unknown;
     for (int i = 1; i < argc; ++i) unknown += (i > 1 ? ", \"" : "\"") + std::string(argv[i]) + "\"";
-    throw InputError("arguments after --: expected Google Benchmark flags (--benchmark_...=VALUE; "
-                     "list them with `sdpa-bench run CONFIG -- --help`), found " + unknown);
+    throw InputError(
+        "arguments after --: expected Google Benchmark flags (--benchmark_...=VALUE; "
+        "list them with `sdpa-bench run CONFIG -- --help`), found " +
+        unknown);
   }
   s.json.SetOutputStream(&s.json_text);
   s.json.SetErrorStream(&s.json_text);

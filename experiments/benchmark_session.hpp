@@ -18,10 +18,10 @@ struct BenchmarkSettings {
 };
 
 struct BenchmarkRuns {
-  std::string name;                 // Google Benchmark's name of the run, as in its JSON
-  std::vector<double> seconds;      // per repetition: wall time per call
+  std::string name;                      // Google Benchmark's name of the run, as in its JSON
+  std::vector<double> seconds;           // per repetition: wall time per call
   std::vector<std::int64_t> iterations;  // per repetition: calls timed
-  bool filtered_out = false;        // --benchmark_filter did not select it
+  bool filtered_out = false;             // --benchmark_filter did not select it
 };
 
 class BenchmarkSession {

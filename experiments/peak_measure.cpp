@@ -30,15 +30,15 @@ std::vector<double> measure_fma(const std::string& isa, int threads, const PeakS
   std::vector<float> sink(threads);
   std::int64_t steps = 4096;
   double t = 0;
-  while ((t = timed_parallel(1, [&](int, int) { sink[0] = peak::multiply_add_chains(isa, steps, kA, kB); })) <
-         1e-3)
+  while ((t = timed_parallel(1, [&](int, int) {
+            sink[0] = peak::multiply_add_chains(isa, steps, kA, kB);
+          })) < 1e-3)
     steps *= 2;
   steps = std::max<std::int64_t>(1, std::llround(double(steps) * s.min_time / t));
   std::vector<double> gflops;
   for (int r = 0; r < s.repetitions; ++r) {
-    const double seconds = timed_parallel(threads, [&](int i, int) {
-      sink[i] = peak::multiply_add_chains(isa, steps, kA, kB);
-    });
+    const double seconds = timed_parallel(
+        threads, [&](int i, int) { sink[i] = peak::multiply_add_chains(isa, steps, kA, kB); });
     gflops.push_back(double(threads) * peak::multiply_add_flops(isa, steps) / seconds / 1e9);
   }
   return gflops;

@@ -12,8 +12,8 @@ namespace sdpa {
 
 struct PeakSettings {
   int repetitions = 5;
-  double min_time = 0.05;    // seconds per repetition of each loop
-  double llc_multiple = 4;   // triad footprint (three arrays) in units of the last-level cache
+  double min_time = 0.05;   // seconds per repetition of each loop
+  double llc_multiple = 4;  // triad footprint (three arrays) in units of the last-level cache
 };
 
 struct PeakMeasurement {

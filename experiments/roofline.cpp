@@ -54,7 +54,8 @@ ExperimentKind roofline_experiment() {
       // The triad's arrays are shared by the cell's threads.
       .bytes_per_thread =
           [](const json& p) {
-            const double threads = p["threads"].is_string() ? default_threads() : double(p["threads"]);
+            const double threads =
+                p["threads"].is_string() ? default_threads() : double(p["threads"]);
             return p["llc_multiple"].get<double>() * last_level_cache_bytes() / threads;
           },
       .check = nullptr,

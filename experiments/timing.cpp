@@ -75,18 +75,27 @@ struct Tensors {
 
 // What one call of the timed body does, per direction.
 std::function<void()> timed_call(const TimingCell& c, Tensors& t) {
-  ForwardArgs f{.shape = c.shape, .q = t.q.data(), .k = t.k.data(), .v = t.v.data(),
-                .out = t.out.data()};
+  ForwardArgs f{
+      .shape = c.shape, .q = t.q.data(), .k = t.k.data(), .v = t.v.data(), .out = t.out.data()};
   f.scale = float(1 / std::sqrt(double(c.shape.d_k)));
   f.causal = c.causal;
   f.threads = c.threads;
   if (!c.needs_backward()) return [&c, f] { c.kernel.forward(f); };
   f.lse = t.lse.data();
   c.kernel.forward(f);  // the backward reads the forward's output and row log-sum-exp
-  const BackwardArgs b{.shape = c.shape, .q = t.q.data(), .k = t.k.data(), .v = t.v.data(),
-                       .out = t.out.data(), .lse = t.lse.data(), .d_out = t.d_out.data(),
-                       .d_q = t.d_q.data(), .d_k = t.d_k.data(), .d_v = t.d_v.data(),
-                       .scale = f.scale, .causal = c.causal, .threads = c.threads};
+  const BackwardArgs b{.shape = c.shape,
+                       .q = t.q.data(),
+                       .k = t.k.data(),
+                       .v = t.v.data(),
+                       .out = t.out.data(),
+                       .lse = t.lse.data(),
+                       .d_out = t.d_out.data(),
+                       .d_q = t.d_q.data(),
+                       .d_k = t.d_k.data(),
+                       .d_v = t.d_v.data(),
+                       .scale = f.scale,
+                       .causal = c.causal,
+                       .threads = c.threads};
   if (c.direction == "backward") return [&c, b] { c.kernel.backward(b); };
   return [&c, f, b] { c.kernel.forward(f), c.kernel.backward(b); };
 }
@@ -126,7 +135,7 @@ std::string affinity() {
 
 json environment_at_start() {
   std::string governor = first_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor");
-  const std::string scaling = governor.empty()           ? "unknown"
+  const std::string scaling = governor.empty()            ? "unknown"
                               : governor == "performance" ? "off"
                                                           : "on";
   if (governor.empty()) governor = "unknown";
@@ -158,7 +167,8 @@ void add_peak(json& record, const TimingCell& c, double gflops, RunShared& share
   if (isa.empty()) {
     record["percent_of_peak"] = nullptr;
     record["peak"] = nullptr;
-    record["peak_note"] = "no peak measured: no roofline ISA for kernel ISA \"" + c.kernel.isa + "\"";
+    record["peak_note"] =
+        "no peak measured: no roofline ISA for kernel ISA \"" + c.kernel.isa + "\"";
     return;
   }
   if (!find_peak(shared.peaks, isa, c.threads)) {
@@ -198,8 +208,9 @@ json run_timing_cell(const CellContext& ctx) {
   const double low = time["ci95"][0], high = time["ci95"][1];
   record["repetitions"] = runs.seconds.size();
   record["time_s"] = time;
-  record["gflops"] = measured(c.flops() / median / 1e9, {c.flops() / high / 1e9, c.flops() / low / 1e9},
-                              std::nullopt, "none");
+  record["gflops"] =
+      measured(c.flops() / median / 1e9, {c.flops() / high / 1e9, c.flops() / low / 1e9},
+               std::nullopt, "none");
   add_peak(record, c, record["gflops"]["value"], shared);
   record["noisy"] = stats::noisy(runs.seconds);
   record["environment"] = environment;
@@ -247,7 +258,8 @@ ExperimentKind timing_experiment() {
             const double d_k = p["d_k"], d_v = p["d_v"];
             const bool backward = p["direction"] != "forward";
             const double elements = bh * (n_q * (d_k + d_v + 1) + n_kv * (d_k + d_v));
-            const double threads = p["threads"].is_string() ? default_threads() : double(p["threads"]);
+            const double threads =
+                p["threads"].is_string() ? default_threads() : double(p["threads"]);
             return 4.0 * elements * (backward ? 2.2 : 1.0) / threads;
           },
       .check = check_timing,

@@ -34,9 +34,9 @@ float MultiplyAddChains(std::int64_t steps, float a, float b) {
     c6 = hn::MulAdd(c6, va, vb), c7 = hn::MulAdd(c7, va, vb), c8 = hn::MulAdd(c8, va, vb);
     c9 = hn::MulAdd(c9, va, vb), c10 = hn::MulAdd(c10, va, vb), c11 = hn::MulAdd(c11, va, vb);
   }
-  const auto sum = hn::Add(hn::Add(hn::Add(hn::Add(c0, c1), hn::Add(c2, c3)),
-                                   hn::Add(hn::Add(c4, c5), hn::Add(c6, c7))),
-                           hn::Add(hn::Add(c8, c9), hn::Add(c10, c11)));
+  const auto sum = hn::Add(
+      hn::Add(hn::Add(hn::Add(c0, c1), hn::Add(c2, c3)), hn::Add(hn::Add(c4, c5), hn::Add(c6, c7))),
+      hn::Add(hn::Add(c8, c9), hn::Add(c10, c11)));
   return hn::GetLane(hn::SumOfLanes(d, sum));
 }
 
@@ -93,7 +93,8 @@ const Target* find_target(std::string_view isa) {
 // sits where Highway's ChosenTarget mask would put it.
 std::size_t table_index(std::int64_t bits) {
   if (bits & (HWY_SCALAR | HWY_EMU128)) return HWY_MAX_DYNAMIC_TARGETS + 1;
-  return hwy::Num0BitsBelowLS1Bit_Nonzero64(static_cast<std::uint64_t>(HWY_CHOSEN_TARGET_SHIFT(bits)));
+  return hwy::Num0BitsBelowLS1Bit_Nonzero64(
+      static_cast<std::uint64_t>(HWY_CHOSEN_TARGET_SHIFT(bits)));
 }
 
 template <typename Fn>

@@ -204,7 +204,8 @@ TEST_CASE("timing runs: schema, machine.peak, Google Benchmark's JSON, then comp
   CHECK(c.out.find("### peaks") != std::string::npos);
   CHECK(c.out.find("without a match") == std::string::npos);
 
-  const auto csv = run_cli("compare " + a + " " + b + " --format csv --out " + (dir / "cmp").string(), dir);
+  const auto csv =
+      run_cli("compare " + a + " " + b + " --format csv --out " + (dir / "cmp").string(), dir);
   REQUIRE(csv.exit_code == 0);
   CHECK(csv.out.rfind("# timing: B = ", 0) == 0);
   CHECK(csv.out.find("\nkernel,shape,threads,direction,") != std::string::npos);
@@ -222,7 +223,8 @@ TEST_CASE("Google Benchmark's flags after --: passed through, checked before any
   dir.write("timing.json", kTimingConfig);
   const std::string cfg = (dir / "timing.json").string(), out = (dir / "r.json").string();
   const auto r = run_cli(
-      "run " + cfg + " -o " + out + " -- --benchmark_filter=reference --benchmark_repetitions=6", dir);
+      "run " + cfg + " -o " + out + " -- --benchmark_filter=reference --benchmark_repetitions=6",
+      dir);
   CAPTURE(r.err);
   REQUIRE(r.exit_code == 0);
   const auto doc = sdpa::json::parse(sdpa::testing::slurp(out));
@@ -233,14 +235,17 @@ TEST_CASE("Google Benchmark's flags after --: passed through, checked before any
   CHECK(schema_errors(sdpa::testing::slurp(out)) == "");
 
   const std::string never = (dir / "never.json").string();
-  const auto unknown = run_cli("run " + cfg + " -o " + never + " -- --benchmark_filter=x --frobnicate", dir);
+  const auto unknown =
+      run_cli("run " + cfg + " -o " + never + " -- --benchmark_filter=x --frobnicate", dir);
   CHECK(unknown.exit_code == 2);
   CHECK(unknown.err ==
         "error: arguments after --: expected Google Benchmark flags (--benchmark_...=VALUE; list "
         "them with `sdpa-bench run CONFIG -- --help`), found \"--frobnicate\"\n");
   CHECK_FALSE(std::filesystem::exists(never));
-  const auto format = run_cli("run " + cfg + " -o " + never + " -- --benchmark_out=x.csv "
-                              "--benchmark_out_format=csv", dir);
+  const auto format = run_cli("run " + cfg + " -o " + never +
+                                  " -- --benchmark_out=x.csv "
+                                  "--benchmark_out_format=csv",
+                              dir);
   CHECK(format.exit_code == 2);
   CHECK(format.err.find("--benchmark_out_format=csv: expected json") != std::string::npos);
   CHECK(run_cli("list -- --benchmark_filter=x", dir).exit_code == 2);

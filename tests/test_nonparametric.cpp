@@ -79,7 +79,8 @@ TEST_CASE("bootstrap interval of a ratio of medians") {
   CHECK(point.low == 2);
   CHECK(point.high == 2);
   // Fixed seed: the same interval every time.
-  const std::vector<double> a = {1.0, 1.2, 0.9, 1.1, 1.05, 0.95}, b = {2.0, 2.2, 1.9, 2.1, 2.3, 1.8};
+  const std::vector<double> a = {1.0, 1.2, 0.9, 1.1, 1.05, 0.95},
+                            b = {2.0, 2.2, 1.9, 2.1, 2.3, 1.8};
   const auto first = sdpa::stats::median_ratio_ci(a, b), again = sdpa::stats::median_ratio_ci(a, b);
   CHECK(first.low == again.low);
   CHECK(first.high == again.high);
@@ -106,6 +107,7 @@ TEST_CASE("noisy: coefficient of variation above 5 %") {
   CHECK_FALSE(sdpa::stats::noisy(std::vector<double>{1.00, 1.01, 0.99, 1.00, 1.02}));
   CHECK(sdpa::stats::noisy(std::vector<double>{1.0, 1.0, 1.0, 1.0, 1.3}));
   // sd of {0.95, 1.05} is 0.0707 around a mean of 1: above 5 %.
-  CHECK(sdpa::stats::coefficient_of_variation(std::vector<double>{0.95, 1.05}) == Approx(0.0707107));
+  CHECK(sdpa::stats::coefficient_of_variation(std::vector<double>{0.95, 1.05}) ==
+        Approx(0.0707107));
   CHECK_FALSE(sdpa::stats::noisy(std::vector<double>{7.0}));  // one value: no spread known
 }

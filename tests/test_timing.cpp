@@ -12,7 +12,8 @@ namespace {
 
 std::string error_of(const std::string& experiment) {
   try {
-    sdpa::parse_config("bad.json", R"({"name": "t", "seed": 1, "experiments": [)" + experiment + "]}");
+    sdpa::parse_config("bad.json",
+                       R"({"name": "t", "seed": 1, "experiments": [)" + experiment + "]}");
   } catch (const sdpa::InputError& e) {
     return e.what();
   }
@@ -20,9 +21,10 @@ std::string error_of(const std::string& experiment) {
 }
 
 // Runs every cell of the config's first experiment, sharing peaks as a run would.
-std::vector<sdpa::json> run_cells(const std::string& experiment, sdpa::RunShared* shared = nullptr) {
-  const auto config =
-      sdpa::parse_config("t.json", R"({"name": "t", "seed": 5, "experiments": [)" + experiment + "]}");
+std::vector<sdpa::json> run_cells(const std::string& experiment,
+                                  sdpa::RunShared* shared = nullptr) {
+  const auto config = sdpa::parse_config(
+      "t.json", R"({"name": "t", "seed": 5, "experiments": [)" + experiment + "]}");
   const auto plan = sdpa::make_plan(config);
   std::vector<sdpa::json> records;
   for (const auto& cell : plan[0].cells)
@@ -36,15 +38,18 @@ TEST_CASE("timing: a kernel without a backward is refused for backward and both"
   std::string with;
   for (const auto& k : sdpa::kernel_registry())
     if (k.backward) with += (with.empty() ? "\"" : ", \"") + k.name + "\"";
-  const std::string advice = with.empty() ? " (no kernel on this machine has a backward)"
-                                          : " or choose one of " + with;
-  CHECK(error_of(R"({"name": "a", "kind": "timing", "kernel": "naive", "direction": "backward"})") ==
-        "bad.json: /experiments/0/direction: direction \"backward\" needs a backward pass, but "
-        "kernel(s) \"naive\" have none; time them \"forward\" only" + advice);
+  const std::string advice =
+      with.empty() ? " (no kernel on this machine has a backward)" : " or choose one of " + with;
+  CHECK(
+      error_of(R"({"name": "a", "kind": "timing", "kernel": "naive", "direction": "backward"})") ==
+      "bad.json: /experiments/0/direction: direction \"backward\" needs a backward pass, but "
+      "kernel(s) \"naive\" have none; time them \"forward\" only" +
+          advice);
   CHECK(error_of(R"({"name": "a", "kind": "timing", "kernel": ["naive", "naive-unstable"],
                      "direction": ["forward", "both"]})") ==
         "bad.json: /experiments/0/direction/1: direction \"both\" needs a backward pass, but "
-        "kernel(s) \"naive\", \"naive-unstable\" have none; time them \"forward\" only" + advice);
+        "kernel(s) \"naive\", \"naive-unstable\" have none; time them \"forward\" only" +
+            advice);
 }
 
 TEST_CASE("timing and roofline: schema messages") {
@@ -53,10 +58,11 @@ TEST_CASE("timing and roofline: schema messages") {
         "the run's threads) or a non-empty list of them, found string \"many\"");
   CHECK(error_of(R"({"name": "a", "kind": "timing"})") ==
         "bad.json: /experiments/0: missing required key \"kernel\"");
-  CHECK(error_of(R"({"name": "a", "kind": "timing", "kernel": "naive", "direction": "sideways"})") ==
-        "bad.json: /experiments/0/direction: expected a direction (\"forward\", \"backward\", "
-        "\"both\": one forward and one backward per call) or a non-empty list of them, found "
-        "string \"sideways\"");
+  CHECK(
+      error_of(R"({"name": "a", "kind": "timing", "kernel": "naive", "direction": "sideways"})") ==
+      "bad.json: /experiments/0/direction: expected a direction (\"forward\", \"backward\", "
+      "\"both\": one forward and one backward per call) or a non-empty list of them, found "
+      "string \"sideways\"");
   CHECK(error_of(R"({"name": "a", "kind": "roofline", "isa": ["avx2", "neon"]})") ==
         "bad.json: /experiments/0/isa/1: expected an instruction set (\"scalar\", \"sse4\", "
         "\"avx2\", \"avx512\") or a non-empty list of them, found string \"neon\"");
@@ -124,8 +130,9 @@ TEST_CASE("timing: every repetition kept, statistics and % of peak from the run'
   CHECK(shared.peaks[0]["source"] == "quick measurement by a timing cell");
   CHECK(r["peak"] == shared.peaks[0]);
   CHECK(r["percent_of_peak"].get<double>() ==
-        doctest::Approx(100 * r["gflops"]["value"].get<double>() / r["peak"]["fma_gflops"].get<double>()));
-  for (const char* key : {"cpu_governor", "frequency_scaling", "affinity", "load_average_start",
-                          "load_average_end"})
+        doctest::Approx(100 * r["gflops"]["value"].get<double>() /
+                        r["peak"]["fma_gflops"].get<double>()));
+  for (const char* key :
+       {"cpu_governor", "frequency_scaling", "affinity", "load_average_start", "load_average_end"})
     CHECK(r["environment"].contains(key));
 }

@@ -43,9 +43,8 @@ MannWhitney mann_whitney(std::span<const double> a, std::span<const double> b,
 // replacement on its own, `resamples` times, from a fixed seed, so the interval is the same
 // on every run and machine. Approximate: with few values the median's bootstrap distribution
 // is lumpy, and the interval can be somewhat too narrow below about 10 values per side.
-Interval median_ratio_ci(std::span<const double> a, std::span<const double> b,
-                         double level = 0.95, int resamples = 4000,
-                         std::uint64_t seed = 0x5dba5eedULL);
+Interval median_ratio_ci(std::span<const double> a, std::span<const double> b, double level = 0.95,
+                         int resamples = 4000, std::uint64_t seed = 0x5dba5eedULL);
 
 // Timings whose repetitions spread more than this (coefficient of variation, stddev / mean)
 // are flagged noisy: the machine was busy or changing speed while they ran.

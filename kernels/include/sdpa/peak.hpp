@@ -35,8 +35,7 @@ double multiply_add_flops(std::string_view isa, std::int64_t steps);
 
 // STREAM triad x[i] = y[i] + s * z[i] for i < n, in vectors of `isa`.
 // Precondition: isa_supported(isa).
-void triad(std::string_view isa, float* x, const float* y, const float* z, float s,
-           std::int64_t n);
+void triad(std::string_view isa, float* x, const float* y, const float* z, float s, std::int64_t n);
 // Bytes one triad over n elements moves by STREAM's count: read y and z, write x (the
 // write-allocate read of x is not counted, as in STREAM).
 inline double triad_bytes(std::int64_t n) { return 3.0 * sizeof(float) * double(n); }
