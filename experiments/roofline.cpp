@@ -54,8 +54,7 @@ ExperimentKind roofline_experiment() {
       // The triad's arrays are shared by the cell's threads.
       .bytes_per_thread =
           [](const json& p) {
-            const double threads =
-                p["threads"].is_string() ? default_threads() : double(p["threads"]);
+            const double threads = resolve_threads(p["threads"], default_threads());
             return p["llc_multiple"].get<double>() * last_level_cache_bytes() / threads;
           },
       .check = nullptr,

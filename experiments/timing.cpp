@@ -217,27 +217,30 @@ json run_timing_cell(const CellContext& ctx) {
   return record;
 }
 
+std::string quoted_list(const std::vector<std::string>& words) {
+  std::string s;
+  for (const auto& w : words) s += (s.empty() ? "\"" : ", \"") + w + "\"";
+  return s;
+}
+
 // A kernel without a backward cannot be timed backward: refused before anything runs.
 std::vector<std::string> check_timing(const json& e) {
   auto values = [&](const char* key) { return e[key].is_array() ? e[key] : json::array({e[key]}); };
+  std::vector<std::string> lacking, with;
+  for (const auto& name : values("kernel"))
+    if (!find_kernel(name.get<std::string>())->backward) lacking.push_back(name);
+  for (const auto& k : kernel_registry())
+    if (k.backward) with.push_back(k.name);
   std::vector<std::string> problems;
   const json directions = values("direction");
-  for (std::size_t d = 0; d < directions.size(); ++d) {
+  for (std::size_t d = 0; d < directions.size() && !lacking.empty(); ++d) {
     if (directions[d] == "forward") continue;
-    std::string lacking;
-    for (const auto& name : values("kernel"))
-      if (!find_kernel(name.get<std::string>())->backward)
-        lacking += (lacking.empty() ? "\"" : ", \"") + name.get<std::string>() + "\"";
-    if (lacking.empty()) continue;
-    std::string with;
-    for (const auto& k : kernel_registry())
-      if (k.backward) with += (with.empty() ? "\"" : ", \"") + k.name + "\"";
     problems.push_back(
         "/direction" + (e["direction"].is_array() ? "/" + std::to_string(d) : std::string()) +
-        ": direction " + directions[d].dump() + " needs a backward pass, but kernel(s) " + lacking +
-        " have none; time them \"forward\" only" +
+        ": direction " + directions[d].dump() + " needs a backward pass, but kernel(s) " +
+        quoted_list(lacking) + " have none; time them \"forward\" only" +
         (with.empty() ? " (no kernel on this machine has a backward)"
-                      : " or choose one of " + with));
+                      : " or choose one of " + quoted_list(with)));
   }
   return problems;
 }
@@ -258,8 +261,7 @@ ExperimentKind timing_experiment() {
             const double d_k = p["d_k"], d_v = p["d_v"];
             const bool backward = p["direction"] != "forward";
             const double elements = bh * (n_q * (d_k + d_v + 1) + n_kv * (d_k + d_v));
-            const double threads =
-                p["threads"].is_string() ? default_threads() : double(p["threads"]);
+            const double threads = resolve_threads(p["threads"], default_threads());
             return 4.0 * elements * (backward ? 2.2 : 1.0) / threads;
           },
       .check = check_timing,
