@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "sdpa/claims.hpp"
+#include "sdpa/compare.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/plots.hpp"
@@ -12,9 +13,9 @@
 
 namespace {
 
-int run(const std::string& config_path, const std::string& output, int threads) {
+int run(const std::string& config_path, const sdpa::RunOptions& options) {
   const sdpa::Config config = sdpa::load_config(config_path);
-  const std::string path = sdpa::run_config(config, {output, threads, true});
+  const std::string path = sdpa::run_config(config, options);
   std::cout << sdpa::report::markdown(sdpa::report::tables({sdpa::report::read_result_file(path)}));
   std::cerr << "result file: " << path << "\n";
   return 0;
@@ -108,22 +109,72 @@ int claims(const std::string& file, const std::string& output) {
   return 0;
 }
 
+int compare(const std::vector<std::string>& paths, const std::string& format,
+            const std::string& out_dir) {
+  std::vector<sdpa::compare::ResultFile> files;
+  int status = 0;
+  for (const auto& p : paths) {
+    try {
+      files.push_back({p, sdpa::report::read_result_file(p)});
+    } catch (const sdpa::InputError& e) {
+      std::cerr << "error: " << e.what() << "\n";  // name every bad file, then stop
+      status = 2;
+    }
+  }
+  if (status != 0) return status;
+  const auto tables = sdpa::compare::tables(files);
+  std::string csv;
+  for (const auto& t : tables)
+    csv += (csv.empty() ? "# " : "\n# ") + t.title + "\n" + sdpa::compare::csv(t);
+  std::cout << (format == "csv" ? csv : sdpa::report::markdown(tables));
+  if (!out_dir.empty()) {
+    sdpa::write_file_atomically(out_dir + "/compare.md", sdpa::report::markdown(tables));
+    for (std::size_t i = 0; i < tables.size(); ++i)
+      sdpa::write_file_atomically(out_dir + "/compare-" + std::to_string(i + 1) + ".csv",
+                                  sdpa::compare::csv(tables[i]));
+    std::cerr << "wrote " << out_dir << "/compare.md and compare-1.csv .. compare-" << tables.size()
+              << ".csv (one per table, in order)\n";
+  }
+  return 0;
+}
+
+// Everything after the first "--" is Google Benchmark's (for `run`); CLI11 sees the rest.
+std::vector<std::string> split_passthrough(int& argc, char** argv) {
+  std::vector<std::string> rest;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--") {
+      for (int j = i + 1; j < argc; ++j) rest.push_back(argv[j]);
+      argc = i;
+      break;
+    }
+  return rest;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  sdpa::RunOptions run_options;
+  run_options.benchmark_flags = split_passthrough(argc, argv);
   CLI::App app{"sdpa-bench: measured theory and timing of scaled dot-product attention"};
   app.set_version_flag("--version", std::string("sdpa-bench ") + sdpa::suite_info()["version"].get<std::string>() +
                                         " (" + sdpa::suite_info()["git_commit"].get<std::string>() + ")");
   app.require_subcommand(1);
 
-  std::string config_path, output;
-  int threads = 0;
-  auto* run_cmd = app.add_subcommand("run", "validate and run a config, write its result file, print its tables");
+  std::string config_path;
+  auto* run_cmd = app.add_subcommand(
+      "run",
+      "validate and run a config, write its result file, print its tables; Google "
+      "Benchmark flags for timing experiments go after `--`");
   run_cmd->add_option("config", config_path, "config file (JSON)")->required();
-  run_cmd->add_option("-o,--output", output,
+  run_cmd->add_option("-o,--output", run_options.output,
                       "result file (default results/<machine-id>/<config-name>-<UTC time>.json)");
-  run_cmd->add_option("-j,--threads", threads, "threads (default: the config's, else all cores)")
+  run_cmd
+      ->add_option("-j,--threads", run_options.threads,
+                   "threads (default: the config's, else all cores)")
       ->check(CLI::PositiveNumber);
+  run_cmd->add_option(
+      "--benchmark-json", run_options.benchmark_json,
+      "also write Google Benchmark's JSON of the timing cells (compare.py reads it)");
 
   auto* validate_cmd = app.add_subcommand("validate", "check a config without running it");
   validate_cmd->add_option("config", config_path, "config file (JSON)")->required();
@@ -148,9 +199,29 @@ int main(int argc, char** argv) {
   claims_cmd->add_option("result", claims_file, "result file of configs/seeds.json")->required();
   claims_cmd->add_option("-o,--output", claims_output, "write the Markdown here (default: stdout)");
 
+  std::vector<std::string> compare_files;
+  std::string compare_format = "md", compare_out;
+  auto* compare_cmd = app.add_subcommand(
+      "compare",
+      "compare result files against the first: timings (speedup, U test), peaks, "
+      "reproducibility of statistics");
+  compare_cmd
+      ->add_option("results", compare_files, "two or more result files; the first is the baseline")
+      ->required()
+      ->expected(2, -1);
+  compare_cmd->add_option("--format", compare_format, "md or csv on stdout (default md)")
+      ->check(CLI::IsMember({"md", "csv"}));
+  compare_cmd->add_option("--out", compare_out,
+                          "also write compare.md and one compare-N.csv per table into this folder");
+
   CLI11_PARSE(app, argc, argv);
+  if (!run_options.benchmark_flags.empty() && !*run_cmd) {
+    std::cerr << "error: arguments after -- are Google Benchmark flags, for `run` only\n";
+    return 2;
+  }
   try {
-    if (*run_cmd) return run(config_path, output, threads);
+    if (*run_cmd) return run(config_path, run_options);
+    if (*compare_cmd) return compare(compare_files, compare_format, compare_out);
     if (*validate_cmd) return validate(config_path);
     if (app.got_subcommand("list")) return list();
     if (app.got_subcommand("info")) return info(id_only);

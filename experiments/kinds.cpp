@@ -9,6 +9,8 @@ const std::vector<ExperimentKind>& experiment_kinds() {
       entropy_experiment(),
       gradient_experiment(),
       training_experiment(),
+      roofline_experiment(),
+      timing_experiment(),
   };
   return kinds;
 }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "benchmark_session.hpp"
 #include "sdpa/experiments.hpp"
 
 namespace sdpa {
@@ -50,6 +51,9 @@ class Progress {
 std::string run_config(const Config& config, const RunOptions& options) {
   const int threads = options.threads > 0 ? options.threads
                                           : config.document.value("threads", default_threads());
+  // Google Benchmark's flags are checked before anything runs.
+  BenchmarkSession benchmark(options.benchmark_flags, options.benchmark_json);
+  RunShared shared{.peaks = json::array(), .benchmark = &benchmark};
   const json machine = machine_fingerprint();
   const std::time_t started = std::time(nullptr);
   const std::string path =
@@ -77,7 +81,7 @@ std::string run_config(const Config& config, const RunOptions& options) {
     for (const auto& cell : plan.cells) {
       json record = {{"cell", cell.index}, {"params", json::object()}};
       for (const auto& axis : plan.kind->axes) record["params"][axis] = cell.params[axis];
-      record.update(plan.kind->run_cell({cell, config.seed, plan.index, threads}));
+      record.update(plan.kind->run_cell({cell, config.seed, plan.index, threads, &shared}));
       records.push_back(std::move(record));
       progress.cell_done(plan, records.size(),
                          std::chrono::duration<double>(Clock::now() - start).count());
@@ -90,8 +94,12 @@ std::string run_config(const Config& config, const RunOptions& options) {
                                      {"duration_s", seconds},
                                      {"records", std::move(records)}});
   }
+  // Peaks measured by roofline (or timing) cells describe the machine: every timing's % of
+  // peak refers to one of them.
+  if (!shared.peaks.empty()) result["machine"]["peak"] = shared.peaks;
   result["duration_s"] = std::chrono::duration<double>(Clock::now() - run_start).count();
   write_file_atomically(path, result.dump(1) + "\n");
+  benchmark.finish();
   return path;
 }
 

@@ -49,5 +49,9 @@ std::string index_markdown(const std::vector<ResultFile>& results,
 
 // Fixed formatting shared by every table: 4 significant digits.
 std::string number(double x);
+// A time with its unit: "812.3 ns", "45.6 µs", "1.234 ms", "2.5 s".
+std::string duration(double seconds);
+// A timing cell's shape from its params: "batch_heads×n_q×n_kv, d d_k/d_v[, causal]".
+std::string timing_shape(const json& params);
 
 }  // namespace sdpa::report
