@@ -57,7 +57,8 @@ void MicroTile(const Gemm& g, const float* b, std::int64_t ldb, std::int64_t i0,
   for (int i = 0; i < MR; ++i) {
     const V scale = P::Set(init == Gemm::Init::kLoadScaled ? g.row_scale[i0 + i] : 1.0f);
     for (int v = 0; v < NV; ++v)
-      acc[i][v] = init == Gemm::Init::kZero ? P::Zero() : P::Mul(scale, P::Load(c + i * g.ldc + v * L));
+      acc[i][v] =
+          init == Gemm::Init::kZero ? P::Zero() : P::Mul(scale, P::Load(c + i * g.ldc + v * L));
   }
   const float* a = g.a + i0 * g.a_row + k0 * g.a_col;
   const float* bp = b + v0 * L;

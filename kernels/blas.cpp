@@ -52,8 +52,10 @@ void blas_forward(const ForwardArgs& a) {
 }
 
 void blas_dispatch(const ForwardArgs& a) {
-  if (a.probes) blas_forward<true>(a);
-  else blas_forward<false>(a);
+  if (a.probes)
+    blas_forward<true>(a);
+  else
+    blas_forward<false>(a);
 }
 
 }  // namespace

@@ -34,12 +34,12 @@ void eigen_forward(const ForwardArgs& a) {
 }
 
 Kernel eigen_entry(const char* isa, ForwardFn forward) {
-  return {.name = std::string("eigen@") + isa,
-          .family = "eigen",
-          .isa = isa,
-          .description = std::string("Eigen products + row softmax, n_q x n_kv per head (") + isa +
-                         ")",
-          .forward = forward};
+  return {
+      .name = std::string("eigen@") + isa,
+      .family = "eigen",
+      .isa = isa,
+      .description = std::string("Eigen products + row softmax, n_q x n_kv per head (") + isa + ")",
+      .forward = forward};
 }
 
 }  // namespace

@@ -20,11 +20,15 @@ namespace sdpa::detail {
 // (Highway's EMU128/SCALAR fallback); other targets by Highway's name in lower case (neon, ...).
 inline std::string isa_name(std::int64_t target) {
   switch (target) {
-    case HWY_AVX3: return "avx512";
-    case HWY_AVX3_DL: return "avx512-dl";
+    case HWY_AVX3:
+      return "avx512";
+    case HWY_AVX3_DL:
+      return "avx512-dl";
     case HWY_EMU128:
-    case HWY_SCALAR: return "scalar";
-    default: break;
+    case HWY_SCALAR:
+      return "scalar";
+    default:
+      break;
   }
   std::string name = hwy::TargetName(target);
   for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -120,9 +120,10 @@ void fold_tile_probes(const BlockScratch& w) {
     w.score_sumsq[i] += w.tile_s2[i];
     w.nonfinite[i] += w.tile_nonfinite[i];
     const double m_new = std::isfinite(w.max[i]) ? w.max[i] : 0.0;  // the shift the tile used
-    const double moved = w.prev_sum[i] > 0 ? w.rescale[i] * (w.shifted_t[i] +
-                                                             (w.prev_max[i] - m_new) * w.prev_sum[i])
-                                           : 0.0;
+    const double moved =
+        w.prev_sum[i] > 0
+            ? w.rescale[i] * (w.shifted_t[i] + (w.prev_max[i] - m_new) * w.prev_sum[i])
+            : 0.0;
     w.shifted_t[i] = moved + w.tile_t[i];
   }
 }

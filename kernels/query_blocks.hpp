@@ -13,7 +13,7 @@ namespace sdpa::detail {
 
 // Query rows per block. In S^T = K Q^T the queries run along vector lanes, in O += P V down the
 // register tile's rows, so the block is a multiple of every tile width (16 lanes x 3, 8 x 2,
-// 4 x 2, 1 x 4) and of every tile height for O (4 or 6 rows): no query tails inside a block.
+// 4 x 2, 1 x 3) and of every tile height for O (3 or 6 rows): no query tails inside a block.
 // Small enough that the block's queries, one key tile of scores and its outputs stay in L1/L2.
 inline constexpr std::int64_t kQueryBlock = 48;
 
@@ -48,8 +48,7 @@ struct BlockScratch {
 inline constexpr std::int64_t kKeyChunk = 128;
 
 std::int64_t scratch_floats(const Shape& s, std::int64_t key_tile, std::int64_t ld_acc);
-BlockScratch carve_scratch(float* base, const Shape& s, std::int64_t key_tile,
-                           std::int64_t ld_acc);
+BlockScratch carve_scratch(float* base, const Shape& s, std::int64_t key_tile, std::int64_t ld_acc);
 
 // ---- scalar steps of a block, shared by every target
 

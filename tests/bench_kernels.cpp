@@ -64,7 +64,8 @@ void bench_forward(benchmark::State& state, const sdpa::Kernel* kern, std::int64
     benchmark::ClobberMemory();
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  const double gflops = sdpa::forward_flops(shape, false) * double(state.iterations()) / seconds * 1e-9;
+  const double gflops =
+      sdpa::forward_flops(shape, false) * double(state.iterations()) / seconds * 1e-9;
   state.counters["GFLOP/s"] = gflops;
   state.counters["%peak"] = 100.0 * gflops / g_peak[{peak_isa(*kern), threads}];
   state.SetLabel(kern->isa);
@@ -90,8 +91,9 @@ int main(int argc, char** argv) {
       g_peak[{t.isa, threads}] = gflops;
       benchmark::AddCustomContext("peak_gflops_" + t.isa + "_t" + std::to_string(threads),
                                   std::to_string(gflops));
-      benchmark::RegisterBenchmark(("peak/" + t.isa + "/threads:" + std::to_string(threads)).c_str(),
-                                   bench_peak, &t, threads)
+      benchmark::RegisterBenchmark(
+          ("peak/" + t.isa + "/threads:" + std::to_string(threads)).c_str(), bench_peak, &t,
+          threads)
           ->Iterations(1)
           ->Unit(benchmark::kMillisecond);
     }
@@ -103,9 +105,9 @@ int main(int argc, char** argv) {
           if (threads > 1 && !multi_threaded(k)) continue;
           for (bool probes : {false, true}) {
             if (probes && k.family != "flash") continue;  // probe cost: shown on flash
-            const std::string name = "fwd/" + k.name + "/N:" + std::to_string(n) +
-                                     "/d:" + std::to_string(d) + "/threads:" +
-                                     std::to_string(threads) + (probes ? "/probes" : "");
+            const std::string name =
+                "fwd/" + k.name + "/N:" + std::to_string(n) + "/d:" + std::to_string(d) +
+                "/threads:" + std::to_string(threads) + (probes ? "/probes" : "");
             benchmark::RegisterBenchmark(name.c_str(), bench_forward, &k, n, d, threads, probes)
                 ->Unit(benchmark::kMillisecond)
                 ->UseRealTime();

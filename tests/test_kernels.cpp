@@ -69,6 +69,19 @@ std::vector<float> normals(std::int64_t n, double std_dev, std::mt19937& rng) {
   return x;
 }
 
+struct Inputs {
+  std::vector<float> q, k, v;
+};
+
+Inputs random_inputs(const Shape& s, double std_dev, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  Inputs in;
+  in.q = normals(s.q_elements(), std_dev, rng);
+  in.k = normals(s.k_elements(), std_dev, rng);
+  in.v = normals(s.v_elements(), std_dev, rng);
+  return in;
+}
+
 std::vector<double> widen(const std::vector<float>& x) { return {x.begin(), x.end()}; }
 
 // The fp64 truth of a case and the tolerance of every checked quantity.
@@ -79,25 +92,21 @@ struct Expected {
   std::vector<double> entropy_tol, max_weight_tol, sum_tol, sumsq_tol;
 };
 
-struct Problem {
+struct Problem : Inputs {
   Case c;
   float scale = 1;
-  std::vector<float> q, k, v;
   Expected want;
 };
 
 Problem make_problem(const Case& c) {
   Problem pr;
+  static_cast<Inputs&>(pr) = random_inputs(c.shape, c.input_std, c.seed);
   pr.c = c;
   pr.scale = float(c.scale ? c.scale : 1.0 / std::sqrt(double(c.shape.d_k)));
   const Shape& s = c.shape;
-  std::mt19937 rng(c.seed);
-  pr.q = normals(s.q_elements(), c.input_std, rng);
-  pr.k = normals(s.k_elements(), c.input_std, rng);
-  pr.v = normals(s.v_elements(), c.input_std, rng);
   const double scale = pr.scale;
-  const auto ref = sdpa::reference_attention(s, widen(pr.q), widen(pr.k), widen(pr.v), scale,
-                                             c.causal);
+  const auto ref =
+      sdpa::reference_attention(s, widen(pr.q), widen(pr.k), widen(pr.v), scale, c.causal);
   Expected& w = pr.want;
   w.out = ref.out;
   w.lse = ref.lse;
@@ -148,7 +157,8 @@ Problem make_problem(const Case& c) {
     double sum_tol = 0, sumsq_tol = 0;
     for (std::int64_t j = 0; j < n; ++j) {
       const double lnp = p[j] > 0 ? std::log(p[j]) : 0;
-      h_tol += p[j] * std::abs(lnp + entropy) * e[j] + p[j] * std::abs(sc[j] - m) * (e[j] + 2 * nn + 8);
+      h_tol +=
+          p[j] * std::abs(lnp + entropy) * e[j] + p[j] * std::abs(sc[j] - m) * (e[j] + 2 * nn + 8);
       shifted += p[j] * std::abs(sc[j] - m);
       // Score moments: each score's error, then sums of up to n fp32 terms.
       const double err_j = (s.d_k + 2) * a[j];
@@ -240,7 +250,8 @@ void check_kernel(const sdpa::Kernel& kern, const Problem& pr) {
   CHECK_MESSAGE(h.bad == 0, "entropy: worst err/tol ", h.worst_ratio, " at row ", h.worst_at);
   CHECK_MESSAGE(mw.bad == 0, "max weight: worst err/tol ", mw.worst_ratio, " at row ", mw.worst_at);
   CHECK_MESSAGE(s1.bad == 0, "score sum: worst err/tol ", s1.worst_ratio, " at row ", s1.worst_at);
-  CHECK_MESSAGE(s2.bad == 0, "score sumsq: worst err/tol ", s2.worst_ratio, " at row ", s2.worst_at);
+  CHECK_MESSAGE(s2.bad == 0, "score sumsq: worst err/tol ", s2.worst_ratio, " at row ",
+                s2.worst_at);
   CHECK_MESSAGE(nonfinite == 0, "non-finite values counted in a finite problem");
 }
 
@@ -260,8 +271,8 @@ TEST_CASE("the registry lists the reference first") {
 }
 
 TEST_CASE("the registry has every rung, a best entry per SIMD family and unique names") {
-  for (const char* name : {"reference", "naive", "naive-unstable", "blocked", "simd", "flash",
-                           "eigen", "blas"})
+  for (const char* name :
+       {"reference", "naive", "naive-unstable", "blocked", "simd", "flash", "eigen", "blas"})
     CHECK_MESSAGE(sdpa::find_kernel(name) != nullptr, name);
   auto names = sdpa::kernel_names();
   std::sort(names.begin(), names.end());
@@ -280,26 +291,28 @@ TEST_CASE("every kernel matches the fp64 reference on small and odd sizes") {
   for (std::int64_t n : {1, 3, 17, 63, 65, 127})
     for (const auto& d : dims)
       for (bool causal : {false, true})
-        check_all_kernels({.shape = {.batch_heads = 2, .n_q = n, .n_kv = n, .d_k = d[0], .d_v = d[1]},
-                           .causal = causal,
-                           .seed = seed++});
+        check_all_kernels(
+            {.shape = {.batch_heads = 2, .n_q = n, .n_kv = n, .d_k = d[0], .d_v = d[1]},
+             .causal = causal,
+             .seed = seed++});
 }
 
 TEST_CASE("every kernel matches the fp64 reference when n_q != n_kv") {
   // With causal and n_q > n_kv, the first n_q - n_kv rows see no key at all.
-  const std::int64_t sizes[][2] = {{1, kLarge}, {kLarge, 1}, {17, 65}, {65, 17}, {127, 63}, {63, 127}};
+  const std::int64_t sizes[][2] = {{1, kLarge}, {kLarge, 1}, {17, 65},
+                                   {65, 17},    {127, 63},   {63, 127}};
   std::uint32_t seed = 100;
   for (const auto& n : sizes)
     for (bool causal : {false, true})
-      check_all_kernels({.shape = {.batch_heads = 3, .n_q = n[0], .n_kv = n[1], .d_k = 64, .d_v = 40},
-                         .causal = causal,
-                         .seed = seed++});
+      check_all_kernels(
+          {.shape = {.batch_heads = 3, .n_q = n[0], .n_kv = n[1], .d_k = 64, .d_v = 40},
+           .causal = causal,
+           .seed = seed++});
 }
 
 TEST_CASE("every kernel matches the fp64 reference at n = 1000") {
-  check_all_kernels({.shape = {.n_q = kLarge, .n_kv = kLarge, .d_k = 64, .d_v = 64},
-                     .seed = 200,
-                     .threads = 2});
+  check_all_kernels(
+      {.shape = {.n_q = kLarge, .n_kv = kLarge, .d_k = 64, .d_v = 64}, .seed = 200, .threads = 2});
   check_all_kernels({.shape = {.n_q = kLarge, .n_kv = kLarge, .d_k = 80, .d_v = 48},
                      .causal = true,
                      .seed = 201,
@@ -326,15 +339,20 @@ TEST_CASE("every kernel matches the fp64 reference unscaled and at large magnitu
 TEST_CASE("fully masked rows give output 0, lse -inf and empty probes") {
   // n_q = 5, n_kv = 2, causal: rows 0..2 see no key; rows 3 and 4 see one and two.
   const Shape s{.batch_heads = 2, .n_q = 5, .n_kv = 2, .d_k = 8, .d_v = 3};
-  std::mt19937 rng(7);
-  const auto q = normals(s.q_elements(), 1, rng), k = normals(s.k_elements(), 1, rng),
-             v = normals(s.v_elements(), 1, rng);
+  const auto [q, k, v] = random_inputs(s, 1, 7);
   for (const auto& kern : sdpa::kernel_registry()) {
     INFO(kern.name);
     std::vector<float> out(s.out_elements(), NAN), lse(s.rows(), NAN);
     sdpa::RowProbes probes(s.rows());
-    kern.forward({.shape = s, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data(),
-                  .lse = lse.data(), .scale = 0.5f, .causal = true, .threads = 1,
+    kern.forward({.shape = s,
+                  .q = q.data(),
+                  .k = k.data(),
+                  .v = v.data(),
+                  .out = out.data(),
+                  .lse = lse.data(),
+                  .scale = 0.5f,
+                  .causal = true,
+                  .threads = 1,
                   .probes = &probes});
     for (std::int64_t r = 0; r < s.rows(); ++r) {
       if (r % s.n_q >= 3) continue;
@@ -353,17 +371,21 @@ TEST_CASE("fully masked rows give output 0, lse -inf and empty probes") {
 
 TEST_CASE("the tiled rungs give the same bits on any thread count") {
   const Shape s{.batch_heads = 3, .n_q = 100, .n_kv = 150, .d_k = 32, .d_v = 24};
-  std::mt19937 rng(9);
-  const auto q = normals(s.q_elements(), 1, rng), k = normals(s.k_elements(), 1, rng),
-             v = normals(s.v_elements(), 1, rng);
+  const auto [q, k, v] = random_inputs(s, 1, 9);
   for (const auto& kern : sdpa::kernel_registry()) {
     // OpenBLAS and Eigen choose their own splits and make no such promise.
     if (kern.family == "blas" || kern.family == "eigen") continue;
     INFO(kern.name);
     std::vector<float> one(s.out_elements()), three(s.out_elements());
     for (auto [out, threads] : {std::pair{&one, 1}, std::pair{&three, 3}})
-      kern.forward({.shape = s, .q = q.data(), .k = k.data(), .v = v.data(),
-                    .out = out->data(), .scale = 0.2f, .causal = true, .threads = threads});
+      kern.forward({.shape = s,
+                    .q = q.data(),
+                    .k = k.data(),
+                    .v = v.data(),
+                    .out = out->data(),
+                    .scale = 0.2f,
+                    .causal = true,
+                    .threads = threads});
     CHECK(one == three);
   }
 }
