@@ -5,8 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "attention_tiles-inl.h"
-#include "hwy/highway.h"  // only the baseline target's namespace, for attention_tiles-inl.h
+#include "attention_tiles-inl.h"  // compiled for the baseline target only (no foreach_target)
 #include "registry_entries.hpp"
 #include "sdpa/kernels.hpp"
 
