@@ -7,13 +7,14 @@
 #include "registry_entries.hpp"
 #include "sdpa/kernels.hpp"
 
-// clang-format off: foreach_target.h must follow HWY_TARGET_INCLUDE and precede the rest.
+// foreach_target.h must follow HWY_TARGET_INCLUDE and precede the rest.
+// clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "simd.cpp"
-#include "attention_tiles-inl.h"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy_lanes-inl.h"
+#include "attention_tiles-inl.h"
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();

@@ -7,7 +7,8 @@
 
 #include "sdpa/kernels.hpp"
 
-// clang-format off: foreach_target.h must follow HWY_TARGET_INCLUDE and precede the rest.
+// foreach_target.h must follow HWY_TARGET_INCLUDE and precede the rest.
+// clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "simd_targets.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
