@@ -38,7 +38,7 @@ struct Gemm {
   std::int64_t a_row = 0, a_col = 0;
   const float* b = nullptr;  // row p of B at b + p * ldb, b_cols valid floats of n_vec vectors
   std::int64_t ldb = 0, b_cols = 0;
-  float* b_pack = nullptr;  // [kKeyChunk][n_vec vectors] when b_cols is not whole vectors
+  float* b_pack = nullptr;  // [kDepthChunk][n_vec vectors] when b_cols is not whole vectors
   float* c = nullptr;
   std::int64_t ldc = 0;
   Init init = Init::kZero;
@@ -91,8 +91,8 @@ template <class P, int MR, int NV>
 void RunGemm(const Gemm& g) {
   static constexpr auto kTiles = MicroTiles<P, MR, NV>(std::make_index_sequence<MR * NV>());
   constexpr std::int64_t L = P::kLanes;
-  for (std::int64_t k0 = 0; k0 < g.k; k0 += kKeyChunk) {
-    const std::int64_t kc = std::min(kKeyChunk, g.k - k0);
+  for (std::int64_t k0 = 0; k0 < g.k; k0 += kDepthChunk) {
+    const std::int64_t kc = std::min(kDepthChunk, g.k - k0);
     const Gemm::Init init = k0 == 0 ? g.init : Gemm::Init::kLoad;
     const float* b = g.b + k0 * g.ldb;
     std::int64_t ldb = g.ldb;

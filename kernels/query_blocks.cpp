@@ -38,7 +38,7 @@ BlockScratch carve(Carver& c, const Shape& s, std::int64_t key_tile, std::int64_
   w.q_t = c.floats(s.d_k * B);
   w.scores = c.floats(key_tile * B);
   w.acc = c.floats(B * ld_acc);
-  w.v_pack = ld_acc == s.d_v ? nullptr : c.floats(std::min(key_tile, kKeyChunk) * ld_acc);
+  w.v_pack = ld_acc == s.d_v ? nullptr : c.floats(std::min(key_tile, kDepthChunk) * ld_acc);
   for (float** p : {&w.max, &w.sum, &w.rescale, &w.prev_max, &w.prev_sum, &w.tile_s, &w.tile_s2,
                     &w.tile_t, &w.tile_nonfinite})
     *p = c.floats(B);

@@ -34,7 +34,7 @@ struct BlockScratch {
   float* q_t;      // [d_k][kQueryBlock]: scale * Q^T of the block, zero in rows past the block
   float* scores;   // [key_tile][kQueryBlock]: S^T of one key tile, overwritten by P^T
   float* acc;      // [kQueryBlock][ld_acc]: unnormalised output rows
-  float* v_pack;   // [kKeyChunk][ld_acc]: values padded to whole vectors, when d_v needs it
+  float* v_pack;   // [kDepthChunk][ld_acc]: values padded to whole vectors, when d_v needs it
   float* max;      // [kQueryBlock] running max m of each row
   float* sum;      // running l = sum e^{s - m}
   float* rescale;  // alpha = e^{m_old - m_new} of the last key tile
@@ -43,9 +43,9 @@ struct BlockScratch {
   double *score_sum, *score_sumsq, *shifted_t, *nonfinite;  // running, in double
 };
 
-// Keys of one inner GEMM pass (BLIS's k_c): the values of a pass stay in L1/L2 while every
-// register tile of the block reuses them.
-inline constexpr std::int64_t kKeyChunk = 128;
+// Depth of one GEMM pass (BLIS's k_c): keys in O += P V, d_k in S^T = K Q^T. The B rows of a
+// pass (values, or the block's queries) stay in L1/L2 while every register tile reuses them.
+inline constexpr std::int64_t kDepthChunk = 128;
 
 std::int64_t scratch_floats(const Shape& s, std::int64_t key_tile, std::int64_t ld_acc);
 BlockScratch carve_scratch(float* base, const Shape& s, std::int64_t key_tile, std::int64_t ld_acc);
