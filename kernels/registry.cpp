@@ -43,7 +43,10 @@ RowProbes::Pooled RowProbes::pooled() const {
 const std::vector<Kernel>& kernel_registry() {
   static const std::vector<Kernel> registry = [] {
     std::vector<Kernel> all;
-    for (auto&& family : {detail::reference_kernels(), detail::naive_kernels()})
+    // Ladder order: the oracle, then each rung, then the library peers.
+    for (auto&& family : {detail::reference_kernels(), detail::naive_kernels(),
+                          detail::blocked_kernels(), detail::simd_kernels(),
+                          detail::flash_kernels(), detail::eigen_kernels(), detail::blas_kernels()})
       all.insert(all.end(), family.begin(), family.end());
     return all;
   }();

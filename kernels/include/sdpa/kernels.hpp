@@ -144,6 +144,21 @@ ReferenceGradients reference_attention_backward(const Shape& shape, std::span<co
                                                 std::span<const double> d_out, double scale,
                                                 bool causal);
 
+// ---- per-ISA helpers of the SIMD targets (Highway) this CPU runs, best first. isa names match
+// Kernel::isa: "avx512", "avx2", "sse4", ..., and "scalar" for the baseline fallback.
+struct SimdTarget {
+  std::string isa;
+  // Independent fp32 FMA chains on the calling thread; returns the flops done (2 per lane-FMA).
+  double (*fma_chains)(std::int64_t iterations) = nullptr;
+  // The vectorised exp the SIMD kernels use, on an array (exposed for its accuracy test).
+  void (*exp)(const float* x, float* y, std::int64_t n) = nullptr;
+};
+const std::vector<SimdTarget>& simd_targets();
+const SimdTarget* find_simd_target(std::string_view isa);
+// Measured fp32 FMA peak of a target on `threads` threads in GFLOP/s, best of five runs of
+// about seconds / 5 each: the denominator of "% of peak".
+double measure_fma_peak(const SimdTarget& target, int threads, double seconds = 0.5);
+
 // FLOPs of one forward (design, "Conventions"): 4 * N_q * N_kv * d per head, d the mean of
 // d_k and d_v, halved when causal. Backward is 2.5x forward.
 double forward_flops(const Shape& shape, bool causal);
