@@ -137,6 +137,7 @@ void SoftmaxTile(std::int64_t nk, const BlockScratch& w) {
     const V shift = P::ZeroIfNotFinite(m_new);  // a row with nothing visible yet: p = e^-inf = 0
     const V alpha = P::Exp(P::Sub(m_old, shift));
     V l = P::Zero(), s1 = P::Zero(), s2 = P::Zero(), t = P::Zero(), bad = P::Zero();
+    V p2 = P::Zero(), p3 = P::Zero();
     for (j = 0; j < nk; ++j) {
       const V x = P::Load(s + j * B);
       const V p = P::Exp(P::Sub(x, shift));
@@ -148,6 +149,9 @@ void SoftmaxTile(std::int64_t nk, const BlockScratch& w) {
         s2 = P::MulAdd(xf, xf, s2);
         t = P::MulAdd(p, P::ZeroIfNotFinite(P::Sub(x, shift)), t);
         bad = P::Add(bad, P::OneIfNotFinite(x));
+        const V pp = P::Mul(p, p);
+        p2 = P::Add(p2, pp);
+        p3 = P::MulAdd(pp, p, p3);
       }
     }
     if constexpr (kProbe) {
@@ -157,6 +161,8 @@ void SoftmaxTile(std::int64_t nk, const BlockScratch& w) {
       P::Store(s2, w.tile_s2 + g);
       P::Store(t, w.tile_t + g);
       P::Store(bad, w.tile_nonfinite + g);
+      P::Store(p2, w.tile_p2 + g);
+      P::Store(p3, w.tile_p3 + g);
     }
     P::Store(P::MulAdd(P::Load(w.sum + g), alpha, l), w.sum + g);
     P::Store(m_new, w.max + g);

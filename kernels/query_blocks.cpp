@@ -40,9 +40,10 @@ BlockScratch carve(Carver& c, const Shape& s, std::int64_t key_tile, std::int64_
   w.acc = c.floats(B * ld_acc);
   w.v_pack = ld_acc == s.d_v ? nullptr : c.floats(std::min(key_tile, kDepthChunk) * ld_acc);
   for (float** p : {&w.max, &w.sum, &w.rescale, &w.prev_max, &w.prev_sum, &w.tile_s, &w.tile_s2,
-                    &w.tile_t, &w.tile_nonfinite})
+                    &w.tile_t, &w.tile_nonfinite, &w.tile_p2, &w.tile_p3})
     *p = c.floats(B);
-  for (double** p : {&w.score_sum, &w.score_sumsq, &w.shifted_t, &w.nonfinite}) *p = c.doubles(B);
+  for (double** p : {&w.score_sum, &w.score_sumsq, &w.shifted_t, &w.nonfinite, &w.p2, &w.p3})
+    *p = c.doubles(B);
   return w;
 }
 
@@ -96,7 +97,8 @@ std::int64_t begin_block(const ForwardArgs& a, const QueryBlock& blk, const Bloc
       w.q_t[c * B + i] = i < blk.rows ? a.scale * q[i * s.d_k + c] : 0.0f;
   std::fill_n(w.max, B, -std::numeric_limits<float>::infinity());
   std::fill_n(w.sum, B, 0.0f);
-  for (double* p : {w.score_sum, w.score_sumsq, w.shifted_t, w.nonfinite}) std::fill_n(p, B, 0.0);
+  for (double* p : {w.score_sum, w.score_sumsq, w.shifted_t, w.nonfinite, w.p2, w.p3})
+    std::fill_n(p, B, 0.0);
   return visible_keys(s, a.causal, blk.first_row + blk.rows - 1);
 }
 
@@ -125,6 +127,9 @@ void fold_tile_probes(const BlockScratch& w) {
             ? w.rescale[i] * (w.shifted_t[i] + (w.prev_max[i] - m_new) * w.prev_sum[i])
             : 0.0;
     w.shifted_t[i] = moved + w.tile_t[i];
+    const double alpha = w.prev_sum[i] > 0 ? w.rescale[i] : 0.0;
+    w.p2[i] = alpha * alpha * w.p2[i] + w.tile_p2[i];
+    w.p3[i] = alpha * alpha * alpha * w.p3[i] + w.tile_p3[i];
   }
 }
 
@@ -144,6 +149,8 @@ void finish_block(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_
       p.score_sumsq[r] = w.score_sumsq[i];
       p.entropy[r] = l > 0 ? std::log(double(l)) - w.shifted_t[i] / l : 0.0;
       p.max_weight[r] = l > 0 ? 1.0 / l : 0.0;
+      p.sum_p2[r] = l > 0 ? w.p2[i] / (double(l) * l) : 0.0;
+      p.sum_p3[r] = l > 0 ? w.p3[i] / (double(l) * l * l) : 0.0;
       // Masked keys of the visited range were set to -inf and counted as non-finite.
       const std::int64_t masked = key_end - visible_keys(s, a.causal, blk.first_row + i);
       p.nonfinite[r] = std::int64_t(w.nonfinite[i]) - masked + count_nonfinite(o, s.d_v);

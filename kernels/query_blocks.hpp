@@ -39,8 +39,9 @@ struct BlockScratch {
   float* sum;      // running l = sum e^{s - m}
   float* rescale;  // alpha = e^{m_old - m_new} of the last key tile
   // Probes only: the previous m and l, and this tile's sums over visible scores.
-  float *prev_max, *prev_sum, *tile_s, *tile_s2, *tile_t, *tile_nonfinite;
-  double *score_sum, *score_sumsq, *shifted_t, *nonfinite;  // running, in double
+  float *prev_max, *prev_sum, *tile_s, *tile_s2, *tile_t, *tile_nonfinite, *tile_p2, *tile_p3;
+  // Running, in double; p2, p3 are sum e^{2(s-m)} and sum e^{3(s-m)} at the current max m.
+  double *score_sum, *score_sumsq, *shifted_t, *nonfinite, *p2, *p3;
 };
 
 // Depth of one GEMM pass (BLIS's k_c): keys in O += P V, d_k in S^T = K Q^T. The B rows of a
@@ -64,7 +65,8 @@ void mask_tile(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0, s
 
 // Probes: folds one key tile's sums (w.tile_*) into the running double statistics. The shifted
 // sum t' = sum e^{s-m} (s - m) moves to the new max like l does:
-// t'_new = alpha (t'_old + (m_old - m_new) l_old).
+// t'_new = alpha (t'_old + (m_old - m_new) l_old); the sums of e^{2(s-m)} and e^{3(s-m)} (for
+// sum p^2 and sum p^3 at the end) move by alpha^2 and alpha^3.
 void fold_tile_probes(const BlockScratch& w);
 
 // Writes the block's output rows (acc / l), lse = m + ln l and probes; H = ln l - t'/l, which is

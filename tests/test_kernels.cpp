@@ -89,7 +89,7 @@ struct Expected {
   std::vector<double> out, out_tol;  // [rows][d_v]
   std::vector<double> lse, lse_tol;  // [rows]
   sdpa::RowProbes probes;            // from the fp64 scores
-  std::vector<double> entropy_tol, max_weight_tol, sum_tol, sumsq_tol;
+  std::vector<double> entropy_tol, max_weight_tol, sum_tol, sumsq_tol, p2_tol, p3_tol;
 };
 
 struct Problem : Inputs {
@@ -113,7 +113,7 @@ Problem make_problem(const Case& c) {
   w.out_tol.assign(s.out_elements(), 0);
   w.lse_tol.assign(s.rows(), 0);
   w.probes.resize(s.rows());
-  for (auto* t : {&w.entropy_tol, &w.max_weight_tol, &w.sum_tol, &w.sumsq_tol})
+  for (auto* t : {&w.entropy_tol, &w.max_weight_tol, &w.sum_tol, &w.sumsq_tol, &w.p2_tol, &w.p3_tol})
     t->assign(s.rows(), 0);
 
   std::vector<double> sc, a, p, e;
@@ -154,8 +154,13 @@ Problem make_problem(const Case& c) {
     // H = -sum p ln p moves by sum_j p_j |ln p_j + H| e_j under score errors; the online form
     // ln l - t'/l adds the error of l and of t' = sum e^{s-m} (s - m).
     double h_tol = nn + 4;
-    double sum_tol = 0, sumsq_tol = 0;
+    double sum_tol = 0, sumsq_tol = 0, p2 = 0, p3 = 0, p2_tol = 0, p3_tol = 0;
     for (std::int64_t j = 0; j < n; ++j) {
+      // sum p^k: each p_j carries its score's error and the normalisation's, k times over.
+      p2 += p[j] * p[j];
+      p3 += p[j] * p[j] * p[j];
+      p2_tol += 2 * p[j] * p[j] * (e[j] + nn + 4);
+      p3_tol += 3 * p[j] * p[j] * p[j] * (e[j] + nn + 4);
       const double lnp = p[j] > 0 ? std::log(p[j]) : 0;
       h_tol +=
           p[j] * std::abs(lnp + entropy) * e[j] + p[j] * std::abs(sc[j] - m) * (e[j] + 2 * nn + 8);
@@ -169,6 +174,10 @@ Problem make_problem(const Case& c) {
     w.probes.score_sumsq[r] = sumsq;
     w.probes.entropy[r] = entropy;
     w.probes.max_weight[r] = 1.0 / l;
+    w.probes.sum_p2[r] = p2;
+    w.probes.sum_p3[r] = p3;
+    w.p2_tol[r] = kSafety * kU * p2_tol + 1e-30;
+    w.p3_tol[r] = kSafety * kU * p3_tol + 1e-30;
     w.entropy_tol[r] = kSafety * kU * h_tol;
     w.max_weight_tol[r] = kSafety * kU * (1.0 / l) * (e_mean + nn + 4);
     w.sum_tol[r] = kSafety * kU * sum_tol + 1e-30;
@@ -238,13 +247,15 @@ void check_kernel(const sdpa::Kernel& kern, const Problem& pr) {
   CHECK_MESSAGE(std::equal(out.begin(), out.end(), out2.begin(),
                            [](float x, float y) { return x == y || (x != x && y != y); }),
                 "a probe sink changed the output");
-  Comparison h, mw, s1, s2;
+  Comparison h, mw, s1, s2, q2, q3;
   std::int64_t nonfinite = 0;
   for (std::int64_t r = 0; r < s.rows(); ++r) {
     h.add(r, probes.entropy[r], w.probes.entropy[r], w.entropy_tol[r]);
     mw.add(r, probes.max_weight[r], w.probes.max_weight[r], w.max_weight_tol[r]);
     s1.add(r, probes.score_sum[r], w.probes.score_sum[r], w.sum_tol[r]);
     s2.add(r, probes.score_sumsq[r], w.probes.score_sumsq[r], w.sumsq_tol[r]);
+    q2.add(r, probes.sum_p2[r], w.probes.sum_p2[r], w.p2_tol[r]);
+    q3.add(r, probes.sum_p3[r], w.probes.sum_p3[r], w.p3_tol[r]);
     nonfinite += probes.nonfinite[r];
   }
   CHECK_MESSAGE(h.bad == 0, "entropy: worst err/tol ", h.worst_ratio, " at row ", h.worst_at);
@@ -252,6 +263,8 @@ void check_kernel(const sdpa::Kernel& kern, const Problem& pr) {
   CHECK_MESSAGE(s1.bad == 0, "score sum: worst err/tol ", s1.worst_ratio, " at row ", s1.worst_at);
   CHECK_MESSAGE(s2.bad == 0, "score sumsq: worst err/tol ", s2.worst_ratio, " at row ",
                 s2.worst_at);
+  CHECK_MESSAGE(q2.bad == 0, "sum p^2: worst err/tol ", q2.worst_ratio, " at row ", q2.worst_at);
+  CHECK_MESSAGE(q3.bad == 0, "sum p^3: worst err/tol ", q3.worst_ratio, " at row ", q3.worst_at);
   CHECK_MESSAGE(nonfinite == 0, "non-finite values counted in a finite problem");
 }
 
