@@ -37,8 +37,10 @@ namespace sdpa::detail {
 HWY_EXPORT(FlashForward);
 
 std::vector<Kernel> flash_kernels() {
-  return per_target_kernels("flash", "fused tiles, online softmax, O(tile) scratch, lse",
-                            supported_targets(HWY_DISPATCH_TABLE(FlashForward)));
+  auto entries = per_target_kernels("flash", "fused tiles, online softmax, O(tile) scratch, lse",
+                                    supported_targets(HWY_DISPATCH_TABLE(FlashForward)));
+  for (auto& k : entries) k.backward = flash_backward_fn();  // from lse (flash_backward.cpp)
+  return entries;
 }
 
 }  // namespace sdpa::detail

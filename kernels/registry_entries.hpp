@@ -16,4 +16,5 @@ std::vector<Kernel> simd_kernels();
 std::vector<Kernel> flash_kernels();
 std::vector<Kernel> eigen_kernels();
 std::vector<Kernel> blas_kernels();
+BackwardFn flash_backward_fn();  // the fused backward every flash entry shares
 }  // namespace sdpa::detail
