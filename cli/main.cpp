@@ -2,16 +2,31 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "sdpa/experiments.hpp"
+#include "sdpa/journal.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/report.hpp"
 
 namespace {
 
-int run(const std::string& config_path, const std::string& output, int threads) {
-  const sdpa::Config config = sdpa::load_config(config_path);
-  const std::string path = sdpa::run_config(config, {output, threads, true});
+// `target` is a config, or with --resume the journal of an interrupted run (which names its
+// config); `run CONFIG --resume` finds the journal itself.
+int run(const std::string& target, bool resume, sdpa::RunOptions options) {
+  std::optional<sdpa::Config> config;
+  if (sdpa::is_journal_path(target)) {
+    config = sdpa::load_config(sdpa::read_journal(target).header.config_path);
+    options.resume = target;
+  } else {
+    config = sdpa::load_config(target);
+    if (resume) {
+      options.resume = sdpa::find_journal(*config, options.output);
+      if (options.resume.empty())
+        std::cerr << "no journal of an interrupted run of " << target << " found; starting afresh\n";
+    }
+  }
+  const std::string path = sdpa::run_config(*config, options);
   std::cout << sdpa::report::markdown(sdpa::report::tables({sdpa::report::read_result_file(path)}));
   std::cerr << "result file: " << path << "\n";
   return 0;
@@ -74,7 +89,13 @@ int main(int argc, char** argv) {
   std::string config_path, output;
   int threads = 0;
   auto* run_cmd = app.add_subcommand("run", "validate and run a config, write its result file, print its tables");
-  run_cmd->add_option("config", config_path, "config file (JSON)")->required();
+  bool resume = false;
+  run_cmd->add_option("config", config_path, "config file (JSON), or the journal to resume")
+      ->required();
+  run_cmd->add_flag("--resume", resume,
+                    "continue an interrupted run: with CONFIG, from <FILE>.journal (-o FILE) or "
+                    "the newest journal of the config in results/<machine-id>/; or give the "
+                    "journal itself in place of CONFIG");
   run_cmd->add_option("-o,--output", output,
                       "result file (default results/<machine-id>/<config-name>-<UTC time>.json)");
   run_cmd->add_option("-j,--threads", threads, "threads (default: the config's, else all cores)")
@@ -92,7 +113,13 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
-    if (*run_cmd) return run(config_path, output, threads);
+    if (*run_cmd) {
+      sdpa::RunOptions options;
+      options.output = output;
+      options.threads = threads;
+      options.program = argv[0];
+      return run(config_path, resume, options);
+    }
     if (*validate_cmd) return validate(config_path);
     if (app.got_subcommand("list")) return list();
     if (app.got_subcommand("info")) return info();
@@ -100,6 +127,9 @@ int main(int argc, char** argv) {
   } catch (const sdpa::InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
+  } catch (const sdpa::RunInterrupted& e) {
+    std::cerr << e.what() << "\n";
+    return 128 + e.signal;
   } catch (const std::exception& e) {
     std::cerr << "sdpa-bench: " << e.what() << "\n";
     return 1;

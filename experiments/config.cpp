@@ -16,6 +16,7 @@
 
 #include "config_schema_text.hpp"
 #include "sdpa/experiments.hpp"
+#include "sdpa/input_file.hpp"
 #include "sdpa/kernels.hpp"
 
 namespace sdpa {
@@ -338,14 +339,7 @@ Config parse_config(const std::string& path, const std::string& text) {
 }
 
 Config load_config(const std::string& path) {
-  if (std::filesystem::is_directory(path))
-    throw InputError(path + ": cannot read config: it is a directory, expected a JSON file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open config: " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(path + ": cannot read config: " + std::strerror(errno));
-  return parse_config(path, text.str());
+  return parse_config(path, read_input_file(path, "config"));
 }
 
 }  // namespace sdpa

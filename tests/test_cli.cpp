@@ -10,6 +10,7 @@
 #include "cli_runner.hpp"
 #include "sdpa/experiments.hpp"
 
+using sdpa::testing::records_of;
 using sdpa::testing::run_cli;
 using sdpa::testing::TempDir;
 
@@ -45,12 +46,6 @@ std::string schema_errors(const std::string& result_text) {
     errors += ": " + e.description + "\n";
   }
   return errors;
-}
-
-sdpa::json records_of(const std::string& text) {
-  sdpa::json doc = sdpa::json::parse(text), out = sdpa::json::array();
-  for (const auto& e : doc["experiments"]) out.push_back(e["records"]);
-  return out;
 }
 
 }  // namespace

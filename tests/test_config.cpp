@@ -53,7 +53,7 @@ TEST_CASE("file errors") {
                        "no/such/config.json: cannot open config: No such file or directory",
                        sdpa::InputError);
   CHECK_THROWS_WITH_AS(sdpa::load_config("configs"),
-                       "configs: cannot read config: it is a directory, expected a JSON file",
+                       "configs: cannot read config: it is a directory, expected a file",
                        sdpa::InputError);
 }
 

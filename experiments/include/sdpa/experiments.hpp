@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sdpa/input_error.hpp"
@@ -98,10 +100,26 @@ struct RunOptions {
   std::string output;   // result file; empty = results/<machine-id>/<name>-<UTC time>.json
   int threads = 0;      // 0 = all cores
   bool progress = true;  // progress lines on stderr
+  std::string resume;   // a journal (see sdpa/journal.hpp) whose finished cells are kept
+  std::string program = "sdpa-bench";  // as invoked, for the resume command on interruption
 };
 
-// Runs every cell, writes the result file atomically and returns its path.
+// Runs every cell, writing each finished one to the journal `<result>.journal`, then writes
+// the result file atomically, removes the journal and returns the result's path. Throws
+// InputError when resuming a journal of another config or seed, or when a fresh run would
+// overwrite the journal of an interrupted one; RunInterrupted on SIGINT or SIGTERM.
 std::string run_config(const Config& config, const RunOptions& options);
+
+// A run stopped by SIGINT or SIGTERM after its current cell; the journal holds every finished
+// cell. what() says so and gives the exact command that resumes the run.
+struct RunInterrupted : std::runtime_error {
+  RunInterrupted(int signal, const std::string& message)
+      : std::runtime_error(message), signal(signal) {}
+  int signal;
+};
+
+// "results/<machine-id>": where result files go unless `-o` says otherwise.
+std::string default_result_folder();
 
 // Writes text to path through a temporary file in the same folder, fsync and rename: a crash
 // never leaves a half-written file.
