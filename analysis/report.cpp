@@ -7,16 +7,20 @@
 #include <map>
 #include <sstream>
 
+#include "result_schema_text.hpp"
 #include "sdpa/input_error.hpp"
+#include "sdpa/input_file.hpp"
+#include "sdpa/json_schema.hpp"
 
 namespace sdpa::report {
 namespace {
 
 constexpr int kSchemaVersion = 1;
 
-std::string interval(const json& ci) {
-  return "[" + number(ci[0].get<double>()) + ", " + number(ci[1].get<double>()) + "]";
-}
+// A number of a result file; null stands for a value that was not finite (JSON has no NaN).
+std::string number_of(const json& v) { return v.is_null() ? "nan" : number(v.get<double>()); }
+
+std::string interval(const json& ci) { return "[" + number_of(ci[0]) + ", " + number_of(ci[1]) + "]"; }
 
 std::string agreement(const json& m) {
   if (!m.contains("agrees")) return "-";
@@ -24,7 +28,7 @@ std::string agreement(const json& m) {
 }
 
 std::string predicted(const json& m) {
-  return m["predicted"].is_null() ? "-" : number(m["predicted"].get<double>());
+  return m["predicted"].is_null() ? "-" : number_of(m["predicted"]);
 }
 
 std::string label(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
@@ -32,11 +36,21 @@ std::string label(const json& v) { return v.is_string() ? v.get<std::string>() :
 // Parameters that mean something for this record: projection settings only for projected
 // inputs, normal-distribution settings only for normal ones.
 bool applies(const json& params, const std::string& key) {
-  const bool projected = params.value("inputs", std::string("normal")) == "projected";
+  const auto inputs = params.find("inputs");
+  const bool projected = inputs != params.end() && *inputs == "projected";
   if (key == "d_model" || key == "init") return projected;
   if (key == "mean_q" || key == "std_q" || key == "mean_k" || key == "std_k" || key == "alignment")
     return !projected;
   return true;
+}
+
+// A record's parameter, null when the record lacks it (records of one experiment normally
+// share their keys, but a file may say otherwise).
+const json& param(const json& record, const std::string& key) {
+  static const json none;
+  const json& params = record["params"];
+  const auto it = params.find(key);
+  return it == params.end() ? none : *it;
 }
 
 struct Group {
@@ -54,7 +68,7 @@ std::vector<Group> group_records(const json& records, const std::string& row_key
   for (auto& [k, v] : first.items()) {
     if (k == row_key || k == column_key) continue;
     const bool varies = std::any_of(records.begin(), records.end(),
-                                    [&](const json& r) { return r["params"][k] != v; });
+                                    [&](const json& r) { return param(r, k) != v; });
     if (varies) varying.push_back(k);
     else if (applies(first, k)) fixed += (fixed.empty() ? "" : ", ") + k + " " + label(v);
   }
@@ -62,7 +76,7 @@ std::vector<Group> group_records(const json& records, const std::string& row_key
   for (const auto& r : records) {
     std::string title;
     for (const auto& k : varying)
-      if (applies(r["params"], k)) title += (title.empty() ? "" : ", ") + k + " " + label(r["params"][k]);
+      if (applies(r["params"], k)) title += (title.empty() ? "" : ", ") + k + " " + label(param(r, k));
     auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.title == title; });
     if (it == groups.end()) groups.push_back({title, {&r}});
     else it->records.push_back(&r);
@@ -77,7 +91,7 @@ struct Column {
 };
 
 std::string statistic_with_ci(const json& m) {
-  return number(m["value"]) + " " + interval(m["ci95"]);
+  return number_of(m["value"]) + " " + interval(m["ci95"]);
 }
 
 // One table per group of records, one row per value of `row_key`, and for each value of
@@ -91,7 +105,7 @@ std::vector<Table> side_by_side(const json& experiment, const std::string& sourc
   for (const auto& [group, records] : group_records(experiment["records"], row_key, column_key, fixed)) {
     std::vector<std::string> keys;
     for (const json* r : records) {
-      const std::string s = label((*r)["params"][column_key]);
+      const std::string s = label(param(*r, column_key));
       if (std::find(keys.begin(), keys.end(), s) == keys.end()) keys.push_back(s);
     }
     Table t;
@@ -102,11 +116,11 @@ std::vector<Table> side_by_side(const json& experiment, const std::string& sourc
       for (const auto& c : columns) t.header.push_back(k + ": " + c.heading);
     std::map<double, std::vector<std::string>> rows;  // ordered by the row parameter
     for (const json* r : records) {
-      const double x = (*r)["params"][row_key];
+      const double x = param(*r, row_key).get<double>();
       auto& row = rows[x];
       if (row.empty()) row.assign(1 + columns.size() * keys.size(), "-"), row[0] = number(x);
       const std::size_t k = std::find(keys.begin(), keys.end(),
-                                      label((*r)["params"][column_key])) - keys.begin();
+                                      label(param(*r, column_key))) - keys.begin();
       for (std::size_t c = 0; c < columns.size(); ++c)
         row[1 + k * columns.size() + c] = columns[c].cell(*r);
     }
@@ -144,12 +158,12 @@ std::vector<Table> entropy_tables(const json& experiment, const std::string& sou
          return r["formula_valid"].get<bool>() || p == "-" ? p : "(" + p + ")";
        }},
       {"agrees", [](const json& r) { return agreement(r["entropy"]); }},
-      {"max w", [](const json& r) { return number(r["max_weight"]["value"]); }},
-      {"rows max w>0.9", [](const json& r) { return number(r["rows_max_weight_over_0_9"]); }},
+      {"max w", [](const json& r) { return number_of(r["max_weight"]["value"]); }},
+      {"rows max w>0.9", [](const json& r) { return number_of(r["rows_max_weight_over_0_9"]); }},
       {"overflow fp32/fp16",
        [](const json& r) {
-         return number(r["overflow"]["unstable_fp32_rows"]) + " / " +
-                number(r["overflow"]["unstable_fp16_rows"]);
+         return number_of(r["overflow"]["unstable_fp32_rows"]) + " / " +
+                number_of(r["overflow"]["unstable_fp16_rows"]);
        }},
   };
   return side_by_side(experiment, source, "d_k", "scale", columns,
@@ -168,6 +182,12 @@ const std::map<std::string, TableMaker>& makers() {
   return m;
 }
 
+// The tables of one experiment; none for a kind without a table.
+std::vector<Table> experiment_tables(const json& experiment, const std::string& source) {
+  const auto it = makers().find(experiment["kind"].get<std::string>());
+  return it == makers().end() ? std::vector<Table>{} : it->second(experiment, source);
+}
+
 }  // namespace
 
 std::string number(double x) {
@@ -178,14 +198,10 @@ std::string number(double x) {
   return buf;
 }
 
-json read_result_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open result file");
-  std::ostringstream text;
-  text << in.rdbuf();
+json parse_result_file(const std::string& path, const std::string& text) {
   json doc;
   try {
-    doc = json::parse(text.str());
+    doc = json::parse(text);
   } catch (const json::parse_error& e) {
     throw InputError(path + ": not a complete JSON document (truncated or corrupt): " +
                      std::string(e.what()).substr(std::string(e.what()).find(':') + 2));
@@ -196,7 +212,28 @@ json read_result_file(const std::string& path) {
     throw InputError(path + ": /schema_version: expected " + std::to_string(kSchemaVersion) +
                      ", found " + doc["schema_version"].dump() +
                      " (written by another version of sdpa-bench)");
+  static const JsonSchema schema(kResultSchemaText);
+  auto problems = schema.problems(doc);
+  if (!problems.empty()) {
+    for (auto& p : problems) p = path + ": " + p;
+    throw InputError::from_lines(problems);
+  }
+  // The schema is the contract the tables rely on; should a file it admits still not make
+  // tables, say which experiment rather than fail later.
+  const json& experiments = doc["experiments"];
+  for (std::size_t i = 0; i < experiments.size(); ++i) {
+    try {
+      experiment_tables(experiments[i], "");
+    } catch (const json::exception& e) {
+      throw InputError(path + ": /experiments/" + std::to_string(i) +
+                       ": cannot be tabulated: " + e.what());
+    }
+  }
   return doc;
+}
+
+json read_result_file(const std::string& path) {
+  return parse_result_file(path, read_input_file(path, "result file"));
 }
 
 std::vector<Table> tables(const std::vector<json>& results) {
@@ -204,11 +241,8 @@ std::vector<Table> tables(const std::vector<json>& results) {
   for (const auto& result : results) {
     const std::string source =
         results.size() > 1 ? " [" + result.value("machine_id", std::string("?")) + "]" : "";
-    for (const auto& e : result["experiments"]) {
-      auto it = makers().find(e["kind"]);
-      if (it == makers().end()) continue;
-      for (auto& t : it->second(e, source)) out.push_back(std::move(t));
-    }
+    for (const auto& e : result["experiments"])
+      for (auto& t : experiment_tables(e, source)) out.push_back(std::move(t));
   }
   return out;
 }

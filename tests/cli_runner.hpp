@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sdpa/record.hpp"
+#include "test_files.hpp"
 
 namespace sdpa::testing {
 
@@ -21,27 +22,6 @@ struct CommandResult {
   int exit_code = -1;  // -1 when the process was killed by a signal
   int signal = 0;      // the signal that killed it, 0 when it exited
   std::string out, err;
-};
-
-inline std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// A fresh, empty folder under the system's temp folder, removed on destruction.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "sdpa-test-XXXXXX").string();
-    path = mkdtemp(templ.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::filesystem::path operator/(const std::string& name) const { return path / name; }
-  void write(const std::string& name, const std::string& text) const {
-    std::ofstream(path / name) << text;
-  }
 };
 
 inline CommandResult run_cli(const std::string& args, const TempDir& dir) {
