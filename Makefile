@@ -4,7 +4,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 BIN    := $(BUILD)/cli/sdpa-bench
 
-.PHONY: setup configure build run test bench clean
+.PHONY: setup configure build run test bench fuzz lint clean
 
 setup:
 	@tools/setup.sh
@@ -23,6 +23,23 @@ test: build
 
 bench: build
 	$(BUILD)/tests/bench_kernels
+
+# libFuzzer targets (fuzz/), each run for FUZZ_SECONDS from its seeds in fuzz/corpus/<target>/;
+# what they learn goes to build/fuzz/corpus/, a crash to build/fuzz/crash-* (and fails).
+FUZZERS      ?= config result npy
+FUZZ_SECONDS ?= 20
+fuzz: setup
+	@cmake --preset fuzz >/dev/null
+	@cmake --build build/fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZERS))
+	@for f in $(FUZZERS); do \
+	  mkdir -p build/fuzz/corpus/$$f; \
+	  echo "fuzz_$$f: $(FUZZ_SECONDS) s"; \
+	  build/fuzz/fuzz/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	    -dict=fuzz/$$f.dict -artifact_prefix=build/fuzz/ -print_final_stats=1 \
+	    build/fuzz/corpus/$$f fuzz/corpus/$$f 2>build/fuzz/fuzz_$$f.log \
+	    || { tail -60 build/fuzz/fuzz_$$f.log; exit 1; }; \
+	  grep -E "^stat::number_of_executed_units|Done" build/fuzz/fuzz_$$f.log; \
+	done
 
 clean:
 	rm -rf build

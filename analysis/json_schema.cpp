@@ -180,6 +180,15 @@ JsonSchema::JsonSchema(const std::string& schema_text) : compiled_(std::make_uni
 
 JsonSchema::~JsonSchema() = default;
 
+std::string json_error_message(const std::exception& e) {
+  std::string what = e.what();
+  if (const auto tag = what.find("] "); what.rfind("[json.exception.", 0) == 0 && tag != std::string::npos)
+    what.erase(0, tag + 2);
+  if (what.rfind("parse error", 0) == 0)
+    if (const auto colon = what.find(": "); colon != std::string::npos) what.erase(0, colon + 2);
+  return what;
+}
+
 const json& JsonSchema::document() const { return compiled_->document; }
 
 std::string describe_found(const json& v) {

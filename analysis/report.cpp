@@ -65,7 +65,10 @@ std::vector<Group> group_records(const json& records, const std::string& row_key
                                  const std::string& column_key, std::string& fixed) {
   std::vector<std::string> varying;
   const json& first = records.at(0)["params"];
-  for (auto& [k, v] : first.items()) {
+  for (const auto& item : first.items()) {
+    // (Not a structured binding: clang 14, which builds the fuzzers, cannot capture one.)
+    const std::string& k = item.key();
+    const json& v = item.value();
     if (k == row_key || k == column_key) continue;
     const bool varies = std::any_of(records.begin(), records.end(),
                                     [&](const json& r) { return param(r, k) != v; });
@@ -202,9 +205,9 @@ json parse_result_file(const std::string& path, const std::string& text) {
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw InputError(path + ": not a complete JSON document (truncated or corrupt): " +
-                     std::string(e.what()).substr(std::string(e.what()).find(':') + 2));
+                     json_error_message(e));
   }
   if (!doc.is_object() || !doc.contains("schema_version") || !doc.contains("experiments"))
     throw InputError(path + ": not an sdpa-bench result file (no schema_version/experiments)");
@@ -226,7 +229,7 @@ json parse_result_file(const std::string& path, const std::string& text) {
       experiment_tables(experiments[i], "");
     } catch (const json::exception& e) {
       throw InputError(path + ": /experiments/" + std::to_string(i) +
-                       ": cannot be tabulated: " + e.what());
+                       ": cannot be tabulated: " + json_error_message(e));
     }
   }
   return doc;

@@ -99,10 +99,10 @@ Config parse_config(const std::string& path, const std::string& text) {
   } catch (const json::parse_error& e) {
     // nlohmann reports the byte after the error; users want a line and a column.
     auto [line, column] = line_and_column(text, e.byte > 0 ? e.byte - 1 : 0);
-    std::string what = e.what();
-    what = what.substr(what.find(':') + 2);  // drop "[json.exception.parse_error.101] "
     throw InputError(path + ":" + std::to_string(line) + ":" + std::to_string(column) +
-                     ": not valid JSON: " + what);
+                     ": not valid JSON: " + json_error_message(e));
+  } catch (const json::exception& e) {  // e.g. a number too large for a double
+    throw InputError(path + ": not valid JSON: " + json_error_message(e));
   }
   static const JsonSchema schema(kConfigSchemaText);
   auto problems = schema.problems(c.document);

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "sdpa/input_file.hpp"
+#include "sdpa/json_schema.hpp"
 
 namespace sdpa {
 namespace {
@@ -88,7 +89,7 @@ JournalContents read_journal(const std::string& path) {
         contents.entries.back().line = line_number;
       }
     } catch (const std::exception& e) {  // json's parse and type errors, and ours
-      problem = e.what();
+      problem = json_error_message(e);
     }
     if (!problem.empty()) {
       // A header is written atomically, so a bad one is corruption, never a cut-off line.

@@ -31,14 +31,16 @@ const json& result() {
   return doc;
 }
 
-std::string error_of(const json& doc) {
+std::string error_of_text(const std::string& text) {
   try {
-    sdpa::report::parse_result_file("r.json", doc.dump());
+    sdpa::report::parse_result_file("r.json", text);
   } catch (const sdpa::InputError& e) {
     return e.what();
   }
   return "(accepted)";
 }
+
+std::string error_of(const json& doc) { return error_of_text(doc.dump()); }
 
 }  // namespace
 
@@ -78,6 +80,9 @@ TEST_CASE("missing fields and wrong types name the file and the JSON path") {
   doc["schema_version"] = 7;
   CHECK(error_of(doc) == "r.json: /schema_version: expected 1, found 7 (written by another "
                          "version of sdpa-bench)");
+  CHECK(error_of_text("{\"schema_version\": 1e999}") ==
+        "r.json: not a complete JSON document (truncated or corrupt): number overflow parsing "
+        "'1e999'");
   CHECK(error_of(json::array()) ==
         "r.json: not an sdpa-bench result file (no schema_version/experiments)");
 }

@@ -4,6 +4,7 @@
 // this way.
 #pragma once
 
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,10 @@ std::string describe_found(const json& value);
 // The candidate nearest to `word` (edit distance), or "" when none is near enough to be what
 // was meant.
 std::string closest(const std::string& word, const std::vector<std::string>& candidates);
+
+// A JSON library error as a user reads it: without "[json.exception.parse_error.101] parse
+// error at line 1, column 2: ", which messages say their own way.
+std::string json_error_message(const std::exception& e);
 
 // "a", "b", "c" (each quoted).
 std::string join_quoted(const std::vector<std::string>& words);
