@@ -1,5 +1,6 @@
 # The two commands of README.md: `make run` and `make test`. Everything else is a helper.
 PRESET ?= release
+MAKEFLAGS += --no-print-directory
 BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 BIN    := $(BUILD)/cli/sdpa-bench

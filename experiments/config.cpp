@@ -43,7 +43,12 @@ std::vector<std::string> semantic_problems(const json& doc, int threads) {
 
   Config probe;
   probe.document = doc;
-  const auto plans = make_plan(probe);
+  std::vector<ExperimentPlan> plans;
+  try {
+    plans = make_plan(probe);
+  } catch (const InputError& e) {  // a grid too large to expand
+    return {e.what()};
+  }
   for (const auto& plan : plans)
     if (plan.kind->check)
       for (const auto& p : plan.kind->check(plan.params))

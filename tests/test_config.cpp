@@ -176,3 +176,13 @@ TEST_CASE("semantic checks: aligned inputs and memory") {
   CHECK(msg.rfind("bad.json: /experiments/0: needs about ", 0) == 0);
   CHECK(msg.find("GiB available; reduce the sizes") != std::string::npos);
 }
+
+TEST_CASE("a grid too large to expand is refused before it is expanded") {
+  // 200^3 = 8 million cells: expanding them exhausted memory before this check.
+  std::string list;
+  for (int i = 1; i <= 200; ++i) list += (i > 1 ? ", " : "") + std::to_string(i);
+  CHECK(error_of(with_experiment("\"d_k\": [" + list + "], \"n_q\": [" + list + "], \"n_k\": [" +
+                                 list + "], \"scale\": \"none\"")) ==
+        "bad.json: /experiments/0: the grid has 8000000 cells (the product of the lengths of its "
+        "lists), expected at most 1000000");
+}

@@ -83,7 +83,12 @@ struct ExperimentPlan {
   std::vector<Cell> cells;
 };
 
-// Expands every experiment into the cross product of its list-valued parameters.
+// A grid larger than this is refused: a record per cell would not fit, nor finish.
+inline constexpr std::size_t kMaxCells = 1000000;
+
+// Expands every experiment into the cross product of its list-valued parameters. Throws
+// InputError "/experiments/<i>: ..." (no file name: parse_config adds it) for a grid of more
+// than kMaxCells cells; a loaded config never has one.
 std::vector<ExperimentPlan> make_plan(const Config& config);
 
 // ---- machine and build --------------------------------------------------------------------
