@@ -42,5 +42,16 @@ fuzz: setup
 	  grep -E "^stat::number_of_executed_units|Done" build/fuzz/fuzz_$$f.log; \
 	done
 
+# clang-tidy (.clang-tidy, compile commands of build/release) on the project's sources, and
+# clang-format (.clang-format) on them and the fuzz targets.
+LINT_DIRS    := kernels experiments analysis cli
+LINT_SOURCES  = $(shell git ls-files --cached --others --exclude-standard $(addsuffix /*.cpp,$(LINT_DIRS)))
+FORMAT_FILES  = $(shell git ls-files --cached --others --exclude-standard \
+                  $(foreach d,$(LINT_DIRS) fuzz,$(d)/*.cpp $(d)/*.hpp))
+lint: setup
+	@cmake --preset release >/dev/null
+	clang-tidy -p build/release --quiet --extra-arg=-Wno-unknown-warning-option $(LINT_SOURCES)
+	clang-format --dry-run -Werror $(FORMAT_FILES)
+
 clean:
 	rm -rf build
