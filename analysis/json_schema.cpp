@@ -47,19 +47,22 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 std::string summary(const json& node) {
   if (node.contains("const")) return node["const"].dump();
   static const std::map<std::string, std::string> names = {
-      {"integer", "an integer"}, {"number", "a number"}, {"string", "a string"},
-      {"boolean", "true or false"}, {"object", "an object"}, {"array", "a list"},
+      {"integer", "an integer"}, {"number", "a number"},
+      {"string", "a string"},    {"boolean", "true or false"},
+      {"object", "an object"},   {"array", "a list"},
       {"null", "null"}};
   std::string text;
   if (node.contains("type")) {
     const json types = node["type"].is_array() ? node["type"] : json::array({node["type"]});
     for (const auto& t : types) {
       const auto it = names.find(t.get<std::string>());
-      text += (text.empty() ? "" : " or ") + (it == names.end() ? t.get<std::string>() : it->second);
+      text +=
+          (text.empty() ? "" : " or ") + (it == names.end() ? t.get<std::string>() : it->second);
     }
   }
   if (node.contains("minimum")) text += " >= " + node["minimum"].dump();
-  if (node.contains("minItems") && node.contains("maxItems") && node["minItems"] == node["maxItems"])
+  if (node.contains("minItems") && node.contains("maxItems") &&
+      node["minItems"] == node["maxItems"])
     text += " of " + node["minItems"].dump() + " items";
   if (node.contains("pattern")) text += " matching " + node["pattern"].dump();
   return text.empty() ? "a value matching the schema" : text;
@@ -182,7 +185,8 @@ JsonSchema::~JsonSchema() = default;
 
 std::string json_error_message(const std::exception& e) {
   std::string what = e.what();
-  if (const auto tag = what.find("] "); what.rfind("[json.exception.", 0) == 0 && tag != std::string::npos)
+  if (const auto tag = what.find("] ");
+      what.rfind("[json.exception.", 0) == 0 && tag != std::string::npos)
     what.erase(0, tag + 2);
   if (what.rfind("parse error", 0) == 0)
     if (const auto colon = what.find(": "); colon != std::string::npos) what.erase(0, colon + 2);
@@ -242,10 +246,11 @@ std::vector<std::string> JsonSchema::problems(const json& doc) const {
   };
   for (const auto& f : failures) {
     const bool has_deeper = std::any_of(failures.begin(), failures.end(), [&](const Failure& o) {
-      return o.path.size() > f.path.size() && o.path.compare(0, f.path.size() + 1, f.path + "/") == 0;
+      return o.path.size() > f.path.size() &&
+             o.path.compare(0, f.path.size() + 1, f.path + "/") == 0;
     });
-    const bool unknown_key = f.description.find("could not be validated using 'properties'") !=
-                             std::string::npos;
+    const bool unknown_key =
+        f.description.find("could not be validated using 'properties'") != std::string::npos;
     const bool missing = f.description.rfind("Missing required property", 0) == 0;
     if (unknown_key) {
       const std::string key = quoted_name(f.description);

@@ -20,7 +20,9 @@ constexpr int kSchemaVersion = 1;
 // A number of a result file; null stands for a value that was not finite (JSON has no NaN).
 std::string number_of(const json& v) { return v.is_null() ? "nan" : number(v.get<double>()); }
 
-std::string interval(const json& ci) { return "[" + number_of(ci[0]) + ", " + number_of(ci[1]) + "]"; }
+std::string interval(const json& ci) {
+  return "[" + number_of(ci[0]) + ", " + number_of(ci[1]) + "]";
+}
 
 std::string agreement(const json& m) {
   if (!m.contains("agrees")) return "-";
@@ -72,17 +74,22 @@ std::vector<Group> group_records(const json& records, const std::string& row_key
     if (k == row_key || k == column_key) continue;
     const bool varies = std::any_of(records.begin(), records.end(),
                                     [&](const json& r) { return param(r, k) != v; });
-    if (varies) varying.push_back(k);
-    else if (applies(first, k)) fixed += (fixed.empty() ? "" : ", ") + k + " " + label(v);
+    if (varies)
+      varying.push_back(k);
+    else if (applies(first, k))
+      fixed += (fixed.empty() ? "" : ", ") + k + " " + label(v);
   }
   std::vector<Group> groups;
   for (const auto& r : records) {
     std::string title;
     for (const auto& k : varying)
-      if (applies(r["params"], k)) title += (title.empty() ? "" : ", ") + k + " " + label(param(r, k));
+      if (applies(r["params"], k))
+        title += (title.empty() ? "" : ", ") + k + " " + label(param(r, k));
     auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.title == title; });
-    if (it == groups.end()) groups.push_back({title, {&r}});
-    else it->records.push_back(&r);
+    if (it == groups.end())
+      groups.push_back({title, {&r}});
+    else
+      it->records.push_back(&r);
   }
   return groups;
 }
@@ -105,7 +112,8 @@ std::vector<Table> side_by_side(const json& experiment, const std::string& sourc
   std::vector<Table> out;
   if (experiment["records"].empty()) return out;
   std::string fixed;
-  for (const auto& [group, records] : group_records(experiment["records"], row_key, column_key, fixed)) {
+  for (const auto& [group, records] :
+       group_records(experiment["records"], row_key, column_key, fixed)) {
     std::vector<std::string> keys;
     for (const json* r : records) {
       const std::string s = label(param(*r, column_key));
@@ -122,8 +130,8 @@ std::vector<Table> side_by_side(const json& experiment, const std::string& sourc
       const double x = param(*r, row_key).get<double>();
       auto& row = rows[x];
       if (row.empty()) row.assign(1 + columns.size() * keys.size(), "-"), row[0] = number(x);
-      const std::size_t k = std::find(keys.begin(), keys.end(),
-                                      label(param(*r, column_key))) - keys.begin();
+      const std::size_t k =
+          std::find(keys.begin(), keys.end(), label(param(*r, column_key))) - keys.begin();
       for (std::size_t c = 0; c < columns.size(); ++c)
         row[1 + k * columns.size() + c] = columns[c].cell(*r);
     }
@@ -206,8 +214,8 @@ json parse_result_file(const std::string& path, const std::string& text) {
   try {
     doc = json::parse(text);
   } catch (const json::exception& e) {
-    throw InputError(path + ": not a complete JSON document (truncated or corrupt): " +
-                     json_error_message(e));
+    throw InputError(
+        path + ": not a complete JSON document (truncated or corrupt): " + json_error_message(e));
   }
   if (!doc.is_object() || !doc.contains("schema_version") || !doc.contains("experiments"))
     throw InputError(path + ": not an sdpa-bench result file (no schema_version/experiments)");

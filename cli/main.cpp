@@ -23,7 +23,8 @@ int run(const std::string& target, bool resume, sdpa::RunOptions options) {
     if (resume) {
       options.resume = sdpa::find_journal(*config, options.output);
       if (options.resume.empty())
-        std::cerr << "no journal of an interrupted run of " << target << " found; starting afresh\n";
+        std::cerr << "no journal of an interrupted run of " << target
+                  << " found; starting afresh\n";
     }
   }
   const std::string path = sdpa::run_config(*config, options);
@@ -78,17 +79,18 @@ int report(const std::vector<std::string>& files) {
   return status;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// Parses the command line and runs the subcommand; main turns what it throws into exit codes.
+int dispatch(int argc, char** argv) {
   CLI::App app{"sdpa-bench: measured theory and timing of scaled dot-product attention"};
-  app.set_version_flag("--version", std::string("sdpa-bench ") + sdpa::suite_info()["version"].get<std::string>() +
-                                        " (" + sdpa::suite_info()["git_commit"].get<std::string>() + ")");
+  app.set_version_flag("--version", std::string("sdpa-bench ") +
+                                        sdpa::suite_info()["version"].get<std::string>() + " (" +
+                                        sdpa::suite_info()["git_commit"].get<std::string>() + ")");
   app.require_subcommand(1);
 
   std::string config_path, output;
   int threads = 0;
-  auto* run_cmd = app.add_subcommand("run", "validate and run a config, write its result file, print its tables");
+  auto* run_cmd = app.add_subcommand(
+      "run", "validate and run a config, write its result file, print its tables");
   bool resume = false;
   run_cmd->add_option("config", config_path, "config file (JSON), or the journal to resume")
       ->required();
@@ -112,18 +114,26 @@ int main(int argc, char** argv) {
   report_cmd->add_option("results", files, "result files")->required();
 
   CLI11_PARSE(app, argc, argv);
+  if (*run_cmd) {
+    sdpa::RunOptions options;
+    options.output = output;
+    options.threads = threads;
+    options.program = argv[0];
+    return run(config_path, resume, options);
+  }
+  if (*validate_cmd) return validate(config_path);
+  if (app.got_subcommand("list")) return list();
+  if (app.got_subcommand("info")) return info();
+  if (*report_cmd) return report(files);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Everything, the command line's set-up included, inside one handler: nothing escapes main.
   try {
-    if (*run_cmd) {
-      sdpa::RunOptions options;
-      options.output = output;
-      options.threads = threads;
-      options.program = argv[0];
-      return run(config_path, resume, options);
-    }
-    if (*validate_cmd) return validate(config_path);
-    if (app.got_subcommand("list")) return list();
-    if (app.got_subcommand("info")) return info();
-    if (*report_cmd) return report(files);
+    return dispatch(argc, argv);
   } catch (const sdpa::InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
@@ -133,6 +143,8 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "sdpa-bench: " << e.what() << "\n";
     return 1;
+  } catch (...) {
+    std::cerr << "sdpa-bench: unknown error\n";
+    return 1;
   }
-  return 0;
 }

@@ -32,7 +32,8 @@ std::vector<std::string> semantic_problems(const json& doc, int threads) {
         const std::string k = list[j];
         if (find_kernel(k)) continue;
         const std::string hint = closest(k, kernel_names());
-        problems.push_back(at + "/kernel" + (e["kernel"].is_array() ? "/" + std::to_string(j) : "") +
+        problems.push_back(at + "/kernel" +
+                           (e["kernel"].is_array() ? "/" + std::to_string(j) : "") +
                            ": unknown kernel \"" + k + "\"" +
                            (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
                            "; kernels on this machine: " + join_quoted(kernel_names()));
@@ -60,7 +61,8 @@ std::vector<std::string> semantic_problems(const json& doc, int threads) {
   for (const auto& plan : plans) {
     if (!plan.kind->bytes_per_thread) continue;
     double worst = 0;
-    for (const auto& cell : plan.cells) worst = std::max(worst, plan.kind->bytes_per_thread(cell.params));
+    for (const auto& cell : plan.cells)
+      worst = std::max(worst, plan.kind->bytes_per_thread(cell.params));
     const double need = worst * threads;
     if (need > 0.8 * available) {
       std::ostringstream msg;
@@ -77,8 +79,10 @@ std::vector<std::string> semantic_problems(const json& doc, int threads) {
 std::pair<std::size_t, std::size_t> line_and_column(const std::string& text, std::size_t byte) {
   std::size_t line = 1, column = 1;
   for (std::size_t i = 0; i < byte && i < text.size(); ++i) {
-    if (text[i] == '\n') line++, column = 1;
-    else column++;
+    if (text[i] == '\n')
+      line++, column = 1;
+    else
+      column++;
   }
   return {line, column};
 }

@@ -75,12 +75,12 @@ TrialRows run_trial(const EntropyCell& c, const Kernel& kernel, const StreamKey&
 
 std::vector<double> column(const std::vector<TrialRows>& trials, double TrialRows::*field) {
   std::vector<double> out;
+  out.reserve(trials.size());
   for (const auto& t : trials) out.push_back(t.*field);
   return out;
 }
 
-double fraction(const std::vector<TrialRows>& trials, std::int64_t TrialRows::*field,
-                double rows) {
+double fraction(const std::vector<TrialRows>& trials, std::int64_t TrialRows::*field, double rows) {
   double sum = 0;
   for (const auto& t : trials) sum += double(t.*field);
   return sum / (rows * double(trials.size()));
@@ -92,8 +92,8 @@ json run_entropy_cell(const CellContext& ctx) {
   std::vector<TrialRows> trials(c.trials);
 #pragma omp parallel for num_threads(ctx.threads) schedule(dynamic)
   for (std::int64_t t = 0; t < c.trials; ++t)
-    trials[t] = run_trial(c, kernel, {ctx.seed, ctx.experiment, std::uint32_t(ctx.cell.index),
-                                      std::uint32_t(t)});
+    trials[t] = run_trial(
+        c, kernel, {ctx.seed, ctx.experiment, std::uint32_t(ctx.cell.index), std::uint32_t(t)});
 
   const auto model = c.inputs.score_model(double(c.d_k), c.scale, c.n_q, c.n_kv);
   const double sigma2 = theory::score_variance(model);
@@ -101,7 +101,8 @@ json run_entropy_cell(const CellContext& ctx) {
   // Rows share keys, so rows of one trial are not independent: intervals come from the
   // spread of per-trial means across independent trials.
   const auto entropy = column(trials, &TrialRows::entropy);
-  const bool gaussian_theory = c.inputs.independent_scores() && model.mean_q == 0 && model.mean_k == 0;
+  const bool gaussian_theory =
+      c.inputs.independent_scores() && model.mean_q == 0 && model.mean_k == 0;
   const double predicted = ln_n - sigma2 / 2;
 
   json r;
@@ -111,8 +112,7 @@ json run_entropy_cell(const CellContext& ctx) {
   r["regime"] = sigma2 <= 1 ? "bulk" : sigma2 < 2 * ln_n ? "transition" : "frozen";
   r["formula_valid"] = sigma2 < 2 * ln_n;  // asymptotically (N -> infinity, Gaussian logits)
   r["entropy"] = measured(stats::mean(entropy), stats::mean_ci(entropy),
-                          gaussian_theory ? std::optional(predicted) : std::nullopt,
-                          "asymptotic");
+                          gaussian_theory ? std::optional(predicted) : std::nullopt, "asymptotic");
   r["entropy"]["gap"] = stats::mean(entropy) - predicted;
   r["entropy_normalised"] = stats::mean(entropy) / ln_n;
   r["ln_n"] = ln_n;

@@ -11,8 +11,7 @@ namespace {
 std::vector<double> projection(PhiloxStream& rng, const std::string& init, std::int64_t d_model,
                                std::int64_t d_k) {
   std::vector<double> w(d_model * d_k);
-  const double variance =
-      theory::projection_weight_variance(init, double(d_model), double(d_k));
+  const double variance = theory::projection_weight_variance(init, double(d_model), double(d_k));
   if (init == "pytorch") {
     const double bound = std::sqrt(3 * variance);  // U(-b, b) has variance b^2 / 3
     boost::random::uniform_real_distribution<double> uniform(-bound, bound);
@@ -24,8 +23,8 @@ std::vector<double> projection(PhiloxStream& rng, const std::string& init, std::
 }
 
 // out [n, d_k] = x [n, d_model] W with x of unit variance.
-void project(PhiloxStream& rng, const std::vector<double>& w, std::int64_t n,
-             std::int64_t d_model, std::int64_t d_k, std::span<float> out) {
+void project(PhiloxStream& rng, const std::vector<double>& w, std::int64_t n, std::int64_t d_model,
+             std::int64_t d_k, std::span<float> out) {
   std::vector<double> x(d_model), row(d_k);
   for (std::int64_t i = 0; i < n; ++i) {
     fill_normal<double>(rng, x);

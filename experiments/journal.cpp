@@ -80,8 +80,8 @@ JournalContents read_journal(const std::string& path) {
     std::string problem;
     try {
       if (!whole) throw std::invalid_argument("the line has no end (cut off mid-write)");
-      const json line = json::parse(text.begin() + std::ptrdiff_t(begin),
-                                    text.begin() + std::ptrdiff_t(end));
+      const json line =
+          json::parse(text.begin() + std::ptrdiff_t(begin), text.begin() + std::ptrdiff_t(end));
       if (line_number == 1) {
         contents.header = parse_header(line);
       } else {
@@ -93,8 +93,7 @@ JournalContents read_journal(const std::string& path) {
     }
     if (!problem.empty()) {
       // A header is written atomically, so a bad one is corruption, never a cut-off line.
-      if (!last || line_number == 1)
-        throw InputError(where + "corrupt journal line: " + problem);
+      if (!last || line_number == 1) throw InputError(where + "corrupt journal line: " + problem);
       contents.warning = where + "the last line is cut off or corrupt (" + problem +
                          "); its cell is computed again";
       break;

@@ -50,8 +50,7 @@ std::string printable(std::string_view bytes) {
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string s = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + (shape.size() == 1 ? ",)" : ")");
 }
 
@@ -83,16 +82,21 @@ class HeaderParser {
     }
     expect('}');
     skip_space();
-    if (pos_ != text_.size()) fail("the end of the header", "'" + printable(text_.substr(pos_)) + "'");
+    if (pos_ != text_.size())
+      fail("the end of the header", "'" + printable(text_.substr(pos_)) + "'");
     if (!has_descr || !has_order || !has_shape)
-      throw InputError(path_ + ": bad .npy header: expected the keys 'descr', 'fortran_order' "
-                               "and 'shape', found '" + printable(text_) + "'");
+      throw InputError(path_ +
+                       ": bad .npy header: expected the keys 'descr', 'fortran_order' "
+                       "and 'shape', found '" +
+                       printable(text_) + "'");
     if (descr != "<f4")
-      throw InputError(path_ + ": dtype '" + descr + "': expected '<f4' (little-endian float32); "
-                               "save a.astype(np.float32)");
+      throw InputError(path_ + ": dtype '" + descr +
+                       "': expected '<f4' (little-endian float32); "
+                       "save a.astype(np.float32)");
     if (fortran)
-      throw InputError(path_ + ": Fortran-order array: expected C order; save "
-                               "np.ascontiguousarray(a)");
+      throw InputError(path_ +
+                       ": Fortran-order array: expected C order; save "
+                       "np.ascontiguousarray(a)");
     if (shape.empty() || shape.size() > 3)
       throw InputError(path_ + ": shape " + shape_text(shape) + ": expected 1 to 3 dimensions");
     Header h;
@@ -181,7 +185,8 @@ Header parse_header(const std::string& path, std::string_view bytes, std::uint64
                      std::to_string(static_cast<unsigned char>(bytes[7])) +
                      ": expected 1.0, 2.0 or 3.0");
   const std::size_t length_bytes = major == 1 ? 2 : 4;
-  if (bytes.size() < 8 + length_bytes) throw InputError(path + ": truncated .npy file: no header length");
+  if (bytes.size() < 8 + length_bytes)
+    throw InputError(path + ": truncated .npy file: no header length");
   std::size_t header_length = 0;
   for (std::size_t i = 0; i < length_bytes; ++i)
     header_length |= std::size_t(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
@@ -280,8 +285,8 @@ std::string serialize(const Array& array) {
     throw std::invalid_argument("npy::serialize: shape " + shape_text(array.shape) + " holds " +
                                 std::to_string(elements) + " values, data has " +
                                 std::to_string(array.data.size()));
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " +
-                       shape_text(array.shape) + ", }";
+  std::string header =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape_text(array.shape) + ", }";
   // Magic, version, length, header and its final newline fill a multiple of 64 bytes.
   header.append(63 - (10 + header.size()) % 64, ' ');
   header += '\n';

@@ -40,8 +40,8 @@ class Progress {
   void cell_done(const ExperimentPlan& plan, std::size_t done, double elapsed) {
     if (!tty_) return;
     const double eta = elapsed / double(done) * double(plan.cells.size() - done);
-    std::fprintf(stderr, "\r\033[K[%s] cell %zu of %zu  elapsed %.1fs  ETA %.1fs", plan.name.c_str(),
-                 done, plan.cells.size(), elapsed, eta);
+    std::fprintf(stderr, "\r\033[K[%s] cell %zu of %zu  elapsed %.1fs  ETA %.1fs",
+                 plan.name.c_str(), done, plan.cells.size(), elapsed, eta);
   }
 
   void experiment_done(const ExperimentPlan& plan, double elapsed) {
@@ -93,8 +93,9 @@ class InterruptGuard {
  public:
   explicit InterruptGuard(const std::string& resume) {
     g_signal = 0;
-    g_stop_message = "\nsdpa-bench: stopped; the journal keeps every finished cell; resume with:\n  " +
-                     resume + "\n";
+    g_stop_message =
+        "\nsdpa-bench: stopped; the journal keeps every finished cell; resume with:\n  " + resume +
+        "\n";
     struct sigaction action {};
     action.sa_handler = on_interrupt;
     sigemptyset(&action.sa_mask);
@@ -111,7 +112,8 @@ class InterruptGuard {
   int received() const { return g_signal; }
 
  private:
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {
+  }, old_term_{};
 };
 
 using CellKey = std::pair<std::uint32_t, std::int64_t>;
@@ -188,8 +190,8 @@ std::string run_config(const Config& config, const RunOptions& options) {
     header.seed = config.seed;
     header.result = fresh_result;
     header.started_at = utc_time(started, "%Y-%m-%dT%H:%M:%SZ");
-    header.threads = options.threads > 0 ? options.threads
-                                         : config.document.value("threads", default_threads());
+    header.threads =
+        options.threads > 0 ? options.threads : config.document.value("threads", default_threads());
     if (std::filesystem::exists(journal_path))
       throw InputError(journal_path + ": an interrupted run of " + header.result +
                        " left this journal; resume it with `" + resume +
@@ -203,7 +205,8 @@ std::string run_config(const Config& config, const RunOptions& options) {
   result["suite"] = suite_info();
   result["machine"] = machine;
   result["machine_id"] = machine_id(machine);
-  result["config"] = {{"path", config.path}, {"sha256", config.sha256}, {"document", config.document}};
+  result["config"] = {
+      {"path", config.path}, {"sha256", config.sha256}, {"document", config.document}};
   result["seed"] = config.seed;
   result["threads"] = header.threads;
   result["started_at"] = header.started_at;

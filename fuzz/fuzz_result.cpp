@@ -2,9 +2,9 @@
 // every table can be made, or throws InputError naming the file (and the JSON path). A file
 // that results/schema.json admits but the tables cannot use is a bug in the schema or the
 // tables, so the reader's last-resort "cannot be tabulated" refusal counts as a crash here.
+#include <cctype>
 #include <cstddef>
 #include <cstdint>
-#include <cctype>
 #include <cstdlib>
 #include <string>
 

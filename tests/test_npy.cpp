@@ -117,9 +117,10 @@ TEST_CASE("bad magic, versions and headers") {
   CHECK(error_of(npy_file("{'descr': '<f4', 'shape': (2, 3), }", "")) ==
         "a.npy: bad .npy header: expected the keys 'descr', 'fortran_order' and 'shape', found "
         "'{'descr': '<f4', 'shape': (2, 3), }'");
-  CHECK(error_of(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'x': 1}", "")) ==
-        "a.npy: bad .npy header at byte 62: expected a key 'descr', 'fortran_order' or 'shape', "
-        "found 'x'");
+  CHECK(
+      error_of(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'x': 1}", "")) ==
+      "a.npy: bad .npy header at byte 62: expected a key 'descr', 'fortran_order' or 'shape', "
+      "found 'x'");
   CHECK(error_of(npy_file("{'descr': '<f4', 'fortran_order': No, 'shape': (2, 3), }", "")) ==
         "a.npy: bad .npy header at byte 34: expected True or False, found 'N'");
   CHECK(error_of(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3), }", "")) ==
@@ -149,14 +150,16 @@ TEST_CASE("a header claiming a huge shape is refused before anything is allocate
   // Dimensions that overflow 64 bits when multiplied.
   CHECK(error_of(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (9007199254740992, "
                           "9007199254740992, 9007199254740992), }",
-                          "")).find("a.npy: truncated .npy file: shape (9007199254740992, ") == 0);
+                          ""))
+            .find("a.npy: truncated .npy file: shape (9007199254740992, ") == 0);
 
   // A sparse file of 1 TiB whose header is honest: refused for memory, not read.
   TempDir dir;
   const auto path = dir / "huge.npy";
-  std::ofstream(path) << npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (65536, "
-                                  "65536, 64), }",
-                                  "");
+  std::ofstream(path) << npy_file(
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (65536, "
+      "65536, 64), }",
+      "");
   std::filesystem::resize_file(path, std::filesystem::file_size(path) + (std::uint64_t(1) << 40));
   const std::string message = [&] {
     try {
@@ -173,7 +176,8 @@ TEST_CASE("a header claiming a huge shape is refused before anything is allocate
 
 TEST_CASE("file errors") {
   CHECK_THROWS_WITH_AS(npy::read("no/such.npy"),
-                       "no/such.npy: cannot open array: No such file or directory", sdpa::InputError);
+                       "no/such.npy: cannot open array: No such file or directory",
+                       sdpa::InputError);
   CHECK_THROWS_WITH_AS(npy::read("configs"),
                        "configs: cannot read array: it is a directory, expected a .npy file",
                        sdpa::InputError);

@@ -4,10 +4,10 @@
 
 #include <filesystem>
 
-#include "test_files.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/input_file.hpp"
 #include "sdpa/report.hpp"
+#include "test_files.hpp"
 
 using sdpa::json;
 using sdpa::testing::TempDir;
@@ -65,8 +65,9 @@ TEST_CASE("missing fields and wrong types name the file and the JSON path") {
 
   doc = result();
   doc["experiments"][1]["records"][0]["entropy"]["ci95"] = json::array({1});
-  CHECK(error_of(doc) == "r.json: /experiments/1/records/0/entropy/ci95: expected a list of 2 "
-                         "items, found list [1]");
+  CHECK(error_of(doc) ==
+        "r.json: /experiments/1/records/0/entropy/ci95: expected a list of 2 "
+        "items, found list [1]");
 
   doc = result();
   doc["experiments"][1]["records"][0].erase("overflow");
@@ -78,8 +79,9 @@ TEST_CASE("missing fields and wrong types name the file and the JSON path") {
 
   doc = result();
   doc["schema_version"] = 7;
-  CHECK(error_of(doc) == "r.json: /schema_version: expected 1, found 7 (written by another "
-                         "version of sdpa-bench)");
+  CHECK(error_of(doc) ==
+        "r.json: /schema_version: expected 1, found 7 (written by another "
+        "version of sdpa-bench)");
   CHECK(error_of_text("{\"schema_version\": 1e999}") ==
         "r.json: not a complete JSON document (truncated or corrupt): number overflow parsing "
         "'1e999'");
@@ -92,12 +94,15 @@ TEST_CASE("odd but valid files make tables: non-finite values, uneven params, no
   auto& record = doc["experiments"][0]["records"][0];
   record["score_variance"]["value"] = nullptr;  // NaN is written as null
   record["score_variance"]["ci95"] = {nullptr, nullptr};
-  record["params"].erase("n_q");                  // records that do not share their keys
+  record["params"].erase("n_q");  // records that do not share their keys
   doc["experiments"][1]["records"][0]["rows_max_weight_over_0_9"] = nullptr;
   doc["experiments"].push_back(doc["experiments"][0]);
   doc["experiments"][2]["records"] = json::array();
-  doc["experiments"].push_back({{"name", "x"}, {"kind", "unknown-kind"}, {"params", json::object()},
-                                {"duration_s", 0}, {"records", json::array()}});
+  doc["experiments"].push_back({{"name", "x"},
+                                {"kind", "unknown-kind"},
+                                {"params", json::object()},
+                                {"duration_s", 0},
+                                {"records", json::array()}});
   const json parsed = sdpa::report::parse_result_file("r.json", doc.dump());
   const std::string text = sdpa::report::markdown(sdpa::report::tables({parsed}));
   CHECK(text.find("| nan [nan, nan] |") != std::string::npos);

@@ -35,8 +35,8 @@ struct Fixture {
   std::string config = (dir / "kill.json").string();
   std::string result = (dir / "r.json").string();
   std::string journal = result + ".journal";
-  sdpa::json reference;     // records of an uninterrupted run
-  double run_seconds = 0;   // how long that run took, start to exit
+  sdpa::json reference;    // records of an uninterrupted run
+  double run_seconds = 0;  // how long that run took, start to exit
 
   Fixture() {
     dir.write("kill.json", kConfig);
@@ -63,11 +63,15 @@ struct Fixture {
       writer.append({0, std::int64_t(c), 0.01, reference[0][c]});
   }
 
-  void append_raw(const std::string& bytes) const { std::ofstream(journal, std::ios::app) << bytes; }
+  void append_raw(const std::string& bytes) const {
+    std::ofstream(journal, std::ios::app) << bytes;
+  }
 
   // The line of the reference's record `cell` of experiment 0, as the journal writes it.
   std::string journal_line(std::size_t cell) const {
-    return sdpa::json({{"experiment", 0}, {"cell", cell}, {"seconds", 0.01},
+    return sdpa::json({{"experiment", 0},
+                       {"cell", cell},
+                       {"seconds", 0.01},
                        {"record", reference[0][cell]}})
         .dump();
   }
@@ -104,8 +108,9 @@ TEST_CASE("killed with SIGKILL at 24 random points, a resumed run ends with the 
     fs::remove(f.journal);
     // Every other time the resumed run is killed too, so a journal is resumed twice.
     for (int kill = 0; kill < 1 + i % 2; ++kill) {
-      const auto child = kill == 0 ? spawn_cli({"run", f.config, "-j", "1", "-o", f.result}, f.dir)
-                                   : spawn_cli({"run", f.config, "--resume", "-o", f.result}, f.dir);
+      const auto child = kill == 0
+                             ? spawn_cli({"run", f.config, "-j", "1", "-o", f.result}, f.dir)
+                             : spawn_cli({"run", f.config, "--resume", "-o", f.result}, f.dir);
       std::this_thread::sleep_for(std::chrono::duration<double>(when(rng)));
       ::kill(child.pid, SIGKILL);
       const auto r = wait_cli(child);
@@ -273,23 +278,26 @@ TEST_CASE("run CONFIG --resume without -o continues the newest journal of that c
   // With no journal at all, --resume starts afresh and says so.
   const auto fresh = run_cli({"run", "kill.json", "--resume", "-o", "fresh.json"}, f.dir, cwd);
   CHECK(fresh.exit_code == 0);
-  CHECK(fresh.err.rfind("no journal of an interrupted run of kill.json found; starting afresh\n", 0) == 0);
+  CHECK(fresh.err.rfind("no journal of an interrupted run of kill.json found; starting afresh\n",
+                        0) == 0);
 }
 
 TEST_CASE("read_journal: the header, whole lines and a cut-off end") {
   TempDir dir;
   const std::string path = (dir / "j.journal").string();
   std::ofstream(path) << "";
-  CHECK_THROWS_WITH_AS(sdpa::read_journal(path), (path + ":1: corrupt journal: the file is empty").c_str(),
-                       sdpa::InputError);
-  std::ofstream(path) << "{\"sdpa_bench_journal\": 1, \"config_pa";
   CHECK_THROWS_WITH_AS(sdpa::read_journal(path),
-                       (path + ":1: corrupt journal line: the line has no end (cut off mid-write)").c_str(),
-                       sdpa::InputError);
-  std::ofstream(path) << "{\"sdpa_bench_journal\": 1, \"config_path\": \"c.json\", \"config_sha256\": "
-                         "\"ab\", \"seed\": 3, \"result\": \"r.json\", \"started_at\": \"t\", "
-                         "\"threads\": 2}\n{\"experiment\": 0, \"cell\": 4, \"seconds\": 1.5, "
-                         "\"record\": {\"x\": 1}}\n{\"experiment\": 0, \"ce";
+                       (path + ":1: corrupt journal: the file is empty").c_str(), sdpa::InputError);
+  std::ofstream(path) << "{\"sdpa_bench_journal\": 1, \"config_pa";
+  CHECK_THROWS_WITH_AS(
+      sdpa::read_journal(path),
+      (path + ":1: corrupt journal line: the line has no end (cut off mid-write)").c_str(),
+      sdpa::InputError);
+  std::ofstream(path)
+      << "{\"sdpa_bench_journal\": 1, \"config_path\": \"c.json\", \"config_sha256\": "
+         "\"ab\", \"seed\": 3, \"result\": \"r.json\", \"started_at\": \"t\", "
+         "\"threads\": 2}\n{\"experiment\": 0, \"cell\": 4, \"seconds\": 1.5, "
+         "\"record\": {\"x\": 1}}\n{\"experiment\": 0, \"ce";
   const auto j = sdpa::read_journal(path);
   CHECK(j.header.config_path == "c.json");
   CHECK(j.header.seed == 3);
@@ -299,6 +307,7 @@ TEST_CASE("read_journal: the header, whole lines and a cut-off end") {
   CHECK(j.entries[0].line == 2);
   CHECK(j.entries[0].record == sdpa::json({{"x", 1}}));
   CHECK(j.valid_bytes == slurp(path).rfind('\n') + 1);
-  CHECK(j.warning == path + ":3: the last line is cut off or corrupt (the line has no end (cut off "
-                            "mid-write)); its cell is computed again");
+  CHECK(j.warning == path +
+                         ":3: the last line is cut off or corrupt (the line has no end (cut off "
+                         "mid-write)); its cell is computed again");
 }

@@ -21,7 +21,7 @@ struct JournalHeader {
   int threads = 1;
 };
 
-struct JournalEntry {
+struct JournalEntry {            // NOLINT(bugprone-exception-escape): see sdpa::Config
   std::uint32_t experiment = 0;  // index in the config's list
   std::int64_t cell = 0;         // index in the experiment's grid
   double seconds = 0;            // how long the cell took

@@ -42,10 +42,10 @@ struct RowProbes {
   explicit RowProbes(std::int64_t rows = 0) { resize(rows); }
   void resize(std::int64_t rows);
 
-  std::vector<double> score_sum;    // sum of s over the row's visible keys
-  std::vector<double> score_sumsq;  // sum of s^2
-  std::vector<double> entropy;      // H = -sum p ln p of the row's attention weights (nats)
-  std::vector<double> max_weight;   // max_j p_j
+  std::vector<double> score_sum;        // sum of s over the row's visible keys
+  std::vector<double> score_sumsq;      // sum of s^2
+  std::vector<double> entropy;          // H = -sum p ln p of the row's attention weights (nats)
+  std::vector<double> max_weight;       // max_j p_j
   std::vector<std::int64_t> nonfinite;  // non-finite scores, weights or outputs in the row
 
   struct Pooled {
