@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 
 #include "sdpa/input_file.hpp"
@@ -154,9 +155,9 @@ std::string find_journal(const Config& config, const std::string& output) {
   std::string newest;
   for (const auto& f : fs::directory_iterator(folder, ec)) {
     const std::string name = f.path().filename().string();
-    const std::size_t stamp = name.size() - std::min(name.size(), prefix.size() + suffix.size());
-    if (name.rfind(prefix, 0) != 0 || !name.ends_with(suffix) ||
-        stamp != std::string("20261122T212000Z").size())
+    const std::size_t stamp_length = std::string_view("YYYYMMDDTHHMMSSZ").size();
+    if (name.size() != prefix.size() + stamp_length + suffix.size() || !name.starts_with(prefix) ||
+        !name.ends_with(suffix))
       continue;
     if (newest.empty() || name > newest) newest = name;
   }

@@ -51,6 +51,11 @@ class Progress {
                  plan.kind->name.c_str(), plan.cells.size(), elapsed);
   }
 
+  // Clears the live line before a message of the CLI's.
+  void clear_line() {
+    if (tty_) std::fprintf(stderr, "\r\033[K");
+  }
+
   void note(const std::string& line) {
     if (enabled_) std::fprintf(stderr, "%s\n", line.c_str());
   }
@@ -226,10 +231,12 @@ std::string run_config(const Config& config, const RunOptions& options) {
         journaled_seconds += it->second.seconds;
         continue;
       }
-      if (const int signal = interrupt.received())
+      if (const int signal = interrupt.received()) {
+        progress.clear_line();
         throw RunInterrupted(signal, "sdpa-bench: interrupted; " + std::to_string(finished) +
                                          " of " + std::to_string(cells) +
                                          " cells are in the journal; resume with:\n  " + resume);
+      }
       const auto cell_start = Clock::now();
       json record = {{"cell", cell.index}, {"params", json::object()}};
       for (const auto& axis : plan.kind->axes) record["params"][axis] = cell.params[axis];
