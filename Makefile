@@ -50,8 +50,11 @@ FORMAT_FILES  = $(shell git ls-files --cached --others --exclude-standard \
                   $(foreach d,$(LINT_DIRS) fuzz,$(d)/*.cpp $(d)/*.hpp))
 lint: setup
 	@cmake --preset release >/dev/null
-	clang-tidy -p build/release --quiet --extra-arg=-Wno-unknown-warning-option $(LINT_SOURCES)
-	clang-format --dry-run -Werror $(FORMAT_FILES)
+	@echo "clang-tidy on $(words $(LINT_SOURCES)) files"
+	@clang-tidy -p build/release --quiet --extra-arg=-Wno-unknown-warning-option $(LINT_SOURCES) \
+	  2>build/release/clang-tidy.stderr || { cat build/release/clang-tidy.stderr; exit 1; }
+	@echo "clang-format on $(words $(FORMAT_FILES)) files"
+	@clang-format --dry-run -Werror $(FORMAT_FILES)
 
 clean:
 	rm -rf build
