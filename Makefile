@@ -1,10 +1,11 @@
 # The two commands of README.md: `make run` and `make test`. Everything else is a helper.
 PRESET ?= release
+MAKEFLAGS += --no-print-directory
 BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 BIN    := $(BUILD)/cli/sdpa-bench
 
-.PHONY: setup configure build run test bench results clean
+.PHONY: setup configure build run test bench results fuzz lint clean
 
 setup:
 	@tools/setup.sh
@@ -31,6 +32,37 @@ results: build
 	$(BIN) run configs/seeds.json -o results/$(MACHINE)/seeds.json
 	$(BIN) report results/*/*.json --format both --plots --out results
 	$(BIN) claims results/$(MACHINE)/seeds.json -o results/claims.md
+
+# libFuzzer targets (fuzz/), each run for FUZZ_SECONDS from its seeds in fuzz/corpus/<target>/;
+# what they learn goes to build/fuzz/corpus/, a crash to build/fuzz/crash-* (and fails).
+FUZZERS      ?= config result npy
+FUZZ_SECONDS ?= 20
+fuzz: setup
+	@cmake --preset fuzz >/dev/null
+	@cmake --build build/fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZERS))
+	@for f in $(FUZZERS); do \
+	  mkdir -p build/fuzz/corpus/$$f; \
+	  echo "fuzz_$$f: $(FUZZ_SECONDS) s"; \
+	  build/fuzz/fuzz/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	    -dict=fuzz/$$f.dict -artifact_prefix=build/fuzz/ -print_final_stats=1 \
+	    build/fuzz/corpus/$$f fuzz/corpus/$$f 2>build/fuzz/fuzz_$$f.log \
+	    || { tail -60 build/fuzz/fuzz_$$f.log; exit 1; }; \
+	  grep -E "^stat::number_of_executed_units|Done" build/fuzz/fuzz_$$f.log; \
+	done
+
+# clang-tidy (.clang-tidy, compile commands of build/release) on the project's sources, and
+# clang-format (.clang-format) on them and the fuzz targets.
+LINT_DIRS    := kernels experiments analysis cli
+LINT_SOURCES  = $(shell git ls-files --cached --others --exclude-standard $(addsuffix /*.cpp,$(LINT_DIRS)))
+FORMAT_FILES  = $(shell git ls-files --cached --others --exclude-standard \
+                  $(foreach d,$(LINT_DIRS) fuzz,$(d)/*.cpp $(d)/*.hpp))
+lint: setup
+	@cmake --preset release >/dev/null
+	@echo "clang-tidy on $(words $(LINT_SOURCES)) files"
+	@clang-tidy -p build/release --quiet --extra-arg=-Wno-unknown-warning-option $(LINT_SOURCES) \
+	  2>build/release/clang-tidy.stderr || { cat build/release/clang-tidy.stderr; exit 1; }
+	@echo "clang-format on $(words $(FORMAT_FILES)) files"
+	@clang-format --dry-run -Werror $(FORMAT_FILES)
 
 clean:
 	rm -rf build

@@ -15,25 +15,42 @@ bool applies(const json& params, const std::string& key) {
   return true;
 }
 
+// A record's parameter, null when the record lacks it (records of one experiment normally
+// share their keys, but a file may say otherwise).
+const json& param(const json& record, const std::string& key) {
+  static const json none;
+  const json& params = record["params"];
+  const auto it = params.find(key);
+  return it == params.end() ? none : *it;
+}
+
 std::vector<Group> group_records(const json& records, const std::string& row_key,
                                  const std::string& column_key, std::string& fixed) {
   std::vector<std::string> varying;
   const json& first = records.at(0)["params"];
-  for (auto& [k, v] : first.items()) {
+  for (const auto& item : first.items()) {
+    // (Not a structured binding: clang 14, which builds the fuzzers, cannot capture one.)
+    const std::string& k = item.key();
+    const json& v = item.value();
     if (k == row_key || k == column_key) continue;
     const bool varies = std::any_of(records.begin(), records.end(),
-                                    [&](const json& r) { return r["params"][k] != v; });
-    if (varies) varying.push_back(k);
-    else if (applies(first, k)) fixed += (fixed.empty() ? "" : ", ") + k + " " + label(v);
+                                    [&](const json& r) { return param(r, k) != v; });
+    if (varies)
+      varying.push_back(k);
+    else if (applies(first, k))
+      fixed += (fixed.empty() ? "" : ", ") + k + " " + label(v);
   }
   std::vector<Group> groups;
   for (const auto& r : records) {
     std::string title;
     for (const auto& k : varying)
-      if (applies(r["params"], k)) title += (title.empty() ? "" : ", ") + k + " " + label(r["params"][k]);
+      if (applies(r["params"], k))
+        title += (title.empty() ? "" : ", ") + k + " " + label(param(r, k));
     auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.title == title; });
-    if (it == groups.end()) groups.push_back({title, {&r}});
-    else it->records.push_back(&r);
+    if (it == groups.end())
+      groups.push_back({title, {&r}});
+    else
+      it->records.push_back(&r);
   }
   return groups;
 }

@@ -15,6 +15,9 @@ std::string label(const json& v);
 // inputs, normal-distribution settings only for normal ones.
 bool applies(const json& params, const std::string& key);
 
+// A record's parameter, null when the record lacks it.
+const json& param(const json& record, const std::string& key);
+
 struct Group {
   std::string title;  // the parameters that vary between groups
   std::vector<const json*> records;

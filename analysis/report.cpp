@@ -10,7 +10,10 @@
 #include <sstream>
 
 #include "grouping.hpp"
+#include "result_schema_text.hpp"
 #include "sdpa/input_error.hpp"
+#include "sdpa/input_file.hpp"
+#include "sdpa/json_schema.hpp"
 
 namespace sdpa::report {
 namespace {
@@ -32,7 +35,7 @@ std::string agreement(const json& m) {
 }
 
 std::string predicted(const json& m) {
-  return m["predicted"].is_null() ? "-" : number(m["predicted"].get<double>());
+  return m["predicted"].is_null() ? "-" : json_number(m["predicted"]);
 }
 
 // A column of a side-by-side table: its heading and how a record fills it.
@@ -63,10 +66,11 @@ std::vector<Table> side_by_side(const json& experiment, const std::string& sourc
   std::vector<Table> out;
   if (experiment["records"].empty()) return out;
   std::string fixed;
-  for (const auto& [group, records] : group_records(experiment["records"], row_key, column_key, fixed)) {
+  for (const auto& [group, records] :
+       group_records(experiment["records"], row_key, column_key, fixed)) {
     std::vector<std::string> keys;
     for (const json* r : records) {
-      const std::string s = label((*r)["params"][column_key]);
+      const std::string s = label(param(*r, column_key));
       if (std::find(keys.begin(), keys.end(), s) == keys.end()) keys.push_back(s);
     }
     Table t;
@@ -76,11 +80,11 @@ std::vector<Table> side_by_side(const json& experiment, const std::string& sourc
       for (const auto& c : columns) t.header.push_back(k + ": " + c.heading);
     std::map<double, std::vector<std::string>> rows;  // ordered by the row parameter
     for (const json* r : records) {
-      const double x = (*r)["params"][row_key];
+      const double x = param(*r, row_key).get<double>();
       auto& row = rows[x];
       if (row.empty()) row.assign(1 + columns.size() * keys.size(), "-"), row[0] = number(x);
-      const std::size_t k = std::find(keys.begin(), keys.end(),
-                                      label((*r)["params"][column_key])) - keys.begin();
+      const std::size_t k =
+          std::find(keys.begin(), keys.end(), label(param(*r, column_key))) - keys.begin();
       for (std::size_t c = 0; c < columns.size(); ++c)
         row[1 + k * columns.size() + c] = columns[c].cell(*r);
     }
@@ -129,12 +133,12 @@ std::vector<Table> entropy_tables(const json& experiment, const std::string& sou
          return r["entropy"]["predicted"].is_number() ? f : "(" + f + ")";
        }},
       {"agrees", [](const json& r) { return agreement(r["entropy"]); }},
-      {"max w", [](const json& r) { return number(r["max_weight"]["value"]); }},
-      {"rows max w>0.9", [](const json& r) { return number(r["rows_max_weight_over_0_9"]); }},
+      {"max w", [](const json& r) { return json_number(r["max_weight"]["value"]); }},
+      {"rows max w>0.9", [](const json& r) { return json_number(r["rows_max_weight_over_0_9"]); }},
       {"overflow fp32/fp16",
        [](const json& r) {
-         return number(r["overflow"]["unstable_fp32_rows"]) + " / " +
-                number(r["overflow"]["unstable_fp16_rows"]);
+         return json_number(r["overflow"]["unstable_fp32_rows"]) + " / " +
+                json_number(r["overflow"]["unstable_fp16_rows"]);
        }},
   };
   return side_by_side(experiment, source, "d_k", "scale", columns,
@@ -425,6 +429,12 @@ const std::map<std::string, TableMaker>& makers() {
   return m;
 }
 
+// The tables of one experiment; none for a kind without a table.
+std::vector<Table> experiment_tables(const json& experiment, const std::string& source) {
+  const auto it = makers().find(experiment["kind"].get<std::string>());
+  return it == makers().end() ? std::vector<Table>{} : it->second(experiment, source);
+}
+
 }  // namespace
 
 std::string number(double x) {
@@ -451,17 +461,13 @@ std::string timing_shape(const json& p) {
   return p["causal"].get<bool>() ? s + ", causal" : s;
 }
 
-json read_result_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open result file");
-  std::ostringstream text;
-  text << in.rdbuf();
+json parse_result_file(const std::string& path, const std::string& text) {
   json doc;
   try {
-    doc = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    throw InputError(path + ": not a complete JSON document (truncated or corrupt): " +
-                     std::string(e.what()).substr(std::string(e.what()).find(':') + 2));
+    doc = json::parse(text);
+  } catch (const json::exception& e) {
+    throw InputError(
+        path + ": not a complete JSON document (truncated or corrupt): " + json_error_message(e));
   }
   if (!doc.is_object() || !doc.contains("schema_version") || !doc.contains("experiments"))
     throw InputError(path + ": not an sdpa-bench result file (no schema_version/experiments)");
@@ -469,7 +475,28 @@ json read_result_file(const std::string& path) {
     throw InputError(path + ": /schema_version: expected " + std::to_string(kSchemaVersion) +
                      ", found " + doc["schema_version"].dump() +
                      " (written by another version of sdpa-bench)");
+  static const JsonSchema schema(kResultSchemaText);
+  auto problems = schema.problems(doc);
+  if (!problems.empty()) {
+    for (auto& p : problems) p = path + ": " + p;
+    throw InputError::from_lines(problems);
+  }
+  // The schema is the contract the tables rely on; should a file it admits still not make
+  // tables, say which experiment rather than fail later.
+  const json& experiments = doc["experiments"];
+  for (std::size_t i = 0; i < experiments.size(); ++i) {
+    try {
+      experiment_tables(experiments[i], "");
+    } catch (const json::exception& e) {
+      throw InputError(path + ": /experiments/" + std::to_string(i) +
+                       ": cannot be tabulated: " + json_error_message(e));
+    }
+  }
   return doc;
+}
+
+json read_result_file(const std::string& path) {
+  return parse_result_file(path, read_input_file(path, "result file"));
 }
 
 std::vector<Table> tables(const std::vector<json>& results) {
@@ -483,11 +510,8 @@ std::vector<Table> tables(const std::vector<json>& results) {
   for (const auto& result : results) {
     const std::string source =
         machines.size() > 1 ? " [" + result.value("machine_id", std::string("?")) + "]" : "";
-    for (const auto& e : result["experiments"]) {
-      auto it = makers().find(e["kind"]);
-      if (it == makers().end()) continue;
-      for (auto& t : it->second(e, source)) out.push_back(std::move(t));
-    }
+    for (const auto& e : result["experiments"])
+      for (auto& t : experiment_tables(e, source)) out.push_back(std::move(t));
   }
   return out;
 }

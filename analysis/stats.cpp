@@ -28,8 +28,8 @@ Interval mean_ci(std::span<const double> x, double level) {
   const double m = mean(x);
   if (x.size() < 2) return {m, m};
   boost::math::students_t t(double(x.size() - 1));
-  const double half = boost::math::quantile(t, 0.5 + level / 2) * stddev(x) /
-                      std::sqrt(double(x.size()));
+  const double half =
+      boost::math::quantile(t, 0.5 + level / 2) * stddev(x) / std::sqrt(double(x.size()));
   return {m - half, m + half};
 }
 

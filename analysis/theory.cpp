@@ -18,7 +18,8 @@ double product_mean_variance(const ScoreModel& m) {
   const double row_cov = c2d * m.mean_k * m.mean_k * m.std_q * m.std_q;
   const double col_cov = c2d * m.mean_q * m.mean_q * m.std_k * m.std_k;
   const double entries = m.entries();
-  // Ordered pairs of distinct entries sharing a row: n_q n_k (n_k - 1); a column: n_k n_q (n_q - 1).
+  // Ordered pairs of distinct entries sharing a row: n_q n_k (n_k - 1); a column: n_k n_q (n_q -
+  // 1).
   const double covariances = entries * (double(m.n_k - 1) * row_cov + double(m.n_q - 1) * col_cov);
   return (entries * score_variance(m) + covariances) / (entries * entries);
 }

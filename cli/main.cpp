@@ -2,20 +2,36 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <iostream>
 
 #include "sdpa/claims.hpp"
 #include "sdpa/compare.hpp"
 #include "sdpa/experiments.hpp"
+#include "sdpa/journal.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/plots.hpp"
 #include "sdpa/report.hpp"
 
 namespace {
 
-int run(const std::string& config_path, const sdpa::RunOptions& options) {
-  const sdpa::Config config = sdpa::load_config(config_path);
-  const std::string path = sdpa::run_config(config, options);
+// `target` is a config, or with --resume the journal of an interrupted run (which names its
+// config); `run CONFIG --resume` finds the journal itself.
+int run(const std::string& target, bool resume, sdpa::RunOptions options) {
+  std::optional<sdpa::Config> config;
+  if (sdpa::is_journal_path(target)) {
+    config = sdpa::load_config(sdpa::read_journal(target).header.config_path);
+    options.resume = target;
+  } else {
+    config = sdpa::load_config(target);
+    if (resume) {
+      options.resume = sdpa::find_journal(*config, options.output);
+      if (options.resume.empty())
+        std::cerr << "no journal of an interrupted run of " << target
+                  << " found; starting afresh\n";
+    }
+  }
+  const std::string path = sdpa::run_config(*config, options);
   std::cout << sdpa::report::markdown(sdpa::report::tables({sdpa::report::read_result_file(path)}));
   std::cerr << "result file: " << path << "\n";
   return 0;
@@ -150,10 +166,10 @@ std::vector<std::string> split_passthrough(int& argc, char** argv) {
   return rest;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// Parses the command line and runs the subcommand; main turns what it throws into exit codes.
+int dispatch(int argc, char** argv) {
   sdpa::RunOptions run_options;
+  run_options.program = argv[0];
   run_options.benchmark_flags = split_passthrough(argc, argv);
   CLI::App app{"sdpa-bench: measured theory and timing of scaled dot-product attention"};
   app.set_version_flag("--version", std::string("sdpa-bench ") + sdpa::suite_info()["version"].get<std::string>() +
@@ -165,7 +181,13 @@ int main(int argc, char** argv) {
       "run",
       "validate and run a config, write its result file, print its tables; Google "
       "Benchmark flags for timing experiments go after `--`");
-  run_cmd->add_option("config", config_path, "config file (JSON)")->required();
+  bool resume = false;
+  run_cmd->add_option("config", config_path, "config file (JSON), or the journal to resume")
+      ->required();
+  run_cmd->add_flag("--resume", resume,
+                    "continue an interrupted run: with CONFIG, from <FILE>.journal (-o FILE) or "
+                    "the newest journal of the config in results/<machine-id>/; or give the "
+                    "journal itself in place of CONFIG");
   run_cmd->add_option("-o,--output", run_options.output,
                       "result file (default results/<machine-id>/<config-name>-<UTC time>.json)");
   run_cmd
@@ -219,20 +241,33 @@ int main(int argc, char** argv) {
     std::cerr << "error: arguments after -- are Google Benchmark flags, for `run` only\n";
     return 2;
   }
+  if (*run_cmd) return run(config_path, resume, run_options);
+  if (*compare_cmd) return compare(compare_files, compare_format, compare_out);
+  if (*validate_cmd) return validate(config_path);
+  if (app.got_subcommand("list")) return list();
+  if (app.got_subcommand("info")) return info(id_only);
+  if (*report_cmd) return report(report_options);
+  if (*claims_cmd) return claims(claims_file, claims_output);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Everything, the command line's set-up included, inside one handler: nothing escapes main.
   try {
-    if (*run_cmd) return run(config_path, run_options);
-    if (*compare_cmd) return compare(compare_files, compare_format, compare_out);
-    if (*validate_cmd) return validate(config_path);
-    if (app.got_subcommand("list")) return list();
-    if (app.got_subcommand("info")) return info(id_only);
-    if (*report_cmd) return report(report_options);
-    if (*claims_cmd) return claims(claims_file, claims_output);
+    return dispatch(argc, argv);
   } catch (const sdpa::InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
+  } catch (const sdpa::RunInterrupted& e) {
+    std::cerr << e.what() << "\n";
+    return 128 + e.signal;
   } catch (const std::exception& e) {
     std::cerr << "sdpa-bench: " << e.what() << "\n";
     return 1;
+  } catch (...) {
+    std::cerr << "sdpa-bench: unknown error\n";
+    return 1;
   }
-  return 0;
 }

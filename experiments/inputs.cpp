@@ -8,8 +8,8 @@ namespace sdpa {
 namespace {
 
 // out [n, d_k] = x [n, d_model] W with x of unit variance.
-void project(PhiloxStream& rng, const std::vector<double>& w, std::int64_t n,
-             std::int64_t d_model, std::int64_t d_k, std::span<float> out) {
+void project(PhiloxStream& rng, const std::vector<double>& w, std::int64_t n, std::int64_t d_model,
+             std::int64_t d_k, std::span<float> out) {
   std::vector<double> x(d_model), row(d_k);
   for (std::int64_t i = 0; i < n; ++i) {
     fill_normal<double>(rng, x);

@@ -113,15 +113,19 @@ json machine_fingerprint() {
 std::string machine_id(const json& machine) {
   std::string slug;
   for (char c : machine["cpu_model"].get<std::string>()) {
-    if (std::isalnum(static_cast<unsigned char>(c))) slug += char(std::tolower(c));
-    else if (!slug.empty() && slug.back() != '-') slug += '-';
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      slug += char(std::tolower(c));
+    else if (!slug.empty() && slug.back() != '-')
+      slug += '-';
   }
   while (!slug.empty() && slug.back() == '-') slug.pop_back();
   const json& isa = machine["isa_extensions"];
   const bool avx512 = std::find(isa.begin(), isa.end(), "avx512f") != isa.end();
   const bool avx2 = std::find(isa.begin(), isa.end(), "avx2") != isa.end();
-  if (avx512) slug += "-avx512";
-  else if (avx2) slug += "-avx2";
+  if (avx512)
+    slug += "-avx512";
+  else if (avx2)
+    slug += "-avx2";
   return slug + "-" + std::to_string(machine["logical_cores"].get<int>()) + "c";
 }
 

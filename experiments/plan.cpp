@@ -1,5 +1,7 @@
 // The plan: each experiment's config object, schema defaults filled in, expanded into the
 // cross product of its list-valued parameters (the kind's axes, the last varying fastest).
+#include <cstdio>
+
 #include "sdpa/experiments.hpp"
 
 namespace sdpa {
@@ -27,14 +29,26 @@ std::vector<ExperimentPlan> make_plan(const Config& config) {
     plan.params = with_defaults(experiments[e]);
 
     std::vector<json> values;  // per axis, the list of its values
-    std::size_t cells = 1;
+    double cells = 1;          // (a double: a product of list lengths may pass 2^64)
     for (const auto& axis : plan.kind->axes) {
       const json& v = plan.params[axis];
       values.push_back(v.is_array() ? v : json::array({v}));
-      cells *= values.back().size();
+      cells *= double(values.back().size());
     }
-    for (std::size_t c = 0; c < cells; ++c) {
-      Cell cell{static_cast<std::int64_t>(c), plan.params};
+    if (cells > double(kMaxCells)) {
+      char count[32];
+      std::snprintf(count, sizeof count, cells < 1e15 ? "%.0f" : "%.3g", cells);
+      throw InputError("/experiments/" + std::to_string(e) + ": the grid has " + count +
+                       " cells (the product of the lengths of its lists), expected at most " +
+                       std::to_string(kMaxCells));
+    }
+    // Each cell copies the parameters without the axes' lists (it sets its own values in their
+    // places): copying the lists into every cell made large grids slow.
+    json scalars = plan.params;
+    for (const auto& axis : plan.kind->axes) scalars[axis] = nullptr;
+    plan.cells.reserve(std::size_t(cells));
+    for (std::size_t c = 0; c < std::size_t(cells); ++c) {
+      Cell cell{static_cast<std::int64_t>(c), scalars};
       std::size_t rest = c;
       for (std::size_t a = plan.kind->axes.size(); a-- > 0;) {
         cell.params[plan.kind->axes[a]] = values[a][rest % values[a].size()];

@@ -1,13 +1,20 @@
-// The runner: plan, run every cell with progress on stderr, assemble the self-describing
-// result file and write it atomically.
+// The runner: plan, run every cell with progress on stderr and each finished cell in the
+// journal, assemble the self-describing result file and write it atomically. SIGINT and
+// SIGTERM stop it between cells with the journal intact; a second one stops it at once.
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
+#include <map>
+#include <optional>
 
 #include "benchmark_session.hpp"
+#include "peak_measure.hpp"
 #include "sdpa/experiments.hpp"
+#include "sdpa/journal.hpp"
 
 namespace sdpa {
 namespace {
@@ -22,6 +29,10 @@ std::string utc_time(std::time_t t, const char* format) {
   return buf;
 }
 
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 // On a terminal: one line rewritten per cell (cell k of n, elapsed, ETA). Otherwise (logs,
 // CI) one line per finished experiment.
 class Progress {
@@ -31,8 +42,8 @@ class Progress {
   void cell_done(const ExperimentPlan& plan, std::size_t done, double elapsed) {
     if (!tty_) return;
     const double eta = elapsed / double(done) * double(plan.cells.size() - done);
-    std::fprintf(stderr, "\r\033[K[%s] cell %zu of %zu  elapsed %.1fs  ETA %.1fs", plan.name.c_str(),
-                 done, plan.cells.size(), elapsed, eta);
+    std::fprintf(stderr, "\r\033[K[%s] cell %zu of %zu  elapsed %.1fs  ETA %.1fs",
+                 plan.name.c_str(), done, plan.cells.size(), elapsed, eta);
   }
 
   void experiment_done(const ExperimentPlan& plan, double elapsed) {
@@ -42,51 +53,218 @@ class Progress {
                  plan.kind->name.c_str(), plan.cells.size(), elapsed);
   }
 
+  // Clears the live line before a message of the CLI's.
+  void clear_line() {
+    if (tty_) std::fprintf(stderr, "\r\033[K");
+  }
+
+  void note(const std::string& line) {
+    if (enabled_) std::fprintf(stderr, "%s\n", line.c_str());
+  }
+
  private:
   bool enabled_, tty_;
 };
 
+// The command line a user types to continue an interrupted run, quoted for a POSIX shell.
+std::string resume_command(const std::string& program, const std::string& journal) {
+  auto quoted = [](const std::string& word) {
+    if (word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                               "_./-+:=,@%") == std::string::npos)
+      return word;
+    std::string q = "'";
+    for (char c : word) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  return quoted(program) + " run --resume " + quoted(journal);
+}
+
+// What the signal handler may touch: a flag, and a message formatted before it is installed.
+volatile std::sig_atomic_t g_signal = 0;
+std::string g_stop_message;
+
+extern "C" void on_interrupt(int signal) {
+  if (g_signal != 0) {  // the second one: stop now; every line in the journal is whole
+    [[maybe_unused]] const auto n =
+        ::write(STDERR_FILENO, g_stop_message.data(), g_stop_message.size());
+    ::_exit(128 + signal);
+  }
+  g_signal = signal;
+  static const char msg[] =
+      "\nsdpa-bench: interrupted; finishing the current cell (interrupt again to stop at once)\n";
+  [[maybe_unused]] const auto n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+}
+
+// Installs the handler for SIGINT and SIGTERM while a run is in progress.
+class InterruptGuard {
+ public:
+  explicit InterruptGuard(const std::string& resume) {
+    g_signal = 0;
+    g_stop_message =
+        "\nsdpa-bench: stopped; the journal keeps every finished cell; resume with:\n  " + resume +
+        "\n";
+    struct sigaction action {};
+    action.sa_handler = on_interrupt;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+  }
+  ~InterruptGuard() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+
+  int received() const { return g_signal; }
+
+ private:
+  struct sigaction old_int_ {
+  }, old_term_{};
+};
+
+using CellKey = std::pair<std::uint32_t, std::int64_t>;
+
+// The finished cells of a journal, checked against this config and its plan.
+std::map<CellKey, JournalEntry> resumable_cells(const std::string& journal,
+                                                const JournalContents& contents,
+                                                const Config& config,
+                                                const std::vector<ExperimentPlan>& plans) {
+  const JournalHeader& h = contents.header;
+  if (h.config_sha256 != config.sha256)
+    throw InputError(journal + ": the config changed since this run began: " + config.path +
+                     " has SHA-256 " + config.sha256.substr(0, 12) + "..., the journal expects " +
+                     h.config_sha256.substr(0, 12) +
+                     "...; restore the config to resume, or remove the journal to start afresh");
+  if (h.seed != config.seed)
+    throw InputError(journal + ": the journal's seed " + std::to_string(h.seed) +
+                     " differs from the config's " + std::to_string(config.seed));
+  std::map<CellKey, JournalEntry> done;
+  for (const auto& e : contents.entries) {
+    const std::string where = journal + ":" + std::to_string(e.line) + ": ";
+    if (e.experiment >= plans.size() || e.cell < 0 ||
+        std::size_t(e.cell) >= plans[e.experiment].cells.size())
+      throw InputError(where + "corrupt journal line: cell " + std::to_string(e.cell) +
+                       " of experiment " + std::to_string(e.experiment) +
+                       " is not in the config's plan");
+    if (!done.emplace(CellKey{e.experiment, e.cell}, e).second)
+      throw InputError(where + "corrupt journal line: cell " + std::to_string(e.cell) +
+                       " of experiment " + std::to_string(e.experiment) + " is recorded twice");
+  }
+  return done;
+}
+
+// A roofline cell finished before a resumption: its peak goes back into the machine section.
+void restore_peak(const ExperimentPlan& plan, const json& record, json& peaks) {
+  if (plan.kind->name != "roofline" || !record.value("supported", false)) return;
+  store_peak(peaks, {{"isa", record["params"]["isa"]},
+                     {"threads", record["threads"]},
+                     {"fma_gflops", record["fma_gflops"]["value"]},
+                     {"triad_gbs", record["triad_gbs"]["value"]},
+                     {"source", "roofline"}});
+}
+
 }  // namespace
 
+std::string default_result_folder() { return "results/" + machine_id(machine_fingerprint()); }
+
 std::string run_config(const Config& config, const RunOptions& options) {
-  const int threads = options.threads > 0 ? options.threads
-                                          : config.document.value("threads", default_threads());
   // Google Benchmark's flags are checked before anything runs.
   BenchmarkSession benchmark(options.benchmark_flags, options.benchmark_json);
   RunShared shared{.peaks = json::array(), .benchmark = &benchmark};
-  const json machine = machine_fingerprint();
-  const std::time_t started = std::time(nullptr);
-  const std::string path =
-      !options.output.empty()
-          ? options.output
-          : "results/" + machine_id(machine) + "/" + config.name + "-" +
-                utc_time(started, "%Y%m%dT%H%M%SZ") + ".json";
+  const auto plans = make_plan(config);
+  std::size_t cells = 0;
+  for (const auto& plan : plans) cells += plan.cells.size();
+  Progress progress(options.progress);
 
+  // A fresh run starts a journal; a resumed one takes its header and finished cells.
+  JournalHeader header;
+  std::map<CellKey, JournalEntry> done;
+  std::optional<JournalWriter> journal;
+  const std::time_t started = std::time(nullptr);
+  const std::string fresh_result = !options.output.empty()
+                                       ? options.output
+                                       : default_result_folder() + "/" + config.name + "-" +
+                                             utc_time(started, "%Y%m%dT%H%M%SZ") + ".json";
+  const std::string journal_path =
+      !options.resume.empty() ? options.resume : journal_path_for(fresh_result);
+  // From here on an interrupt stops the run between cells (before the first one at the
+  // latest), once the journal exists.
+  const std::string resume = resume_command(options.program, journal_path);
+  InterruptGuard interrupt(resume);
+  if (!options.resume.empty()) {
+    const JournalContents contents = read_journal(journal_path);
+    if (!contents.warning.empty()) std::fprintf(stderr, "warning: %s\n", contents.warning.c_str());
+    done = resumable_cells(journal_path, contents, config, plans);
+    header = contents.header;
+    if (!options.output.empty() && options.output != header.result)
+      throw InputError(journal_path + ": this run writes " + header.result + ", not " +
+                       options.output);
+    if (options.threads > 0) header.threads = options.threads;
+    journal.emplace(JournalWriter::reopen(journal_path, contents.valid_bytes));
+    progress.note("resuming " + journal_path + ": " + std::to_string(done.size()) + " of " +
+                  std::to_string(cells) + " cells done");
+  } else {
+    header.config_path = config.path;
+    header.config_sha256 = config.sha256;
+    header.seed = config.seed;
+    header.result = fresh_result;
+    header.started_at = utc_time(started, "%Y-%m-%dT%H:%M:%SZ");
+    header.threads =
+        options.threads > 0 ? options.threads : config.document.value("threads", default_threads());
+    if (std::filesystem::exists(journal_path))
+      throw InputError(journal_path + ": an interrupted run of " + header.result +
+                       " left this journal; resume it with `" + resume +
+                       "`, or remove it to start afresh");
+    journal.emplace(JournalWriter::create(journal_path, header));
+  }
+
+  const json machine = machine_fingerprint();
   json result;
   result["schema_version"] = kResultSchemaVersion;
   result["suite"] = suite_info();
   result["machine"] = machine;
   result["machine_id"] = machine_id(machine);
-  result["config"] = {{"path", config.path}, {"sha256", config.sha256}, {"document", config.document}};
+  result["config"] = {
+      {"path", config.path}, {"sha256", config.sha256}, {"document", config.document}};
   result["seed"] = config.seed;
-  result["threads"] = threads;
-  result["started_at"] = utc_time(started, "%Y-%m-%dT%H:%M:%SZ");
+  result["threads"] = header.threads;
+  result["started_at"] = header.started_at;
   result["experiments"] = json::array();
 
-  Progress progress(options.progress);
   const auto run_start = Clock::now();
-  for (const auto& plan : make_plan(config)) {
+  double journaled_seconds = 0;  // cells computed before this resumption
+  std::size_t finished = done.size();
+  for (const auto& plan : plans) {
     const auto start = Clock::now();
+    double seconds = 0;
     json records = json::array();
     for (const auto& cell : plan.cells) {
+      if (const auto it = done.find({plan.index, cell.index}); it != done.end()) {
+        restore_peak(plan, it->second.record, shared.peaks);
+        records.push_back(it->second.record);
+        seconds += it->second.seconds;
+        journaled_seconds += it->second.seconds;
+        continue;
+      }
+      if (const int signal = interrupt.received()) {
+        progress.clear_line();
+        throw RunInterrupted(signal, "sdpa-bench: interrupted; " + std::to_string(finished) +
+                                         " of " + std::to_string(cells) +
+                                         " cells are in the journal; resume with:\n  " + resume);
+      }
+      const auto cell_start = Clock::now();
       json record = {{"cell", cell.index}, {"params", json::object()}};
       for (const auto& axis : plan.kind->axes) record["params"][axis] = cell.params[axis];
-      record.update(plan.kind->run_cell({cell, config.seed, plan.index, threads, &shared}));
+      record.update(
+          plan.kind->run_cell({cell, config.seed, plan.index, header.threads, &shared}));
+      const double cell_seconds = seconds_since(cell_start);
+      journal->append({plan.index, cell.index, cell_seconds, record});
+      seconds += cell_seconds;
+      ++finished;
       records.push_back(std::move(record));
-      progress.cell_done(plan, records.size(),
-                         std::chrono::duration<double>(Clock::now() - start).count());
+      progress.cell_done(plan, records.size(), seconds_since(start));
     }
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     progress.experiment_done(plan, seconds);
     result["experiments"].push_back({{"name", plan.name},
                                      {"kind", plan.kind->name},
@@ -97,10 +275,12 @@ std::string run_config(const Config& config, const RunOptions& options) {
   // Peaks measured by roofline (or timing) cells describe the machine: every timing's % of
   // peak refers to one of them.
   if (!shared.peaks.empty()) result["machine"]["peak"] = shared.peaks;
-  result["duration_s"] = std::chrono::duration<double>(Clock::now() - run_start).count();
-  write_file_atomically(path, result.dump(1) + "\n");
+  result["duration_s"] = journaled_seconds + seconds_since(run_start);
+  write_file_atomically(header.result, result.dump(1) + "\n");
   benchmark.finish();
-  return path;
+  journal.reset();
+  std::filesystem::remove(journal_path);
+  return header.result;
 }
 
 }  // namespace sdpa

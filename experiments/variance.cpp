@@ -35,8 +35,8 @@ struct VarianceCell {
 
 // What one trial (one product) contributes.
 struct TrialMoments {
-  double mean = 0;         // mean of the m entries
-  double second = 0;       // mean of their squares
+  double mean = 0;          // mean of the m entries
+  double second = 0;        // mean of their squares
   double aligned_mean = 0;  // over the aligned pairs (q_i, k_i), when alignment > 0
   double aligned_variance = 0;
 };
@@ -92,27 +92,29 @@ json run_variance_cell(const CellContext& ctx) {
   // closed forms ignore: their per-product predictions are left out, the pooled one is
   // approximate (exact as trials grow).
   const bool projected = c.inputs.kind == "projected";
-  auto if_plain = [&](double x) { return independent && !projected ? std::optional(x) : std::nullopt; };
+  auto if_plain = [&](double x) {
+    return independent && !projected ? std::optional(x) : std::nullopt;
+  };
 
   json record;
   record["scale_value"] = c.scale;
   record["entries_per_trial"] = c.n_q * c.n_k;
   record["score_mean"] = measured(grand_mean, stats::mean_ci(means),
                                   if_independent(theory::score_mean(model)), "exact");
-  record["score_variance"] = measured(
-      stats::mean(deviations), stats::mean_ci(deviations),
-      if_independent(projected ? theory::score_variance(model)
-                               : theory::expected_pooled_variance(model, c.trials)),
-      projected ? "approximate" : "exact");
+  record["score_variance"] =
+      measured(stats::mean(deviations), stats::mean_ci(deviations),
+               if_independent(projected ? theory::score_variance(model)
+                                        : theory::expected_pooled_variance(model, c.trials)),
+               projected ? "approximate" : "exact");
   record["score_variance"]["per_entry_predicted"] = theory::score_variance(model);
 
   json sv = measured(stats::mean(sample_variances), stats::mean_ci(sample_variances),
                      if_plain(theory::expected_sample_variance(model)), "exact");
   const bool spread_theory = independent && !projected && model.mean_q == 0 && model.mean_k == 0;
-  sv["stddev"] = measured(stats::stddev(sample_variances), stats::stddev_ci(sample_variances),
-                          spread_theory ? std::optional(theory::sample_variance_stddev(model))
-                                        : std::nullopt,
-                          "approximate");
+  sv["stddev"] =
+      measured(stats::stddev(sample_variances), stats::stddev_ci(sample_variances),
+               spread_theory ? std::optional(theory::sample_variance_stddev(model)) : std::nullopt,
+               "approximate");
   sv["q05"] = stats::quantile(sample_variances, 0.05);
   sv["q50"] = stats::quantile(sample_variances, 0.50);
   sv["q95"] = stats::quantile(sample_variances, 0.95);
@@ -126,12 +128,12 @@ json run_variance_cell(const CellContext& ctx) {
     const auto a_vars = column(trials, &TrialMoments::aligned_variance);
     const bool unit = model.mean_q == 0 && model.mean_k == 0 && model.std_q == 1 && model.std_k == 1;
     auto if_unit = [&](double x) { return unit ? std::optional(x) : std::nullopt; };
-    record["aligned_score_mean"] =
-        measured(stats::mean(a_means), stats::mean_ci(a_means),
-                 if_unit(theory::aligned_mean(double(c.d_k), c.scale, c.inputs.alignment)), "exact");
-    record["aligned_score_variance"] =
-        measured(stats::mean(a_vars), stats::mean_ci(a_vars),
-                 if_unit(theory::aligned_variance(double(c.d_k), c.scale, c.inputs.alignment)), "exact");
+    record["aligned_score_mean"] = measured(
+        stats::mean(a_means), stats::mean_ci(a_means),
+        if_unit(theory::aligned_mean(double(c.d_k), c.scale, c.inputs.alignment)), "exact");
+    record["aligned_score_variance"] = measured(
+        stats::mean(a_vars), stats::mean_ci(a_vars),
+        if_unit(theory::aligned_variance(double(c.d_k), c.scale, c.inputs.alignment)), "exact");
   }
   return record;
 }
@@ -145,7 +147,8 @@ std::vector<std::string> check_variance(const json& e) {
   if (aligned && (values("n_q") != values("n_k") || values("n_q").size() > 1))
     problems.push_back(
         "/alignment: aligned inputs pair query i with key i, so n_q and n_k must be one and the "
-        "same value; found n_q " + values("n_q").dump() + " and n_k " + values("n_k").dump());
+        "same value; found n_q " +
+        values("n_q").dump() + " and n_k " + values("n_k").dump());
   if (aligned) {
     for (const auto& n : values("n_q"))
       if (n.get<int>() < 2)
@@ -168,8 +171,7 @@ ExperimentKind variance_experiment() {
           [](const json& p) {
             const double n_q = p["n_q"], n_k = p["n_k"], d_k = p["d_k"];
             const double d_model = p["inputs"] == "projected" ? double(p["d_model"]) : 0.0;
-            return 4.0 * (n_q + n_k) * d_k + 4.0 * (n_k + n_q) + 40.0 * n_q +
-                   16.0 * d_model * d_k;
+            return 4.0 * (n_q + n_k) * d_k + 4.0 * (n_k + n_q) + 40.0 * n_q + 16.0 * d_model * d_k;
           },
       .check = check_variance,
   };

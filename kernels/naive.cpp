@@ -51,8 +51,8 @@ void naive_forward(const ForwardArgs& a) {
     if constexpr (kProbe) {
       // What the beginner's softmax actually produced: inf / inf weights and NaN outputs.
       for (std::int64_t j = 0; j < visible; ++j) p[j] /= l;
-      a.probes->nonfinite[r] += detail::count_nonfinite(p.data(), visible) +
-                                detail::count_nonfinite(o, s.d_v);
+      a.probes->nonfinite[r] +=
+          detail::count_nonfinite(p.data(), visible) + detail::count_nonfinite(o, s.d_v);
     }
   }
 }
@@ -107,8 +107,10 @@ void naive_backward(const BackwardArgs& a) {
 
 template <bool kStable>
 void naive_dispatch(const ForwardArgs& a) {
-  if (a.probes) naive_forward<kStable, true>(a);
-  else naive_forward<kStable, false>(a);
+  if (a.probes)
+    naive_forward<kStable, true>(a);
+  else
+    naive_forward<kStable, false>(a);
 }
 
 }  // namespace

@@ -20,7 +20,10 @@ void probe_scores(RowProbes& probes, std::int64_t row, const T* scores, std::int
   std::int64_t nonfinite = 0;
   for (std::int64_t j = 0; j < n; ++j) {
     const double s = static_cast<double>(scores[j]);
-    if (!std::isfinite(s)) { ++nonfinite; continue; }
+    if (!std::isfinite(s)) {
+      ++nonfinite;
+      continue;
+    }
     sum += s;
     sumsq += s * s;
     m = std::max(m, s);

@@ -1,40 +1,27 @@
 // Runs the sdpa-bench executable as a user would, capturing exit code, stdout and stderr.
 #pragma once
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "sdpa/record.hpp"
+#include "test_files.hpp"
 
 namespace sdpa::testing {
 
 struct CommandResult {
-  int exit_code = -1;
+  int exit_code = -1;  // -1 when the process was killed by a signal
+  int signal = 0;      // the signal that killed it, 0 when it exited
   std::string out, err;
-};
-
-inline std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// A fresh, empty folder under the system's temp folder, removed on destruction.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "sdpa-test-XXXXXX").string();
-    path = mkdtemp(templ.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::filesystem::path operator/(const std::string& name) const { return path / name; }
-  void write(const std::string& name, const std::string& text) const {
-    std::ofstream(path / name) << text;
-  }
 };
 
 // `env` (e.g. "PATH=/nonexistent ") is put before the command.
@@ -50,6 +37,64 @@ inline CommandResult run_cli(const std::string& args, const TempDir& dir,
   std::filesystem::remove(dir / ".out");
   std::filesystem::remove(dir / ".err");
   return r;
+}
+
+// A running sdpa-bench whose stdout and stderr go to files.
+struct Child {
+  pid_t pid = -1;
+  std::filesystem::path out, err;
+};
+
+// Starts sdpa-bench with `args` in folder `cwd` (empty: this one) without waiting for it;
+// its output goes to files in `dir`.
+inline Child spawn_cli(const std::vector<std::string>& args, const TempDir& dir,
+                       const std::filesystem::path& cwd = {}) {
+  static int count = 0;
+  Child child;
+  child.out = dir / (".out" + std::to_string(++count));
+  child.err = dir / (".err" + std::to_string(count));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, child.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_addopen(&actions, 2, child.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
+  std::vector<std::string> words = {SDPA_BENCH};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  const int rc = posix_spawn(&child.pid, SDPA_BENCH, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("posix_spawn failed");
+  return child;
+}
+
+inline CommandResult wait_cli(const Child& child) {
+  int status = 0;
+  while (waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  CommandResult r;
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  r.out = slurp(child.out);
+  r.err = slurp(child.err);
+  std::filesystem::remove(child.out);
+  std::filesystem::remove(child.err);
+  return r;
+}
+
+inline CommandResult run_cli(const std::vector<std::string>& args, const TempDir& dir,
+                             const std::filesystem::path& cwd = {}) {
+  return wait_cli(spawn_cli(args, dir, cwd));
+}
+
+// The records of every experiment of a result file: what must not depend on how the run went.
+inline json records_of(const std::string& result_text) {
+  json doc = json::parse(result_text), out = json::array();
+  for (const auto& e : doc["experiments"]) out.push_back(e["records"]);
+  return out;
 }
 
 }  // namespace sdpa::testing

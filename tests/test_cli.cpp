@@ -10,6 +10,7 @@
 #include "cli_runner.hpp"
 #include "sdpa/experiments.hpp"
 
+using sdpa::testing::records_of;
 using sdpa::testing::run_cli;
 using sdpa::testing::TempDir;
 
@@ -47,12 +48,6 @@ std::string schema_errors(const std::string& result_text) {
     errors += ": " + e.description + "\n";
   }
   return errors;
-}
-
-sdpa::json records_of(const std::string& text) {
-  sdpa::json doc = sdpa::json::parse(text), out = sdpa::json::array();
-  for (const auto& e : doc["experiments"]) out.push_back(e["records"]);
-  return out;
 }
 
 }  // namespace
@@ -218,7 +213,7 @@ TEST_CASE("timing runs: schema, machine.peak, Google Benchmark's JSON, then comp
 
   const auto bad = run_cli("compare " + a + " " + (dir / "missing.json").string(), dir);
   CHECK(bad.exit_code == 2);
-  CHECK(bad.err == "error: " + (dir / "missing.json").string() + ": cannot open result file\n");
+  CHECK(bad.err == "error: " + (dir / "missing.json").string() + ": cannot open result file: No such file or directory\n");
   CHECK(run_cli("compare " + a, dir).exit_code != 0);  // a comparison needs two files
 }
 

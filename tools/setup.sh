@@ -15,6 +15,8 @@ packages=(
   libcli11-dev                          # command line
   libssl-dev                            # SHA-256 of configs (OpenSSL EVP)
   gnuplot-nox                           # plots
+  clang-tidy clang-format               # make lint
+  libclang-rt-14-dev libomp-dev         # make fuzz: libFuzzer and ASan runtimes, OpenMP for clang
 )
 
 missing=()

@@ -14,10 +14,13 @@ struct ResultFile {
   json doc;
 };
 
-// Reads a result file and checks it is one this version understands. Throws InputError naming
-// the file when it is missing, not JSON, truncated, not a result file or of another
-// schema_version.
+// Reads a result file and checks it is one this version understands (results/schema.json) and
+// can make tables from. Throws InputError naming the file, and where there is one the JSON
+// path, when it is missing, larger than 1 GiB, not JSON, truncated, not a result file, of
+// another schema_version or not as the schema says.
 json read_result_file(const std::string& path);
+// The same on a file's bytes already in memory; `path` only labels messages.
+json parse_result_file(const std::string& path, const std::string& text);
 
 struct Table {
   std::string title;

@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sdpa/input_error.hpp"
@@ -18,7 +20,9 @@ namespace sdpa {
 
 // ---- config -------------------------------------------------------------------------------
 
-struct Config {
+// clang-tidy 14 sees a throw in the implicit special members of structs holding json, which
+// cannot throw: hence the NOLINTs on Config, ExperimentPlan and JournalEntry.
+struct Config {        // NOLINT(bugprone-exception-escape)
   std::string path;    // as given by the user; every error message names it
   std::string text;    // the file's bytes, hashed into sha256
   std::string sha256;  // hex digest of text
@@ -83,7 +87,7 @@ const ExperimentKind* find_experiment_kind(const std::string& name);
 
 // ---- plan ---------------------------------------------------------------------------------
 
-struct ExperimentPlan {
+struct ExperimentPlan {  // NOLINT(bugprone-exception-escape): see Config
   std::uint32_t index = 0;
   std::string name;
   const ExperimentKind* kind = nullptr;
@@ -91,13 +95,19 @@ struct ExperimentPlan {
   std::vector<Cell> cells;
 };
 
-// Expands every experiment into the cross product of its list-valued parameters.
+// A grid larger than this is refused: its result file would pass 100 MB and its tables be
+// unreadable; expanding it alone took seconds (and 2 GB at a million cells).
+inline constexpr std::size_t kMaxCells = 100000;
+
+// Expands every experiment into the cross product of its list-valued parameters. Throws
+// InputError "/experiments/<i>: ..." (no file name: parse_config adds it) for a grid of more
+// than kMaxCells cells; a loaded config never has one.
 std::vector<ExperimentPlan> make_plan(const Config& config);
 
 // ---- machine and build --------------------------------------------------------------------
 
-json machine_fingerprint();  // CPU, cores, ISA extensions, caches, memory, OS
-json suite_info();           // version, git commit, build type, compiler and flags
+json machine_fingerprint();                   // CPU, cores, ISA extensions, caches, memory, OS
+json suite_info();                            // version, git commit, build type, compiler and flags
 std::string machine_id(const json& machine);  // e.g. "amd-epyc-avx512-2c"
 double available_memory_bytes();
 int default_threads();  // the cores this process may use
@@ -105,15 +115,31 @@ int default_threads();  // the cores this process may use
 // ---- runner and result file ---------------------------------------------------------------
 
 struct RunOptions {
-  std::string output;   // result file; empty = results/<machine-id>/<name>-<UTC time>.json
-  int threads = 0;      // 0 = all cores
+  std::string output;    // result file; empty = results/<machine-id>/<name>-<UTC time>.json
+  int threads = 0;       // 0 = all cores
   bool progress = true;  // progress lines on stderr
   std::vector<std::string> benchmark_flags;  // Google Benchmark's own flags (after `--`)
   std::string benchmark_json;  // also write Google Benchmark's JSON here (compare.py reads it)
+  std::string resume;    // a journal (see sdpa/journal.hpp) whose finished cells are kept
+  std::string program = "sdpa-bench";  // as invoked, for the resume command on interruption
 };
 
-// Runs every cell, writes the result file atomically and returns its path.
+// Runs every cell, writing each finished one to the journal `<result>.journal`, then writes
+// the result file atomically, removes the journal and returns the result's path. Throws
+// InputError when resuming a journal of another config or seed, or when a fresh run would
+// overwrite the journal of an interrupted one; RunInterrupted on SIGINT or SIGTERM.
 std::string run_config(const Config& config, const RunOptions& options);
+
+// A run stopped by SIGINT or SIGTERM after its current cell; the journal holds every finished
+// cell. what() says so and gives the exact command that resumes the run.
+struct RunInterrupted : std::runtime_error {
+  RunInterrupted(int signal, const std::string& message)
+      : std::runtime_error(message), signal(signal) {}
+  int signal;
+};
+
+// "results/<machine-id>": where result files go unless `-o` says otherwise.
+std::string default_result_folder();
 
 // Writes text to path through a temporary file in the same folder, fsync and rename: a crash
 // never leaves a half-written file.

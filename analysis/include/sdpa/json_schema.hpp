@@ -1,0 +1,49 @@
+// JSON Schema (draft 7, valijson) with messages a user can act on: one line per problem,
+// "<JSON path>: expected <what the schema says>, found <what the document has>", unknown keys
+// with the nearest valid key, missing keys by name. Configs and result files are both checked
+// this way.
+#pragma once
+
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sdpa/record.hpp"
+
+namespace sdpa {
+
+class JsonSchema {
+ public:
+  // `schema_text` is a schema this program ships; a bad one is a programming error.
+  explicit JsonSchema(const std::string& schema_text);
+  ~JsonSchema();
+  JsonSchema(const JsonSchema&) = delete;
+  JsonSchema& operator=(const JsonSchema&) = delete;
+
+  // One line per problem, sorted and without repeats; empty when `document` is valid.
+  // A node's "description" says what is expected there; without one, its type does.
+  std::vector<std::string> problems(const json& document) const;
+
+  const json& document() const;
+
+ private:
+  struct Compiled;
+  std::unique_ptr<Compiled> compiled_;
+};
+
+// A JSON value as a message shows it: `string "a"`, `number 0`, `an empty list`, ...
+std::string describe_found(const json& value);
+
+// The candidate nearest to `word` (edit distance), or "" when none is near enough to be what
+// was meant.
+std::string closest(const std::string& word, const std::vector<std::string>& candidates);
+
+// A JSON library error as a user reads it: without "[json.exception.parse_error.101] parse
+// error at line 1, column 2: ", which messages say their own way.
+std::string json_error_message(const std::exception& e);
+
+// "a", "b", "c" (each quoted).
+std::string join_quoted(const std::vector<std::string>& words);
+
+}  // namespace sdpa
