@@ -5,6 +5,7 @@
 #include <optional>
 #include <iostream>
 
+#include "sdpa/attend.hpp"
 #include "sdpa/claims.hpp"
 #include "sdpa/compare.hpp"
 #include "sdpa/experiments.hpp"
@@ -166,6 +167,11 @@ std::vector<std::string> split_passthrough(int& argc, char** argv) {
   return rest;
 }
 
+int run_attend(const sdpa::AttendOptions& options) {
+  for (const auto& f : sdpa::attend(options)) std::cerr << "wrote " << f << "\n";
+  return 0;
+}
+
 // Parses the command line and runs the subcommand; main turns what it throws into exit codes.
 int dispatch(int argc, char** argv) {
   sdpa::RunOptions run_options;
@@ -236,7 +242,25 @@ int dispatch(int argc, char** argv) {
   compare_cmd->add_option("--out", compare_out,
                           "also write compare.md and one compare-N.csv per table into this folder");
 
+  sdpa::AttendOptions attend_options;
+  double attend_scale = 0;
+  auto* attend_cmd = app.add_subcommand(
+      "attend", "run one kernel on .npy arrays (float32, C order) and write .npy outputs");
+  attend_cmd->add_option("--q", attend_options.q, "Q: (n_q, d_k) or (b, n_q, d_k)")->required();
+  attend_cmd->add_option("--k", attend_options.k, "K: (n_kv, d_k) or (b, n_kv, d_k)")->required();
+  attend_cmd->add_option("--v", attend_options.v, "V: (n_kv, d_v) or (b, n_kv, d_v)")->required();
+  attend_cmd->add_option("--out", attend_options.out, "output folder: o.npy, lse.npy, [dq, dk, dv].npy")
+      ->required();
+  attend_cmd->add_option("--grad-out", attend_options.grad_out,
+                         "upstream gradient dO (shaped like O): also write dq.npy, dk.npy, dv.npy");
+  attend_cmd->add_option("--kernel", attend_options.kernel, "kernel (default flash; see `list`)");
+  attend_cmd->add_option("--scale", attend_scale, "scale c (default 1/sqrt(d_k))");
+  attend_cmd->add_flag("--causal", attend_options.causal, "causal mask (bottom-right aligned)");
+  attend_cmd->add_option("-j,--threads", attend_options.threads, "threads (default 1)")
+      ->check(CLI::PositiveNumber);
+
   CLI11_PARSE(app, argc, argv);
+  if (attend_cmd->count("--scale")) attend_options.scale = attend_scale;
   if (!run_options.benchmark_flags.empty() && !*run_cmd) {
     std::cerr << "error: arguments after -- are Google Benchmark flags, for `run` only\n";
     return 2;
@@ -248,6 +272,7 @@ int dispatch(int argc, char** argv) {
   if (app.got_subcommand("info")) return info(id_only);
   if (*report_cmd) return report(report_options);
   if (*claims_cmd) return claims(claims_file, claims_output);
+  if (*attend_cmd) return run_attend(attend_options);
   return 0;
 }
 
