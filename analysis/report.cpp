@@ -1,8 +1,8 @@
 #include "sdpa/report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
