@@ -99,7 +99,8 @@ double PeakMeasurement::best_triad() const {
 
 double last_level_cache_bytes() {
   double largest = 0;
-  for (const auto& c : machine_fingerprint()["caches"])
+  const json machine = machine_fingerprint();  // (a range-for over a temporary's member dangles)
+  for (const auto& c : machine["caches"])
     largest = std::max(largest, parse_cache_size(c["size"].get<std::string>()));
   return largest > 0 ? largest : 32.0 * (1 << 20);
 }
