@@ -23,7 +23,7 @@ $s1 << EOD
 EOD
 set terminal svg size 900,520 font 'sans,12' background '#ffffff'
 set output 'claim8-gradients-participation.svg'
-plot $s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'c = none', $s0 using 1:5 with lines dt 2 lc 1 title 'c = none: theory', $s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'c = sqrt_dk', $s1 using 1:5 with lines dt 2 lc 2 title 'c = sqrt_dk: theory'
+plot $s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'c = none', $s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'c = sqrt_dk'
 set terminal pngcairo size 900,520 font 'sans,11'
 set output 'claim8-gradients-participation.png'
 replot
