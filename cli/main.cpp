@@ -95,6 +95,7 @@ int report(const ReportOptions& o) {
   }
   if (o.out.empty()) {
     std::vector<sdpa::json> docs;
+    docs.reserve(results.size());
     for (const auto& r : results) docs.push_back(r.doc);
     std::cout << sdpa::report::markdown(sdpa::report::tables(docs));
     return status;
