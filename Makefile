@@ -5,7 +5,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 BIN    := $(BUILD)/cli/sdpa-bench
 
-.PHONY: setup configure build run test bench fuzz lint clean
+.PHONY: setup configure build run test bench results fuzz lint clean
 
 setup:
 	@tools/setup.sh
@@ -24,6 +24,14 @@ test: build
 
 bench: build
 	$(BUILD)/tests/bench_kernels
+
+# Reference results of this machine, and the tables, plots and claims generated from them.
+results: build
+	$(eval MACHINE := $(shell $(BIN) info --machine-id))
+	$(BIN) run configs/quick.json -o results/$(MACHINE)/quick.json
+	$(BIN) run configs/seeds.json -o results/$(MACHINE)/seeds.json
+	$(BIN) report results/*/*.json --format both --plots --out results
+	$(BIN) claims results/$(MACHINE)/seeds.json -o results/claims.md
 
 # libFuzzer targets (fuzz/), each run for FUZZ_SECONDS from its seeds in fuzz/corpus/<target>/;
 # what they learn goes to build/fuzz/corpus/, a crash to build/fuzz/crash-* (and fails).

@@ -4,9 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 
+#include "grouping.hpp"
 #include "result_schema_text.hpp"
 #include "sdpa/input_error.hpp"
 #include "sdpa/input_file.hpp"
@@ -17,11 +20,13 @@ namespace {
 
 constexpr int kSchemaVersion = 1;
 
-// A number of a result file; null stands for a value that was not finite (JSON has no NaN).
-std::string number_of(const json& v) { return v.is_null() ? "nan" : number(v.get<double>()); }
+// A number of a record; null is how a result file stores a non-finite one.
+std::string json_number(const json& x) {
+  return number(x.is_null() ? std::numeric_limits<double>::quiet_NaN() : x.get<double>());
+}
 
 std::string interval(const json& ci) {
-  return "[" + number_of(ci[0]) + ", " + number_of(ci[1]) + "]";
+  return "[" + json_number(ci[0]) + ", " + json_number(ci[1]) + "]";
 }
 
 std::string agreement(const json& m) {
@@ -30,68 +35,7 @@ std::string agreement(const json& m) {
 }
 
 std::string predicted(const json& m) {
-  return m["predicted"].is_null() ? "-" : number_of(m["predicted"]);
-}
-
-std::string label(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
-
-// Parameters that mean something for this record: projection settings only for projected
-// inputs, normal-distribution settings only for normal ones.
-bool applies(const json& params, const std::string& key) {
-  const auto inputs = params.find("inputs");
-  const bool projected = inputs != params.end() && *inputs == "projected";
-  if (key == "d_model" || key == "init") return projected;
-  if (key == "mean_q" || key == "std_q" || key == "mean_k" || key == "std_k" || key == "alignment")
-    return !projected;
-  return true;
-}
-
-// A record's parameter, null when the record lacks it (records of one experiment normally
-// share their keys, but a file may say otherwise).
-const json& param(const json& record, const std::string& key) {
-  static const json none;
-  const json& params = record["params"];
-  const auto it = params.find(key);
-  return it == params.end() ? none : *it;
-}
-
-struct Group {
-  std::string title;  // the parameters that vary between groups
-  std::vector<const json*> records;
-};
-
-// Records grouped by every parameter except the row and column parameters, so each group is
-// one table with rows by `row_key` and column groups by `column_key`. Parameters with one
-// value across the experiment go into `fixed`.
-std::vector<Group> group_records(const json& records, const std::string& row_key,
-                                 const std::string& column_key, std::string& fixed) {
-  std::vector<std::string> varying;
-  const json& first = records.at(0)["params"];
-  for (const auto& item : first.items()) {
-    // (Not a structured binding: clang 14, which builds the fuzzers, cannot capture one.)
-    const std::string& k = item.key();
-    const json& v = item.value();
-    if (k == row_key || k == column_key) continue;
-    const bool varies = std::any_of(records.begin(), records.end(),
-                                    [&](const json& r) { return param(r, k) != v; });
-    if (varies)
-      varying.push_back(k);
-    else if (applies(first, k))
-      fixed += (fixed.empty() ? "" : ", ") + k + " " + label(v);
-  }
-  std::vector<Group> groups;
-  for (const auto& r : records) {
-    std::string title;
-    for (const auto& k : varying)
-      if (applies(r["params"], k))
-        title += (title.empty() ? "" : ", ") + k + " " + label(param(r, k));
-    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.title == title; });
-    if (it == groups.end())
-      groups.push_back({title, {&r}});
-    else
-      it->records.push_back(&r);
-  }
-  return groups;
+  return m["predicted"].is_null() ? "-" : json_number(m["predicted"]);
 }
 
 // A column of a side-by-side table: its heading and how a record fills it.
@@ -101,14 +45,24 @@ struct Column {
 };
 
 std::string statistic_with_ci(const json& m) {
-  return number_of(m["value"]) + " " + interval(m["ci95"]);
+  return json_number(m["value"]) + " " + interval(m["ci95"]);
+}
+
+// "<kind>: <name>[ [machine]][ (<the group's parameters>)]"
+std::string table_title(const json& experiment, const std::string& source,
+                        const std::string& group) {
+  return experiment["kind"].get<std::string>() + ": " + experiment["name"].get<std::string>() +
+         source + (group.empty() ? "" : " (" + group + ")");
 }
 
 // One table per group of records, one row per value of `row_key`, and for each value of
 // `column_key` (a scale scheme) the same columns side by side.
+// `tested` names the statistic whose `agrees` the table reports; the note then says how many
+// predictions disagree beside how many would by chance alone.
 std::vector<Table> side_by_side(const json& experiment, const std::string& source,
                                 const std::string& row_key, const std::string& column_key,
-                                const std::vector<Column>& columns, const std::string& note) {
+                                const std::vector<Column>& columns, const std::string& note,
+                                const std::string& tested) {
   std::vector<Table> out;
   if (experiment["records"].empty()) return out;
   std::string fixed;
@@ -120,8 +74,7 @@ std::vector<Table> side_by_side(const json& experiment, const std::string& sourc
       if (std::find(keys.begin(), keys.end(), s) == keys.end()) keys.push_back(s);
     }
     Table t;
-    t.title = experiment["kind"].get<std::string>() + ": " + experiment["name"].get<std::string>() +
-              source + (group.empty() ? "" : " (" + group + ")");
+    t.title = table_title(experiment, source, group);
     t.header = {row_key};
     for (const auto& k : keys)
       for (const auto& c : columns) t.header.push_back(k + ": " + c.heading);
@@ -136,7 +89,17 @@ std::vector<Table> side_by_side(const json& experiment, const std::string& sourc
         row[1 + k * columns.size() + c] = columns[c].cell(*r);
     }
     for (auto& [x, row] : rows) t.rows.push_back(row);
+    std::size_t predictions = 0, disagreements = 0;
+    for (const json* r : records)
+      if ((*r)[tested].contains("agrees")) {
+        ++predictions;
+        disagreements += (*r)[tested]["agrees"].get<bool>() ? 0 : 1;
+      }
     t.note = "Fixed: " + fixed + ". " + note;
+    if (predictions > 0)
+      t.note += " Here " + std::to_string(disagreements) + " of " + std::to_string(predictions) +
+                " predictions disagree; about " + number(double(predictions) / 20) +
+                " would by chance alone.";
     out.push_back(std::move(t));
   }
   return out;
@@ -155,7 +118,8 @@ std::vector<Table> variance_tables(const json& experiment, const std::string& so
   return side_by_side(experiment, source, "d_k", "scale", columns,
                       std::string("Var(s): variance of all entries of all trials (np.var of the "
                                   "stacked products); predicted = E of that statistic. ") +
-                          kAgreesNote);
+                          kAgreesNote,
+                      "score_variance");
 }
 
 // Softmax saturation: entropy beside ln N - sigma^2/2, max weight and overflow, per d_k.
@@ -164,17 +128,17 @@ std::vector<Table> entropy_tables(const json& experiment, const std::string& sou
       {"H [95% CI]", [](const json& r) { return statistic_with_ci(r["entropy"]); }},
       {"ln N - s2/2",
        [](const json& r) {
-         // A prediction outside the regime where the formula holds is shown in parentheses.
-         const std::string p = predicted(r["entropy"]);
-         return r["formula_valid"].get<bool>() || p == "-" ? p : "(" + p + ")";
+         // Outside the regime where the formula holds it is shown in parentheses.
+         const std::string f = number(r["entropy"]["formula"]);
+         return r["entropy"]["predicted"].is_number() ? f : "(" + f + ")";
        }},
       {"agrees", [](const json& r) { return agreement(r["entropy"]); }},
-      {"max w", [](const json& r) { return number_of(r["max_weight"]["value"]); }},
-      {"rows max w>0.9", [](const json& r) { return number_of(r["rows_max_weight_over_0_9"]); }},
+      {"max w", [](const json& r) { return json_number(r["max_weight"]["value"]); }},
+      {"rows max w>0.9", [](const json& r) { return json_number(r["rows_max_weight_over_0_9"]); }},
       {"overflow fp32/fp16",
        [](const json& r) {
-         return number_of(r["overflow"]["unstable_fp32_rows"]) + " / " +
-                number_of(r["overflow"]["unstable_fp16_rows"]);
+         return json_number(r["overflow"]["unstable_fp32_rows"]) + " / " +
+                json_number(r["overflow"]["unstable_fp16_rows"]);
        }},
   };
   return side_by_side(experiment, source, "d_k", "scale", columns,
@@ -182,14 +146,286 @@ std::vector<Table> entropy_tables(const json& experiment, const std::string& sou
                                   "ln N - s2/2 holds asymptotically while s2 < 2 ln N; in "
                                   "parentheses where it does not. overflow: fraction of rows "
                                   "whose exp(s) sum overflows without max subtraction. ") +
-                          kAgreesNote);
+                          kAgreesNote,
+                      "entropy");
+}
+
+// Gradients through softmax: the Jacobian's norm beside its bulk asymptote, and participation.
+std::vector<Table> gradient_tables(const json& experiment, const std::string& source) {
+  const std::vector<Column> columns = {
+      {"||J||_F^2 [95% CI]", [](const json& r) { return statistic_with_ci(r["jacobian_fro2"]); }},
+      {"bulk theory", [](const json& r) { return predicted(r["jacobian_fro2"]); }},
+      {"agrees", [](const json& r) { return agreement(r["jacobian_fro2"]); }},
+      {"from dS agrees", [](const json& r) { return agreement(r["jacobian_fro2_from_gradients"]); }},
+      {"participation", [](const json& r) { return number(r["participation"]["value"]); }},
+      {"||c dS||", [](const json& r) { return number(r["score_gradient_norm"]["value"]); }},
+      {"dQ rms", [](const json& r) { return number(r["d_q_rms"]["value"]); }},
+  };
+  return side_by_side(
+      experiment, source, "d_k", "scale", columns,
+      std::string("||J||_F^2: mean squared Frobenius norm of the softmax Jacobian per row, from "
+                  "the identity sum p^2 - 2 sum p^3 + (sum p^2)^2; bulk theory: its asymptote "
+                  "e^s2/N - 2 e^3s2/N^2 + e^2s2/N^2 (given while s2 < ln N / 2); 'from dS agrees': the same norm read off the "
+                  "backward's gradients agrees with the identity. participation: share of keys "
+                  "whose |dS_j| exceeds 1e-3 of the row's largest. ||c dS||: gradient norm at "
+                  "the raw scores per row. ") +
+          kAgreesNote,
+      "jacobian_fro2");
+}
+
+// ---- training: does scaling make training faster?
+
+std::string steps_to_target(const json& r) {
+  const json& t = r["steps_to_target"];
+  return (t["median"].is_null() ? "-" : json_number(t["median"])) + " (" + t["reached"].dump() +
+         "/" + t["seeds"].dump() + ")";
+}
+
+std::string init_to_end(const json& r, const std::string& statistic) {
+  return json_number(r[statistic + "_init"]["value"]) + " → " +
+         json_number(r[statistic + "_final"]["value"]);
+}
+
+// A logged curve's first and last mean.
+std::string curve_ends(const json& r, const std::string& curve) {
+  const json& mean = r["curves"][curve]["mean"];
+  return json_number(mean.front()) + " → " + json_number(mean.back());
+}
+
+// +1 when a's 95 % CI lies entirely above b's, -1 entirely below, 0 when they overlap or one
+// is not finite. Disjoint 95 % intervals are a conservative test (p < 0.01 for equal spreads).
+int order(const json& a, const json& b) {
+  const json &ca = a["ci95"], &cb = b["ci95"];
+  if (ca[0].is_null() || ca[1].is_null() || cb[0].is_null() || cb[1].is_null()) return 0;
+  if (ca[0].get<double>() > cb[1].get<double>()) return 1;
+  if (ca[1].get<double>() < cb[0].get<double>()) return -1;
+  return 0;
+}
+
+struct Verdict {
+  std::string text;
+  bool slower = false;  // unscaled resolvably slower to the target
+  bool worse = false;   // unscaled resolvably worse in some respect and better in none
+};
+
+std::string seeds_hit(const json& r) {
+  return r["nonfinite_steps"]["seeds"].dump() + "/" + r["steps_to_target"]["seeds"].dump();
+}
+
+// Unscaled against 1/sqrt(d_k) in one d_k: steps to the target (unreached seeds counted as the
+// step budget), final held-out loss, and the share of seeds with a non-finite step.
+Verdict unscaled_verdict(const json& none, const json& scaled) {
+  const int steps =
+      order(none["steps_to_target"]["censored_mean"], scaled["steps_to_target"]["censored_mean"]);
+  const int loss = order(none["final_loss"], scaled["final_loss"]);
+  const int stability =
+      order(none["nonfinite_steps"]["seed_fraction"], scaled["nonfinite_steps"]["seed_fraction"]);
+  std::vector<std::string> parts;
+  if (steps != 0) parts.push_back(steps > 0 ? "slower to target" : "faster to target");
+  if (loss != 0) parts.push_back(loss > 0 ? "higher final loss" : "lower final loss");
+  if (stability != 0)
+    parts.push_back(std::string(stability > 0 ? "less" : "more") + " stable (" + seeds_hit(none) +
+                    " vs " + seeds_hit(scaled) + " seeds with non-finite steps)");
+  Verdict v;
+  for (const auto& p : parts) v.text += (v.text.empty() ? "" : ", ") + p;
+  if (v.text.empty()) v.text = "no resolved difference";
+  v.slower = steps > 0;
+  v.worse = (steps > 0 || loss > 0 || stability > 0) && steps >= 0 && loss >= 0 && stability >= 0;
+  return v;
+}
+
+// "From which d_k on": "from d_k = X on" when `holds` is true at X and every larger d_k of the
+// table, else where it holds ("at no d_k", "at d_k = ... but not the largest").
+std::string onset(const std::vector<std::pair<double, bool>>& holds) {
+  std::size_t from = holds.size();
+  while (from > 0 && holds[from - 1].second) --from;
+  if (from < holds.size()) return "from d_k = " + number(holds[from].first) + " on";
+  std::string at;
+  for (const auto& [d_k, h] : holds)
+    if (h) at += (at.empty() ? "" : ", ") + number(d_k);
+  return at.empty() ? "at no d_k" : "at d_k = " + at + " but not the largest";
+}
+
+// Records of one group keyed by (d_k, scale label).
+using Cells = std::map<std::pair<double, std::string>, const json*>;
+Cells by_d_k_and_scale(const std::vector<const json*>& records) {
+  Cells cells;
+  for (const json* r : records)
+    cells[{(*r)["params"]["d_k"].get<double>(), label((*r)["params"]["scale"])}] = r;
+  return cells;
+}
+
+// The verdict per d_k and the d_k it starts from, where the group has "none" and "sqrt_dk".
+std::optional<Table> verdict_table(const std::string& title,
+                                   const std::vector<const json*>& records) {
+  const Cells cells = by_d_k_and_scale(records);
+  Table t;
+  t.title = title + ": unscaled vs sqrt_dk";
+  t.header = {"d_k",
+              "none: steps [95% CI]",
+              "sqrt_dk: steps [95% CI]",
+              "none: final loss [95% CI]",
+              "sqrt_dk: final loss [95% CI]",
+              "unscaled vs sqrt_dk"};
+  std::vector<std::pair<double, bool>> slower, worse;
+  for (const auto& [key, none] : cells) {
+    if (key.second != "none" || !cells.count({key.first, "sqrt_dk"})) continue;
+    const json& scaled = *cells.at({key.first, "sqrt_dk"});
+    const Verdict v = unscaled_verdict(*none, scaled);
+    slower.emplace_back(key.first, v.slower);
+    worse.emplace_back(key.first, v.worse);
+    t.rows.push_back({number(key.first),
+                      statistic_with_ci((*none)["steps_to_target"]["censored_mean"]),
+                      statistic_with_ci(scaled["steps_to_target"]["censored_mean"]),
+                      statistic_with_ci((*none)["final_loss"]),
+                      statistic_with_ci(scaled["final_loss"]), v.text});
+  }
+  if (t.rows.empty()) return std::nullopt;
+  t.rows.push_back({"verdict", "", "", "", "",
+                    "unscaled slower to target: " + onset(slower) + "; worse: " + onset(worse)});
+  t.note =
+      "steps: mean steps to the target accuracy across seeds, a seed that never reached it "
+      "counted as the step budget (so a lower bound where some did not). A difference is "
+      "reported only where the two 95 % CIs do not overlap (a conservative test); 'worse' means "
+      "slower, higher final loss or non-finite steps in more seeds, and better in none of these.";
+  return t;
+}
+
+// Plot data: held-out loss against step, one column per scale scheme, at one d_k.
+Table loss_curve_table(const std::string& title, const std::vector<const json*>& records,
+                       double d_k) {
+  Table t;
+  t.title = title + ": held-out loss vs step at d_k = " + number(d_k) + " (plot data)";
+  t.header = {"step"};
+  std::vector<const json*> columns;  // in the config's order of scale schemes
+  for (const json* r : records)
+    if ((*r)["params"]["d_k"] == d_k)
+      columns.push_back(r), t.header.push_back(label((*r)["params"]["scale"]) + ": loss [95% CI]");
+  const json& steps = (*columns.front())["curves"]["step"];
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    std::vector<std::string> row = {steps[i].dump()};
+    for (const json* r : columns) {
+      const json& loss = (*r)["curves"]["loss"];
+      row.push_back(json_number(loss["mean"][i]) + " " + interval(loss["ci95"][i]));
+    }
+    t.rows.push_back(std::move(row));
+  }
+  t.note =
+      "Mean cross-entropy (nats) on each seed's held-out set across seeds; one line per "
+      "scale scheme.";
+  return t;
+}
+
+// Per d_k and scale: speed, final quality, attention statistics and stability; then the
+// verdict of unscaled against sqrt_dk and the loss curves at the smallest and largest d_k.
+std::vector<Table> training_tables(const json& experiment, const std::string& source) {
+  const std::vector<Column> columns = {
+      {"s2 init", [](const json& r) { return number(r["sigma2_init"]); }},
+      {"steps to target (reached)", [](const json& r) { return steps_to_target(r); }},
+      {"final loss [95% CI]", [](const json& r) { return statistic_with_ci(r["final_loss"]); }},
+      {"final acc [95% CI]", [](const json& r) { return statistic_with_ci(r["final_accuracy"]); }},
+      {"H init → end", [](const json& r) { return init_to_end(r, "entropy"); }},
+      {"max w init → end", [](const json& r) { return init_to_end(r, "max_weight"); }},
+      {"‖∇W_Q‖ init → end", [](const json& r) { return curve_ends(r, "grad_norm_w_q"); }},
+      {"non-finite (seeds)",
+       [](const json& r) {
+         return r["nonfinite_steps"]["total"].dump() + " (" + seeds_hit(r) + ")";
+       }},
+  };
+  auto out = side_by_side(
+      experiment, source, "d_k", "scale", columns,
+      "s2 init: predicted variance of the logits c q.k at initialisation (softmax condenses past "
+      "2 ln N). steps to target: median first logged step whose held-out accuracy reaches the "
+      "target (- when half the seeds or more never did), with how many seeds reached it. H, max "
+      "w: attention entropy (nats) and largest weight of the query row, mean over held-out "
+      "sequences and heads. ‖∇W_Q‖: Frobenius norm of the held-out loss's gradient in W_Q. "
+      "non-finite: training steps whose loss or gradient was inf/NaN "
+      "(skipped), in how many seeds. Intervals are across seeds.",
+      "final_loss");
+  if (experiment["records"].empty()) return out;
+  std::string fixed;
+  for (const auto& [group, records] : group_records(experiment["records"], "d_k", "scale", fixed)) {
+    const std::string title = table_title(experiment, source, group);
+    if (auto verdict = verdict_table(title, records)) out.push_back(std::move(*verdict));
+    const Cells cells = by_d_k_and_scale(records);
+    const double smallest = cells.begin()->first.first, largest = cells.rbegin()->first.first;
+    out.push_back(loss_curve_table(title, records, smallest));
+    if (largest != smallest) out.push_back(loss_curve_table(title, records, largest));
+  }
+  return out;
+}
+
+// Roofline: the ceilings timings are read against, one row per (threads, ISA).
+std::vector<Table> roofline_tables(const json& experiment, const std::string& source) {
+  Table t;
+  t.title = "roofline: " + experiment["name"].get<std::string>() + source;
+  t.header = {"isa",    "threads",    "lanes",  "FMA GFLOP/s",
+              "median", "triad GB/s", "median", "ridge FLOP/byte"};
+  for (const auto& r : experiment["records"]) {
+    std::vector<std::string> row = {label(r["params"]["isa"]),
+                                    std::to_string(r["threads"].get<int>())};
+    if (!r["supported"].get<bool>()) {
+      row.insert(row.end(), {"-", "not supported", "-", "-", "-", "-"});
+    } else {
+      row.insert(row.end(),
+                 {std::to_string(r["lanes"].get<int>()), number(r["fma_gflops"]["value"]),
+                  number(r["fma_gflops"]["median"]), number(r["triad_gbs"]["value"]),
+                  number(r["triad_gbs"]["median"]), number(r["ridge_flops_per_byte"])});
+    }
+    t.rows.push_back(std::move(row));
+  }
+  const std::string footprint = number(experiment["params"]["llc_multiple"]);
+  t.note =
+      "Peak: the best repetition (every disturbance only slows a loop down); median beside "
+      "it. FMA: 12 independent multiply-add chains per lane (scalar and sse4 issue a "
+      "multiply and an add). Triad: x = y + s z over three arrays of " +
+      footprint +
+      "x the last-level cache together. Ridge: FLOP per byte at which a kernel stops being "
+      "memory-bound.";
+  return {std::move(t)};
+}
+
+// Timing: one row per cell, in grid order.
+std::vector<Table> timing_tables(const json& experiment, const std::string& source) {
+  Table t;
+  t.title = "timing: " + experiment["name"].get<std::string>() + source;
+  t.header = {"kernel", "shape",   "threads",   "direction", "median",
+              "95% CI", "GFLOP/s", "% of peak", "CV",        "noisy"};
+  for (const auto& r : experiment["records"]) {
+    const json& p = r["params"];
+    std::vector<std::string> row = {p["kernel"], timing_shape(p),
+                                    std::to_string(r["threads"].get<int>()), p["direction"]};
+    if (!r.contains("time_s")) {
+      row.insert(row.end(), {"not run", "-", "-", "-", "-", "-"});
+    } else {
+      const json& time = r["time_s"];
+      row.insert(row.end(),
+                 {duration(time["value"]),
+                  "[" + duration(time["ci95"][0]) + ", " + duration(time["ci95"][1]) + "]",
+                  number(r["gflops"]["value"]),
+                  r["percent_of_peak"].is_null() ? "-" : number(r["percent_of_peak"]),
+                  time["cv"].is_null() ? "-" : number(100 * time["cv"].get<double>()) + " %",
+                  r["noisy"].get<bool>() ? "**noisy**" : "-"});
+    }
+    t.rows.push_back(std::move(row));
+  }
+  t.note =
+      "Shape: batch·heads × n_q × n_kv, d_k/d_v. Median of the repetitions (each the mean "
+      "time per call over its iterations), its interval from order statistics (distribution "
+      "free; [min, max] below 6 repetitions, which covers less than 95 %). % of peak: of "
+      "this machine's measured multiply-add peak for the kernel's ISA and thread count "
+      "(machine.peak); a scalar kernel can pass 100 % where the compiler vectorises its "
+      "loops with the baseline SSE2. Noisy: CV (stddev / mean of the repetitions) above 5 %.";
+  return {std::move(t)};
 }
 
 using TableMaker = std::vector<Table> (*)(const json& experiment, const std::string& source);
 
 const std::map<std::string, TableMaker>& makers() {
-  static const std::map<std::string, TableMaker> m = {{"variance", variance_tables},
-                                                      {"entropy", entropy_tables}};
+  static const std::map<std::string, TableMaker> m = {
+      {"variance", variance_tables}, {"entropy", entropy_tables},
+      {"gradient", gradient_tables}, {"training", training_tables},
+      {"roofline", roofline_tables}, {"timing", timing_tables}};
   return m;
 }
 
@@ -205,8 +441,24 @@ std::string number(double x) {
   if (std::isnan(x)) return "nan";
   if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", x);
+  // Whole numbers (sizes, counts) print in full; everything else with 4 significant digits.
+  if (x == std::floor(x) && std::abs(x) < 1e15) std::snprintf(buf, sizeof buf, "%.0f", x);
+  else std::snprintf(buf, sizeof buf, "%.4g", x);
   return buf;
+}
+
+std::string duration(double seconds) {
+  const double a = std::abs(seconds);
+  if (a < 1e-6) return number(seconds * 1e9) + " ns";
+  if (a < 1e-3) return number(seconds * 1e6) + " µs";
+  if (a < 1) return number(seconds * 1e3) + " ms";
+  return number(seconds) + " s";
+}
+
+std::string timing_shape(const json& p) {
+  std::string s = p["batch_heads"].dump() + "×" + p["n_q"].dump() + "×" + p["n_kv"].dump() +
+                  ", d " + p["d_k"].dump() + "/" + p["d_v"].dump();
+  return p["causal"].get<bool>() ? s + ", causal" : s;
 }
 
 json parse_result_file(const std::string& path, const std::string& text) {
@@ -249,9 +501,15 @@ json read_result_file(const std::string& path) {
 
 std::vector<Table> tables(const std::vector<json>& results) {
   std::vector<Table> out;
+  // Titles carry the machine only when the files come from several machines.
+  std::vector<std::string> machines;
+  for (const auto& result : results) {
+    const std::string id = result.value("machine_id", std::string("?"));
+    if (std::find(machines.begin(), machines.end(), id) == machines.end()) machines.push_back(id);
+  }
   for (const auto& result : results) {
     const std::string source =
-        results.size() > 1 ? " [" + result.value("machine_id", std::string("?")) + "]" : "";
+        machines.size() > 1 ? " [" + result.value("machine_id", std::string("?")) + "]" : "";
     for (const auto& e : result["experiments"])
       for (auto& t : experiment_tables(e, source)) out.push_back(std::move(t));
   }
@@ -273,6 +531,116 @@ std::string markdown(const std::vector<Table>& tables) {
     }
     if (!t.note.empty()) out << "\n" << t.note << "\n";
     out << "\n";
+  }
+  return out.str();
+}
+
+namespace {
+
+std::string csv_number(double x) {
+  char buf[40];
+  if (x == std::floor(x) && std::abs(x) < 1e15) std::snprintf(buf, sizeof buf, "%.0f", x);
+  else std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
+
+void flatten(const json& v, const std::string& key, std::vector<std::pair<std::string, std::string>>& out) {
+  const auto field = [&](const std::string& name) { return key.empty() ? name : key + "." + name; };
+  if (v.is_object()) {
+    for (auto& [k, x] : v.items()) flatten(x, field(k), out);
+  } else if (v.is_array() && v.size() == 2 && key.size() >= 4 && key.substr(key.size() - 4) == "ci95") {
+    flatten(v[0], key + "_low", out);
+    flatten(v[1], key + "_high", out);
+  } else if (v.is_number()) {
+    out.emplace_back(key, csv_number(v.get<double>()));
+  } else if (v.is_string()) {
+    out.emplace_back(key, v.get<std::string>());
+  } else if (v.is_null()) {
+    out.emplace_back(key, "");
+  } else {
+    out.emplace_back(key, v.dump());  // booleans, and lists such as every repetition's time
+  }
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string quoted = "\"";
+  for (char c : s) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+}  // namespace
+
+std::vector<CsvFile> csv_files(const std::vector<ResultFile>& results) {
+  struct Sheet {
+    std::vector<std::string> columns;
+    std::vector<std::map<std::string, std::string>> rows;
+  };
+  std::vector<std::pair<std::string, Sheet>> sheets;  // in order of first appearance
+  for (const auto& file : results) {
+    for (const auto& e : file.doc["experiments"]) {
+      const std::string name = e["name"].get<std::string>() + ".csv";
+      auto it = std::find_if(sheets.begin(), sheets.end(), [&](auto& s) { return s.first == name; });
+      if (it == sheets.end()) it = sheets.insert(sheets.end(), {name, Sheet{}});
+      Sheet& sheet = it->second;
+      for (const auto& r : e["records"]) {
+        std::vector<std::pair<std::string, std::string>> fields;
+        if (results.size() > 1) {
+          fields.emplace_back("machine_id", file.doc.value("machine_id", std::string()));
+          fields.emplace_back("file", file.path);
+        }
+        flatten(r, "", fields);
+        std::map<std::string, std::string> row;
+        for (auto& [k, v] : fields) {
+          if (std::find(sheet.columns.begin(), sheet.columns.end(), k) == sheet.columns.end())
+            sheet.columns.push_back(k);
+          row[k] = v;
+        }
+        sheet.rows.push_back(std::move(row));
+      }
+    }
+  }
+  std::vector<CsvFile> out;
+  for (const auto& [name, sheet] : sheets) {
+    std::ostringstream text;
+    for (std::size_t c = 0; c < sheet.columns.size(); ++c)
+      text << (c ? "," : "") << csv_field(sheet.columns[c]);
+    text << "\n";
+    for (const auto& row : sheet.rows) {
+      for (std::size_t c = 0; c < sheet.columns.size(); ++c) {
+        auto it = row.find(sheet.columns[c]);
+        text << (c ? "," : "") << (it == row.end() ? "" : csv_field(it->second));
+      }
+      text << "\n";
+    }
+    out.push_back({name, text.str()});
+  }
+  return out;
+}
+
+std::string index_markdown(const std::vector<ResultFile>& results,
+                           const std::vector<std::string>& plot_names,
+                           const std::vector<CsvFile>& csvs) {
+  std::ostringstream out;
+  std::vector<json> docs;
+  out << "# sdpa-bench results\n\nGenerated by `sdpa-bench report` from these result files "
+         "alone; regenerate with the command in README.md (a test checks these tables match "
+         "the files byte for byte).\n\n| file | machine | config sha256 | seed | started |\n"
+         "|---|---|---|---|---|\n";
+  for (const auto& r : results) {
+    out << "| `" << r.path << "` | " << r.doc.value("machine_id", std::string("?")) << " | "
+        << r.doc["config"]["sha256"].get<std::string>().substr(0, 12) << " | " << r.doc["seed"].dump()
+        << " | " << r.doc["started_at"].get<std::string>() << " |\n";
+    docs.push_back(r.doc);
+  }
+  out << "\n" << markdown(tables(docs));
+  if (!plot_names.empty()) {
+    out << "## Plots\n\n";
+    for (const auto& p : plot_names) out << "![" << p << "](plots/" << p << ".svg)\n\n";
+  }
+  if (!csvs.empty()) {
+    out << "## CSV (one row per record)\n\n";
+    for (const auto& c : csvs) out << "- [" << c.name << "](csv/" << c.name << ")\n";
   }
   return out.str();
 }

@@ -55,4 +55,10 @@ double projected_variance(const std::string& init, double d_model, double d_k) {
   return d_model * projection_weight_variance(init, d_model, d_k);
 }
 
+double entropy_bulk(double sigma2, double n_keys) { return std::log(n_keys) - sigma2 / 2; }
+
+double jacobian_fro2_bulk(double sigma2, double n) {
+  return std::exp(sigma2) / n + (std::exp(2 * sigma2) - 2 * std::exp(3 * sigma2)) / (n * n);
+}
+
 }  // namespace sdpa::theory

@@ -1,12 +1,17 @@
 // sdpa-bench: subcommands only; every piece of logic lives in the libraries.
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <iostream>
+#include <filesystem>
 #include <optional>
+#include <iostream>
 
+#include "sdpa/attend.hpp"
+#include "sdpa/claims.hpp"
+#include "sdpa/compare.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/journal.hpp"
 #include "sdpa/kernels.hpp"
+#include "sdpa/plots.hpp"
 #include "sdpa/report.hpp"
 
 namespace {
@@ -55,8 +60,12 @@ int list() {
   return 0;
 }
 
-int info() {
+int info(bool id_only) {
   sdpa::json machine = sdpa::machine_fingerprint();
+  if (id_only) {
+    std::cout << sdpa::machine_id(machine) << "\n";
+    return 0;
+  }
   sdpa::json out = {{"machine_id", sdpa::machine_id(machine)},
                     {"machine", machine},
                     {"suite", sdpa::suite_info()}};
@@ -64,33 +73,120 @@ int info() {
   return 0;
 }
 
-int report(const std::vector<std::string>& files) {
-  std::vector<sdpa::json> results;
+struct ReportOptions {
+  std::vector<std::string> files;
+  std::string format = "md";
+  std::string out;
+  bool plots = false;
+};
+
+int report(const ReportOptions& o) {
+  if (o.out.empty() && (o.format != "md" || o.plots))
+    throw sdpa::InputError("report: --format csv|both and --plots write files; give --out DIR");
+  std::vector<sdpa::report::ResultFile> results;
   int status = 0;
-  for (const auto& f : files) {
+  for (const auto& f : o.files) {
     try {
-      results.push_back(sdpa::report::read_result_file(f));
+      results.push_back({f, sdpa::report::read_result_file(f)});
     } catch (const sdpa::InputError& e) {
       std::cerr << "error: " << e.what() << "\n";  // report on the others
       status = 2;
     }
   }
-  std::cout << sdpa::report::markdown(sdpa::report::tables(results));
+  if (o.out.empty()) {
+    std::vector<sdpa::json> docs;
+    for (const auto& r : results) docs.push_back(r.doc);
+    std::cout << sdpa::report::markdown(sdpa::report::tables(docs));
+    return status;
+  }
+  namespace fs = std::filesystem;
+  std::vector<sdpa::report::CsvFile> csvs;
+  if (o.format != "md") {
+    csvs = sdpa::report::csv_files(results);
+    for (const auto& c : csvs) sdpa::write_file_atomically((fs::path(o.out) / "csv" / c.name).string(), c.text);
+  }
+  std::vector<std::string> plot_names;
+  if (o.plots) {
+    const auto p = sdpa::plots::write_plots(results, (fs::path(o.out) / "plots").string());
+    if (!p.message.empty()) std::cerr << "report: " << p.message << "\n";
+    plot_names = p.plots;
+  }
+  if (o.format != "csv")
+    sdpa::write_file_atomically((fs::path(o.out) / "README.md").string(),
+                                sdpa::report::index_markdown(results, plot_names, csvs));
+  std::cerr << "report: written to " << o.out << "\n";
   return status;
+}
+
+int claims(const std::string& file, const std::string& output) {
+  const auto result = sdpa::report::read_result_file(file);
+  const std::string text = sdpa::claims::markdown(sdpa::claims::evaluate(result, file), file);
+  if (output.empty()) std::cout << text;
+  else sdpa::write_file_atomically(output, text);
+  return 0;
+}
+
+int compare(const std::vector<std::string>& paths, const std::string& format,
+            const std::string& out_dir) {
+  std::vector<sdpa::compare::ResultFile> files;
+  int status = 0;
+  for (const auto& p : paths) {
+    try {
+      files.push_back({p, sdpa::report::read_result_file(p)});
+    } catch (const sdpa::InputError& e) {
+      std::cerr << "error: " << e.what() << "\n";  // name every bad file, then stop
+      status = 2;
+    }
+  }
+  if (status != 0) return status;
+  const auto tables = sdpa::compare::tables(files);
+  std::string csv;
+  for (const auto& t : tables)
+    csv += (csv.empty() ? "# " : "\n# ") + t.title + "\n" + sdpa::compare::csv(t);
+  std::cout << (format == "csv" ? csv : sdpa::report::markdown(tables));
+  if (!out_dir.empty()) {
+    sdpa::write_file_atomically(out_dir + "/compare.md", sdpa::report::markdown(tables));
+    for (std::size_t i = 0; i < tables.size(); ++i)
+      sdpa::write_file_atomically(out_dir + "/compare-" + std::to_string(i + 1) + ".csv",
+                                  sdpa::compare::csv(tables[i]));
+    std::cerr << "wrote " << out_dir << "/compare.md and compare-1.csv .. compare-" << tables.size()
+              << ".csv (one per table, in order)\n";
+  }
+  return 0;
+}
+
+// Everything after the first "--" is Google Benchmark's (for `run`); CLI11 sees the rest.
+std::vector<std::string> split_passthrough(int& argc, char** argv) {
+  std::vector<std::string> rest;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--") {
+      for (int j = i + 1; j < argc; ++j) rest.push_back(argv[j]);
+      argc = i;
+      break;
+    }
+  return rest;
+}
+
+int run_attend(const sdpa::AttendOptions& options) {
+  for (const auto& f : sdpa::attend(options)) std::cerr << "wrote " << f << "\n";
+  return 0;
 }
 
 // Parses the command line and runs the subcommand; main turns what it throws into exit codes.
 int dispatch(int argc, char** argv) {
+  sdpa::RunOptions run_options;
+  run_options.program = argv[0];
+  run_options.benchmark_flags = split_passthrough(argc, argv);
   CLI::App app{"sdpa-bench: measured theory and timing of scaled dot-product attention"};
-  app.set_version_flag("--version", std::string("sdpa-bench ") +
-                                        sdpa::suite_info()["version"].get<std::string>() + " (" +
-                                        sdpa::suite_info()["git_commit"].get<std::string>() + ")");
+  app.set_version_flag("--version", std::string("sdpa-bench ") + sdpa::suite_info()["version"].get<std::string>() +
+                                        " (" + sdpa::suite_info()["git_commit"].get<std::string>() + ")");
   app.require_subcommand(1);
 
-  std::string config_path, output;
-  int threads = 0;
+  std::string config_path;
   auto* run_cmd = app.add_subcommand(
-      "run", "validate and run a config, write its result file, print its tables");
+      "run",
+      "validate and run a config, write its result file, print its tables; Google "
+      "Benchmark flags for timing experiments go after `--`");
   bool resume = false;
   run_cmd->add_option("config", config_path, "config file (JSON), or the journal to resume")
       ->required();
@@ -98,33 +194,85 @@ int dispatch(int argc, char** argv) {
                     "continue an interrupted run: with CONFIG, from <FILE>.journal (-o FILE) or "
                     "the newest journal of the config in results/<machine-id>/; or give the "
                     "journal itself in place of CONFIG");
-  run_cmd->add_option("-o,--output", output,
+  run_cmd->add_option("-o,--output", run_options.output,
                       "result file (default results/<machine-id>/<config-name>-<UTC time>.json)");
-  run_cmd->add_option("-j,--threads", threads, "threads (default: the config's, else all cores)")
+  run_cmd
+      ->add_option("-j,--threads", run_options.threads,
+                   "threads (default: the config's, else all cores)")
       ->check(CLI::PositiveNumber);
+  run_cmd->add_option(
+      "--benchmark-json", run_options.benchmark_json,
+      "also write Google Benchmark's JSON of the timing cells (compare.py reads it)");
 
   auto* validate_cmd = app.add_subcommand("validate", "check a config without running it");
   validate_cmd->add_option("config", config_path, "config file (JSON)")->required();
 
   app.add_subcommand("list", "experiment kinds and kernels available on this machine");
-  app.add_subcommand("info", "the machine fingerprint and build, as JSON");
+  bool id_only = false;
+  app.add_subcommand("info", "the machine fingerprint and build, as JSON")
+      ->add_flag("--machine-id", id_only, "print only the machine id (the results/ folder name)");
 
-  std::vector<std::string> files;
+  ReportOptions report_options;
   auto* report_cmd = app.add_subcommand("report", "tables from result files (no experiment runs)");
-  report_cmd->add_option("results", files, "result files")->required();
+  report_cmd->add_option("results", report_options.files, "result files")->required();
+  report_cmd->add_option("--format", report_options.format, "md, csv or both (csv needs --out)")
+      ->check(CLI::IsMember({"md", "csv", "both"}));
+  report_cmd->add_option("--out", report_options.out,
+                         "folder for README.md (tables), csv/ and plots/ (default: Markdown to stdout)");
+  report_cmd->add_flag("--plots", report_options.plots, "also write plots (gnuplot: SVG and PNG)");
+
+  std::string claims_file, claims_output;
+  auto* claims_cmd = app.add_subcommand(
+      "claims", "verdicts on the textbook claims, from a result file of configs/seeds.json");
+  claims_cmd->add_option("result", claims_file, "result file of configs/seeds.json")->required();
+  claims_cmd->add_option("-o,--output", claims_output, "write the Markdown here (default: stdout)");
+
+  std::vector<std::string> compare_files;
+  std::string compare_format = "md", compare_out;
+  auto* compare_cmd = app.add_subcommand(
+      "compare",
+      "compare result files against the first: timings (speedup, U test), peaks, "
+      "reproducibility of statistics");
+  compare_cmd
+      ->add_option("results", compare_files, "two or more result files; the first is the baseline")
+      ->required()
+      ->expected(2, -1);
+  compare_cmd->add_option("--format", compare_format, "md or csv on stdout (default md)")
+      ->check(CLI::IsMember({"md", "csv"}));
+  compare_cmd->add_option("--out", compare_out,
+                          "also write compare.md and one compare-N.csv per table into this folder");
+
+  sdpa::AttendOptions attend_options;
+  double attend_scale = 0;
+  auto* attend_cmd = app.add_subcommand(
+      "attend", "run one kernel on .npy arrays (float32, C order) and write .npy outputs");
+  attend_cmd->add_option("--q", attend_options.q, "Q: (n_q, d_k) or (b, n_q, d_k)")->required();
+  attend_cmd->add_option("--k", attend_options.k, "K: (n_kv, d_k) or (b, n_kv, d_k)")->required();
+  attend_cmd->add_option("--v", attend_options.v, "V: (n_kv, d_v) or (b, n_kv, d_v)")->required();
+  attend_cmd->add_option("--out", attend_options.out, "output folder: o.npy, lse.npy, [dq, dk, dv].npy")
+      ->required();
+  attend_cmd->add_option("--grad-out", attend_options.grad_out,
+                         "upstream gradient dO (shaped like O): also write dq.npy, dk.npy, dv.npy");
+  attend_cmd->add_option("--kernel", attend_options.kernel, "kernel (default flash; see `list`)");
+  attend_cmd->add_option("--scale", attend_scale, "scale c (default 1/sqrt(d_k))");
+  attend_cmd->add_flag("--causal", attend_options.causal, "causal mask (bottom-right aligned)");
+  attend_cmd->add_option("-j,--threads", attend_options.threads, "threads (default 1)")
+      ->check(CLI::PositiveNumber);
 
   CLI11_PARSE(app, argc, argv);
-  if (*run_cmd) {
-    sdpa::RunOptions options;
-    options.output = output;
-    options.threads = threads;
-    options.program = argv[0];
-    return run(config_path, resume, options);
+  if (attend_cmd->count("--scale")) attend_options.scale = attend_scale;
+  if (!run_options.benchmark_flags.empty() && !*run_cmd) {
+    std::cerr << "error: arguments after -- are Google Benchmark flags, for `run` only\n";
+    return 2;
   }
+  if (*run_cmd) return run(config_path, resume, run_options);
+  if (*compare_cmd) return compare(compare_files, compare_format, compare_out);
   if (*validate_cmd) return validate(config_path);
   if (app.got_subcommand("list")) return list();
-  if (app.got_subcommand("info")) return info();
-  if (*report_cmd) return report(files);
+  if (app.got_subcommand("info")) return info(id_only);
+  if (*report_cmd) return report(report_options);
+  if (*claims_cmd) return claims(claims_file, claims_output);
+  if (*attend_cmd) return run_attend(attend_options);
   return 0;
 }
 

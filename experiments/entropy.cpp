@@ -6,9 +6,8 @@
 #include <cmath>
 #include <vector>
 
-#include "inputs.hpp"
 #include "kinds.hpp"
-#include "scale.hpp"
+#include "trials.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/stats.hpp"
 
@@ -19,22 +18,6 @@ namespace {
 const double kLnMaxFp32 = std::log(double(FLT_MAX));  // 88.72
 const double kLnMaxFp16 = std::log(65504.0);          // 11.09
 
-struct EntropyCell {
-  std::string kernel;
-  std::int64_t d_k, n_q, n_kv, trials;
-  double scale;
-  InputSpec inputs;
-
-  explicit EntropyCell(const json& p)
-      : kernel(p["kernel"]),
-        d_k(p["d_k"]),
-        n_q(p["n_q"]),
-        n_kv(p["n_kv"]),
-        trials(p["trials"]),
-        scale(scale_value(p["scale"], double(p["d_k"]), double(p["n_kv"]))),
-        inputs(InputSpec::from(p)) {}
-};
-
 // One trial's pooled view of its rows.
 struct TrialRows {
   double entropy = 0, max_weight = 0, effective_keys = 0, score_variance = 0;
@@ -42,7 +25,7 @@ struct TrialRows {
                fp16_overflow_rows = 0;
 };
 
-TrialRows run_trial(const EntropyCell& c, const Kernel& kernel, const StreamKey& key) {
+TrialRows run_trial(const AttentionCell& c, const Kernel& kernel, const StreamKey& key) {
   PhiloxStream rng(key);
   const Shape shape{1, c.n_q, c.n_kv, c.d_k, 1};
   std::vector<float> q(shape.q_elements()), k(shape.k_elements());
@@ -73,37 +56,27 @@ TrialRows run_trial(const EntropyCell& c, const Kernel& kernel, const StreamKey&
   return t;
 }
 
-std::vector<double> column(const std::vector<TrialRows>& trials, double TrialRows::*field) {
-  std::vector<double> out;
-  out.reserve(trials.size());
-  for (const auto& t : trials) out.push_back(t.*field);
-  return out;
-}
-
-double fraction(const std::vector<TrialRows>& trials, std::int64_t TrialRows::*field, double rows) {
+double fraction(const std::vector<TrialRows>& trials, std::int64_t TrialRows::*field,
+                double rows) {
   double sum = 0;
   for (const auto& t : trials) sum += double(t.*field);
   return sum / (rows * double(trials.size()));
 }
 
 json run_entropy_cell(const CellContext& ctx) {
-  const EntropyCell c(ctx.cell.params);
+  const AttentionCell c(ctx.cell.params);
   const Kernel& kernel = *find_kernel(c.kernel);
-  std::vector<TrialRows> trials(c.trials);
-#pragma omp parallel for num_threads(ctx.threads) schedule(dynamic)
-  for (std::int64_t t = 0; t < c.trials; ++t)
-    trials[t] = run_trial(
-        c, kernel, {ctx.seed, ctx.experiment, std::uint32_t(ctx.cell.index), std::uint32_t(t)});
+  const auto trials = run_trials<TrialRows>(
+      ctx, c.trials, [&](const StreamKey& key) { return run_trial(c, kernel, key); });
 
-  const auto model = c.inputs.score_model(double(c.d_k), c.scale, c.n_q, c.n_kv);
+  const auto model = c.model();
   const double sigma2 = theory::score_variance(model);
   const double ln_n = std::log(double(c.n_kv));
   // Rows share keys, so rows of one trial are not independent: intervals come from the
   // spread of per-trial means across independent trials.
   const auto entropy = column(trials, &TrialRows::entropy);
-  const bool gaussian_theory =
-      c.inputs.independent_scores() && model.mean_q == 0 && model.mean_k == 0;
-  const double predicted = ln_n - sigma2 / 2;
+  const bool gaussian_theory = c.inputs.independent_scores() && model.mean_q == 0 && model.mean_k == 0;
+  const double predicted = theory::entropy_bulk(sigma2, double(c.n_kv));
 
   json r;
   r["scale_value"] = c.scale;
@@ -111,8 +84,12 @@ json run_entropy_cell(const CellContext& ctx) {
   r["saturation_sigma2"] = 2 * ln_n;
   r["regime"] = sigma2 <= 1 ? "bulk" : sigma2 < 2 * ln_n ? "transition" : "frozen";
   r["formula_valid"] = sigma2 < 2 * ln_n;  // asymptotically (N -> infinity, Gaussian logits)
+  // The formula is recorded everywhere, with the measured gap; it is a prediction (with an
+  // `agrees`) only inside its regime.
+  const bool in_regime = gaussian_theory && sigma2 < 2 * ln_n;
   r["entropy"] = measured(stats::mean(entropy), stats::mean_ci(entropy),
-                          gaussian_theory ? std::optional(predicted) : std::nullopt, "asymptotic");
+                          in_regime ? std::optional(predicted) : std::nullopt, "asymptotic");
+  r["entropy"]["formula"] = predicted;
   r["entropy"]["gap"] = stats::mean(entropy) - predicted;
   r["entropy_normalised"] = stats::mean(entropy) / ln_n;
   r["ln_n"] = ln_n;

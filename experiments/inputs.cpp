@@ -7,21 +7,6 @@
 namespace sdpa {
 namespace {
 
-// W (d_model x d_k) with the chosen initialisation, drawn from the trial's stream.
-std::vector<double> projection(PhiloxStream& rng, const std::string& init, std::int64_t d_model,
-                               std::int64_t d_k) {
-  std::vector<double> w(d_model * d_k);
-  const double variance = theory::projection_weight_variance(init, double(d_model), double(d_k));
-  if (init == "pytorch") {
-    const double bound = std::sqrt(3 * variance);  // U(-b, b) has variance b^2 / 3
-    boost::random::uniform_real_distribution<double> uniform(-bound, bound);
-    for (double& x : w) x = uniform(rng);
-  } else {
-    fill_normal<double>(rng, w, 0, std::sqrt(variance));
-  }
-  return w;
-}
-
 // out [n, d_k] = x [n, d_model] W with x of unit variance.
 void project(PhiloxStream& rng, const std::vector<double>& w, std::int64_t n, std::int64_t d_model,
              std::int64_t d_k, std::span<float> out) {
@@ -36,6 +21,20 @@ void project(PhiloxStream& rng, const std::vector<double>& w, std::int64_t n, st
 }
 
 }  // namespace
+
+std::vector<double> initial_weights(PhiloxStream& rng, const std::string& init, std::int64_t fan_in,
+                                    std::int64_t fan_out) {
+  std::vector<double> w(fan_in * fan_out);
+  const double variance = theory::projection_weight_variance(init, double(fan_in), double(fan_out));
+  if (init == "pytorch") {
+    const double bound = std::sqrt(3 * variance);  // U(-b, b) has variance b^2 / 3
+    boost::random::uniform_real_distribution<double> uniform(-bound, bound);
+    for (double& x : w) x = uniform(rng);
+  } else {
+    fill_normal<double>(rng, w, 0, std::sqrt(variance));
+  }
+  return w;
+}
 
 InputSpec InputSpec::from(const json& p) {
   InputSpec s;
@@ -53,8 +52,8 @@ InputSpec InputSpec::from(const json& p) {
 void InputSpec::sample(PhiloxStream& rng, std::int64_t n_q, std::int64_t n_k, std::int64_t d_k,
                        std::span<float> q, std::span<float> k) const {
   if (kind == "projected") {
-    const auto w_q = projection(rng, init, d_model, d_k);
-    const auto w_k = projection(rng, init, d_model, d_k);
+    const auto w_q = initial_weights(rng, init, d_model, d_k);
+    const auto w_k = initial_weights(rng, init, d_model, d_k);
     project(rng, w_q, n_q, d_model, d_k, q);
     project(rng, w_k, n_k, d_model, d_k, k);
     return;

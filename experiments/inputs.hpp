@@ -10,12 +10,18 @@
 
 #include <span>
 #include <string>
+#include <vector>
 
 #include "sdpa/experiments.hpp"
 #include "sdpa/rng.hpp"
 #include "sdpa/theory.hpp"
 
 namespace sdpa {
+
+// W (fan_in x fan_out, row-major) with the chosen initialisation ("glorot" or "pytorch", see
+// above), drawn from the stream.
+std::vector<double> initial_weights(PhiloxStream& rng, const std::string& init, std::int64_t fan_in,
+                                    std::int64_t fan_out);
 
 struct InputSpec {
   std::string kind = "normal";  // "normal" or "projected"

@@ -6,4 +6,8 @@
 namespace sdpa {
 ExperimentKind variance_experiment();
 ExperimentKind entropy_experiment();
+ExperimentKind gradient_experiment();
+ExperimentKind training_experiment();
+ExperimentKind roofline_experiment();
+ExperimentKind timing_experiment();
 }  // namespace sdpa

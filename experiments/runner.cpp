@@ -11,6 +11,8 @@
 #include <map>
 #include <optional>
 
+#include "benchmark_session.hpp"
+#include "peak_measure.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/journal.hpp"
 
@@ -152,11 +154,24 @@ std::map<CellKey, JournalEntry> resumable_cells(const std::string& journal,
   return done;
 }
 
+// A roofline cell finished before a resumption: its peak goes back into the machine section.
+void restore_peak(const ExperimentPlan& plan, const json& record, json& peaks) {
+  if (plan.kind->name != "roofline" || !record.value("supported", false)) return;
+  store_peak(peaks, {{"isa", record["params"]["isa"]},
+                     {"threads", record["threads"]},
+                     {"fma_gflops", record["fma_gflops"]["value"]},
+                     {"triad_gbs", record["triad_gbs"]["value"]},
+                     {"source", "roofline"}});
+}
+
 }  // namespace
 
 std::string default_result_folder() { return "results/" + machine_id(machine_fingerprint()); }
 
 std::string run_config(const Config& config, const RunOptions& options) {
+  // Google Benchmark's flags are checked before anything runs.
+  BenchmarkSession benchmark(options.benchmark_flags, options.benchmark_json);
+  RunShared shared{.peaks = json::array(), .benchmark = &benchmark};
   const auto plans = make_plan(config);
   std::size_t cells = 0;
   for (const auto& plan : plans) cells += plan.cells.size();
@@ -226,6 +241,7 @@ std::string run_config(const Config& config, const RunOptions& options) {
     json records = json::array();
     for (const auto& cell : plan.cells) {
       if (const auto it = done.find({plan.index, cell.index}); it != done.end()) {
+        restore_peak(plan, it->second.record, shared.peaks);
         records.push_back(it->second.record);
         seconds += it->second.seconds;
         journaled_seconds += it->second.seconds;
@@ -240,7 +256,8 @@ std::string run_config(const Config& config, const RunOptions& options) {
       const auto cell_start = Clock::now();
       json record = {{"cell", cell.index}, {"params", json::object()}};
       for (const auto& axis : plan.kind->axes) record["params"][axis] = cell.params[axis];
-      record.update(plan.kind->run_cell({cell, config.seed, plan.index, header.threads}));
+      record.update(
+          plan.kind->run_cell({cell, config.seed, plan.index, header.threads, &shared}));
       const double cell_seconds = seconds_since(cell_start);
       journal->append({plan.index, cell.index, cell_seconds, record});
       seconds += cell_seconds;
@@ -255,8 +272,12 @@ std::string run_config(const Config& config, const RunOptions& options) {
                                      {"duration_s", seconds},
                                      {"records", std::move(records)}});
   }
+  // Peaks measured by roofline (or timing) cells describe the machine: every timing's % of
+  // peak refers to one of them.
+  if (!shared.peaks.empty()) result["machine"]["peak"] = shared.peaks;
   result["duration_s"] = journaled_seconds + seconds_since(run_start);
   write_file_atomically(header.result, result.dump(1) + "\n");
+  benchmark.finish();
   journal.reset();
   std::filesystem::remove(journal_path);
   return header.result;

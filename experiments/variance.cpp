@@ -5,9 +5,8 @@
 #include <cmath>
 #include <vector>
 
-#include "inputs.hpp"
 #include "kinds.hpp"
-#include "scale.hpp"
+#include "trials.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/rng.hpp"
 #include "sdpa/stats.hpp"
@@ -73,18 +72,12 @@ TrialMoments run_trial(const VarianceCell& c, const Kernel& kernel, const Stream
 json run_variance_cell(const CellContext& ctx) {
   const VarianceCell c(ctx.cell.params);
   const Kernel& kernel = *find_kernel(c.kernel);
-  std::vector<TrialMoments> trials(c.trials);
-#pragma omp parallel for num_threads(ctx.threads) schedule(dynamic)
-  for (std::int64_t t = 0; t < c.trials; ++t)
-    trials[t] = run_trial(
-        c, kernel, {ctx.seed, ctx.experiment, std::uint32_t(ctx.cell.index), std::uint32_t(t)});
+  const auto trials = run_trials<TrialMoments>(
+      ctx, c.trials, [&](const StreamKey& key) { return run_trial(c, kernel, key); });
 
-  // Reduced in trial order, so the statistics do not depend on the thread count.
-  std::vector<double> means, sample_variances, deviations;
-  for (const auto& t : trials) {
-    means.push_back(t.mean);
-    sample_variances.push_back(t.second - t.mean * t.mean);  // np.var(S), ddof 0
-  }
+  const auto means = column(trials, &TrialMoments::mean);
+  std::vector<double> sample_variances, deviations;
+  for (const auto& t : trials) sample_variances.push_back(t.second - t.mean * t.mean);  // np.var(S)
   const double grand_mean = stats::mean(means);
   // Each trial's mean squared deviation from the pooled mean: their average is np.var of all
   // products stacked, and their spread across independent trials gives its interval.
@@ -131,11 +124,9 @@ json run_variance_cell(const CellContext& ctx) {
   record["sample_variance"] = sv;
 
   if (c.inputs.alignment > 0) {
-    std::vector<double> a_means, a_vars;
-    for (const auto& t : trials)
-      a_means.push_back(t.aligned_mean), a_vars.push_back(t.aligned_variance);
-    const bool unit =
-        model.mean_q == 0 && model.mean_k == 0 && model.std_q == 1 && model.std_k == 1;
+    const auto a_means = column(trials, &TrialMoments::aligned_mean);
+    const auto a_vars = column(trials, &TrialMoments::aligned_variance);
+    const bool unit = model.mean_q == 0 && model.mean_k == 0 && model.std_q == 1 && model.std_k == 1;
     auto if_unit = [&](double x) { return unit ? std::optional(x) : std::nullopt; };
     record["aligned_score_mean"] = measured(
         stats::mean(a_means), stats::mean_ci(a_means),

@@ -57,6 +57,54 @@ void naive_forward(const ForwardArgs& a) {
   }
 }
 
+// The textbook backward in fp32, one batch-head per thread (dK and dV sum over rows). Weights
+// are recomputed from the forward's lse, p_j = exp(s_j - lse), instead of being stored, and
+// rowsum(P o dP) is dO_i . O_i from the forward's output.
+template <bool kProbe>
+void naive_backward_impl(const BackwardArgs& a) {
+  const Shape& s = a.shape;
+  std::vector<float> ds(s.n_kv);
+#pragma omp parallel for num_threads(a.threads) firstprivate(ds) schedule(static)
+  for (std::int64_t b = 0; b < s.batch_heads; ++b) {
+    const float* k = a.k + b * s.n_kv * s.d_k;
+    const float* v = a.v + b * s.n_kv * s.d_v;
+    float* dk = a.d_k + b * s.n_kv * s.d_k;
+    float* dv = a.d_v + b * s.n_kv * s.d_v;
+    std::fill(dk, dk + s.n_kv * s.d_k, 0.0f);
+    std::fill(dv, dv + s.n_kv * s.d_v, 0.0f);
+    for (std::int64_t i = 0; i < s.n_q; ++i) {
+      const std::int64_t r = b * s.n_q + i, visible = visible_keys(s, a.causal, i);
+      const float* q = a.q + r * s.d_k;
+      const float* dout = a.d_out + r * s.d_v;
+      const float* o = a.out + r * s.d_v;
+      float* dq = a.d_q + r * s.d_k;
+      float d = 0;
+      for (std::int64_t c = 0; c < s.d_v; ++c) d += dout[c] * o[c];
+      for (std::int64_t c = 0; c < s.d_k; ++c) dq[c] = 0;
+      for (std::int64_t j = 0; j < visible; ++j) {
+        float dot = 0, dp = 0;
+        for (std::int64_t c = 0; c < s.d_k; ++c) dot += q[c] * k[j * s.d_k + c];
+        const float p = std::exp(a.scale * dot - a.lse[r]);
+        for (std::int64_t c = 0; c < s.d_v; ++c) {
+          dp += dout[c] * v[j * s.d_v + c];
+          dv[j * s.d_v + c] += p * dout[c];
+        }
+        ds[j] = p * (dp - d);
+        for (std::int64_t c = 0; c < s.d_k; ++c) {
+          dq[c] += a.scale * ds[j] * k[j * s.d_k + c];
+          dk[j * s.d_k + c] += a.scale * ds[j] * q[c];
+        }
+      }
+      if constexpr (kProbe) detail::probe_gradients(*a.probes, r, ds.data(), visible);
+    }
+  }
+}
+
+void naive_backward(const BackwardArgs& a) {
+  if (a.probes) naive_backward_impl<true>(a);
+  else naive_backward_impl<false>(a);
+}
+
 template <bool kStable>
 void naive_dispatch(const ForwardArgs& a) {
   if (a.probes)
@@ -72,7 +120,8 @@ std::vector<Kernel> detail::naive_kernels() {
            .family = "naive",
            .isa = "scalar",
            .description = "fp32 textbook loops, one row of scores, max-subtracted softmax",
-           .forward = &naive_dispatch<true>},
+           .forward = &naive_dispatch<true>,
+           .backward = &naive_backward},
           {.name = "naive-unstable",
            .family = "naive",
            .isa = "scalar",

@@ -2,6 +2,7 @@
 // computed in double from the row's scaled scores. Internal to sdpa_kernels.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -35,11 +36,39 @@ void probe_scores(RowProbes& probes, std::int64_t row, const T* scores, std::int
     l += e;
     t += e * s;
   }
+  double p2 = 0, p3 = 0;
+  for (std::int64_t j = 0; j < n && l > 0; ++j) {
+    const double s = static_cast<double>(scores[j]);
+    if (!std::isfinite(s)) continue;
+    const double p = std::exp(s - m) / l;
+    p2 += p * p;
+    p3 += p * p * p;
+  }
   probes.score_sum[row] = sum;
   probes.score_sumsq[row] = sumsq;
   probes.entropy[row] = l > 0 ? m + std::log(l) - t / l : 0.0;
   probes.max_weight[row] = l > 0 ? 1.0 / l : 0.0;  // the largest weight is e^{m-m} / l
+  probes.sum_p2[row] = p2;
+  probes.sum_p3[row] = p3;
   probes.nonfinite[row] += nonfinite;
+}
+
+// Fills a backward's probes for one row from its gradients dS_j at the scaled scores.
+template <typename T>
+void probe_gradients(GradProbes& probes, std::int64_t row, const T* ds, std::int64_t n) {
+  double sumsq = 0, max_abs = 0;
+  for (std::int64_t j = 0; j < n; ++j) {
+    const double g = static_cast<double>(ds[j]);
+    sumsq += g * g;
+    max_abs = std::max(max_abs, std::abs(g));
+  }
+  std::int64_t participating = 0;
+  for (std::int64_t j = 0; j < n; ++j)
+    participating += std::abs(static_cast<double>(ds[j])) > kParticipationThreshold * max_abs;
+  probes.ds_sumsq[row] = sumsq;
+  probes.ds_max_abs[row] = max_abs;
+  probes.participating[row] = participating;
+  probes.visible[row] = n;
 }
 
 template <typename T>

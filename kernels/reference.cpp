@@ -55,7 +55,74 @@ void reference_forward(const ForwardArgs& a) {
   }
 }
 
+// The backward of one batch-head in double, from scratch (the forward is recomputed):
+// P = softmax(S), dV = P^T dO, dP = dO V^T, dS = P o (dP - rowsum(P o dP)), dQ = c dS K,
+// dK = c dS^T Q.
+template <typename In, typename Out>
+void reference_backward_head(const Shape& s, const In* q, const In* k, const In* v,
+                             const In* d_out, double scale, bool causal, Out* d_q, Out* d_k,
+                             Out* d_v, GradProbes* probes, std::int64_t first_row) {
+  std::vector<double> dk(s.n_kv * s.d_k, 0.0), dv(s.n_kv * s.d_v, 0.0), scores, ds, o(s.d_v);
+  for (std::int64_t i = 0; i < s.n_q; ++i) {
+    const std::int64_t visible = visible_keys(s, causal, i);
+    const In* qi = q + i * s.d_k;
+    const In* doi = d_out + i * s.d_v;
+    const double lse = reference_row(s, qi, k, v, scale, visible, o.data(), scores);
+    double d = 0;  // rowsum(P o dP) = dO_i . O_i
+    for (std::int64_t c = 0; c < s.d_v; ++c) d += double(doi[c]) * o[c];
+    ds.assign(visible, 0.0);
+    std::vector<double> dqi(s.d_k, 0.0);
+    for (std::int64_t j = 0; j < visible; ++j) {
+      const double p = std::exp(scores[j] - lse);
+      double dp = 0;
+      for (std::int64_t c = 0; c < s.d_v; ++c) {
+        dp += double(doi[c]) * double(v[j * s.d_v + c]);
+        dv[j * s.d_v + c] += p * double(doi[c]);
+      }
+      ds[j] = p * (dp - d);
+      for (std::int64_t c = 0; c < s.d_k; ++c) {
+        dqi[c] += scale * ds[j] * double(k[j * s.d_k + c]);
+        dk[j * s.d_k + c] += scale * ds[j] * double(qi[c]);
+      }
+    }
+    for (std::int64_t c = 0; c < s.d_k; ++c) d_q[i * s.d_k + c] = Out(dqi[c]);
+    if (probes) detail::probe_gradients(*probes, first_row + i, ds.data(), visible);
+  }
+  for (std::size_t x = 0; x < dk.size(); ++x) d_k[x] = Out(dk[x]);
+  for (std::size_t x = 0; x < dv.size(); ++x) d_v[x] = Out(dv[x]);
+}
+
+// The registry entry: fp32 tensors in, computed in double, rounded once on output. The
+// forward's out and lse are not needed: the oracle recomputes them.
+void reference_backward(const BackwardArgs& a) {
+  const Shape& s = a.shape;
+  const Shape head{1, s.n_q, s.n_kv, s.d_k, s.d_v};
+#pragma omp parallel for num_threads(a.threads) schedule(static)
+  for (std::int64_t b = 0; b < s.batch_heads; ++b)
+    reference_backward_head(head, a.q + b * s.n_q * s.d_k, a.k + b * s.n_kv * s.d_k,
+                            a.v + b * s.n_kv * s.d_v, a.d_out + b * s.n_q * s.d_v, a.scale,
+                            a.causal, a.d_q + b * s.n_q * s.d_k, a.d_k + b * s.n_kv * s.d_k,
+                            a.d_v + b * s.n_kv * s.d_v, a.probes, b * s.n_q);
+}
+
 }  // namespace
+
+ReferenceGradients reference_attention_backward(const Shape& s, std::span<const double> q,
+                                                std::span<const double> k,
+                                                std::span<const double> v,
+                                                std::span<const double> d_out, double scale,
+                                                bool causal) {
+  ReferenceGradients g{std::vector<double>(s.q_elements()), std::vector<double>(s.k_elements()),
+                       std::vector<double>(s.v_elements())};
+  const Shape head{1, s.n_q, s.n_kv, s.d_k, s.d_v};
+  for (std::int64_t b = 0; b < s.batch_heads; ++b)
+    reference_backward_head(head, q.data() + b * s.n_q * s.d_k, k.data() + b * s.n_kv * s.d_k,
+                            v.data() + b * s.n_kv * s.d_v, d_out.data() + b * s.n_q * s.d_v,
+                            scale, causal, g.d_q.data() + b * s.n_q * s.d_k,
+                            g.d_k.data() + b * s.n_kv * s.d_k, g.d_v.data() + b * s.n_kv * s.d_v,
+                            static_cast<GradProbes*>(nullptr), 0);
+  return g;
+}
 
 ReferenceResult reference_attention(const Shape& s, std::span<const double> q,
                                     std::span<const double> k, std::span<const double> v,
@@ -77,6 +144,7 @@ std::vector<Kernel> detail::reference_kernels() {
            .isa = "scalar",
            .description = "fp64 oracle: materialised scores and weights, max-subtracted softmax",
            .forward = &reference_forward,
+           .backward = &reference_backward,
            .fp64 = true}};
 }
 

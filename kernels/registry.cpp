@@ -10,7 +10,16 @@ void RowProbes::resize(std::int64_t rows) {
   score_sumsq.assign(rows, 0.0);
   entropy.assign(rows, 0.0);
   max_weight.assign(rows, 0.0);
+  sum_p2.assign(rows, 0.0);
+  sum_p3.assign(rows, 0.0);
   nonfinite.assign(rows, 0);
+}
+
+void GradProbes::resize(std::int64_t rows) {
+  ds_sumsq.assign(rows, 0.0);
+  ds_max_abs.assign(rows, 0.0);
+  participating.assign(rows, 0);
+  visible.assign(rows, 0);
 }
 
 RowProbes::Pooled RowProbes::pooled() const {
@@ -34,7 +43,10 @@ RowProbes::Pooled RowProbes::pooled() const {
 const std::vector<Kernel>& kernel_registry() {
   static const std::vector<Kernel> registry = [] {
     std::vector<Kernel> all;
-    for (auto&& family : {detail::reference_kernels(), detail::naive_kernels()})
+    // Ladder order: the oracle, then each rung, then the library peers.
+    for (auto&& family : {detail::reference_kernels(), detail::naive_kernels(),
+                          detail::blocked_kernels(), detail::simd_kernels(),
+                          detail::flash_kernels(), detail::eigen_kernels(), detail::blas_kernels()})
       all.insert(all.end(), family.begin(), family.end());
     return all;
   }();

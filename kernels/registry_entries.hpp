@@ -1,5 +1,7 @@
 // Each variant file contributes its registry entries here; registry.cpp lists them in ladder
 // order. Adding a kernel means adding a file and one line in each of these two places.
+// A family returns only the entries this CPU can run (Highway targets it supports, Eigen copies
+// whose instruction set it has).
 #pragma once
 
 #include <vector>
@@ -9,4 +11,10 @@
 namespace sdpa::detail {
 std::vector<Kernel> reference_kernels();
 std::vector<Kernel> naive_kernels();
+std::vector<Kernel> blocked_kernels();
+std::vector<Kernel> simd_kernels();
+std::vector<Kernel> flash_kernels();
+std::vector<Kernel> eigen_kernels();
+std::vector<Kernel> blas_kernels();
+BackwardFn flash_backward_fn();  // the fused backward every flash entry shares
 }  // namespace sdpa::detail

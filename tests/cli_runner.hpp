@@ -24,8 +24,10 @@ struct CommandResult {
   std::string out, err;
 };
 
-inline CommandResult run_cli(const std::string& args, const TempDir& dir) {
-  const std::string cmd = std::string(SDPA_BENCH) + " " + args + " >" + (dir / ".out").string() +
+// `env` (e.g. "PATH=/nonexistent ") is put before the command.
+inline CommandResult run_cli(const std::string& args, const TempDir& dir,
+                             const std::string& env = "") {
+  const std::string cmd = env + std::string(SDPA_BENCH) + " " + args + " >" + (dir / ".out").string() +
                           " 2>" + (dir / ".err").string();
   const int status = std::system(cmd.c_str());
   CommandResult r;

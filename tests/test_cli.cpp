@@ -23,7 +23,9 @@ const char* kTinyConfig = R"({
     {"name": "v", "kind": "variance", "d_k": [2, 16], "n_q": 4, "n_k": 5, "trials": 30,
      "scale": ["none", "sqrt_dk"], "kernel": ["reference", "naive"], "cdf_at": [1.6]},
     {"name": "aligned", "kind": "variance", "d_k": 8, "n_q": 6, "n_k": 6, "trials": 20,
-     "alignment": 0.5}
+     "alignment": 0.5},
+    {"name": "recall", "kind": "training", "d_k": [4, 16], "d_model": 8, "vocab": 4,
+     "n_pairs": 2, "steps": 20, "log_every": 10, "seeds": 2, "eval_size": 8, "batch": 4}
   ]
 })";
 
@@ -67,6 +69,8 @@ TEST_CASE("run writes a result file that matches results/schema.json and prints 
   CHECK(doc["config"]["document"] == sdpa::json::parse(kTinyConfig));
   CHECK(doc["experiments"][0]["records"].size() == 8);
   CHECK(doc["experiments"][1]["records"][0].contains("aligned_score_variance"));
+  CHECK(doc["experiments"][2]["records"].size() == 4);
+  CHECK(r.out.find("### training: recall: unscaled vs sqrt_dk") != std::string::npos);
   // Nothing but the result file (and the config) is left in the folder: no temporary files.
   std::size_t files = 0;
   for ([[maybe_unused]] const auto& f : std::filesystem::directory_iterator(dir.path)) ++files;
@@ -136,4 +140,112 @@ TEST_CASE("report regenerates the tables from a result file alone") {
   const auto t = run_cli("report " + (dir / "trunc.json").string(), dir);
   CHECK(t.exit_code == 2);
   CHECK(t.err.find((dir / "trunc.json").string() + ": not a complete JSON document") != std::string::npos);
+}
+
+namespace {
+
+const char* kTimingConfig = R"({
+  "name": "timing-tiny",
+  "seed": 11,
+  "experiments": [
+    {"name": "roof", "kind": "roofline", "isa": ["scalar", "avx2"], "threads": 1, "repetitions": 2,
+     "min_time": 0.005, "llc_multiple": 2},
+    {"name": "t", "kind": "timing", "kernel": ["naive", "reference"], "n_q": 16, "n_kv": 16,
+     "d_k": 8, "d_v": 8, "threads": 1, "repetitions": 5, "min_time": 0.002, "warmup_time": 0.001},
+    {"name": "v", "kind": "variance", "d_k": 4, "n_q": 4, "n_k": 4, "trials": 10}
+  ]
+})";
+
+}  // namespace
+
+TEST_CASE("timing runs: schema, machine.peak, Google Benchmark's JSON, then compare") {
+  TempDir dir;
+  dir.write("timing.json", kTimingConfig);
+  const std::string cfg = (dir / "timing.json").string(), a = (dir / "a.json").string(),
+                    b = (dir / "b.json").string(), gb = (dir / "a-gb.json").string();
+  const auto r = run_cli("run " + cfg + " -o " + a + " --benchmark-json " + gb, dir);
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(run_cli("run " + cfg + " -o " + b, dir).exit_code == 0);
+  CHECK(r.out.find("### roofline: roof") != std::string::npos);
+  CHECK(r.out.find("### timing: t") != std::string::npos);
+
+  const std::string text = sdpa::testing::slurp(a);
+  CHECK(schema_errors(text) == "");
+  const auto doc = sdpa::json::parse(text);
+  const auto& peaks = doc["machine"]["peak"];
+  REQUIRE(peaks.size() >= 1);
+  CHECK(peaks[0]["isa"] == "scalar");
+  for (const auto& rec : doc["experiments"][1]["records"]) {
+    // % of peak refers to the machine.peak entry of the kernel's ISA and thread count.
+    CHECK(std::find(peaks.begin(), peaks.end(), rec["peak"]) != peaks.end());
+    CHECK(rec["peak"]["isa"] == rec["kernel_isa"]);
+    CHECK(rec["time_s"]["samples"].size() == 5);
+  }
+
+  // Google Benchmark's own JSON, as compare.py reads it: one document for the whole run.
+  const auto gb_doc = sdpa::json::parse(sdpa::testing::slurp(gb));
+  REQUIRE(gb_doc.contains("context"));
+  REQUIRE(gb_doc["benchmarks"].is_array());
+  std::size_t repetitions = 0;
+  for (const auto& run : gb_doc["benchmarks"])
+    if (run["run_type"] == "iteration") ++repetitions;
+  CHECK(repetitions == 10);  // two cells of five
+  CHECK(gb_doc["benchmarks"][0]["name"].get<std::string>().rfind("naive/forward/", 0) == 0);
+
+  const auto c = run_cli("compare " + a + " " + b, dir);
+  CAPTURE(c.err);
+  REQUIRE(c.exit_code == 0);
+  CHECK(c.out.find("### timing: B = " + b + " against A = " + a) != std::string::npos);
+  CHECK(c.out.find("| naive | 1×16×16, d 8/8 | 1 | forward |") != std::string::npos);
+  CHECK(c.out.find("| reference | 1×16×16, d 8/8 | 1 | forward |") != std::string::npos);
+  CHECK(c.out.find("| v | variance | 2 | identical |") != std::string::npos);
+  CHECK(c.out.find("### peaks") != std::string::npos);
+  CHECK(c.out.find("without a match") == std::string::npos);
+
+  const auto csv =
+      run_cli("compare " + a + " " + b + " --format csv --out " + (dir / "cmp").string(), dir);
+  REQUIRE(csv.exit_code == 0);
+  CHECK(csv.out.rfind("# timing: B = ", 0) == 0);
+  CHECK(csv.out.find("\nkernel,shape,threads,direction,") != std::string::npos);
+  CHECK(std::filesystem::exists(dir / "cmp/compare.md"));
+  CHECK(sdpa::testing::slurp(dir / "cmp/compare-1.csv").rfind("kernel,shape,", 0) == 0);
+
+  const auto bad = run_cli("compare " + a + " " + (dir / "missing.json").string(), dir);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err == "error: " + (dir / "missing.json").string() + ": cannot open result file: No such file or directory\n");
+  CHECK(run_cli("compare " + a, dir).exit_code != 0);  // a comparison needs two files
+}
+
+TEST_CASE("Google Benchmark's flags after --: passed through, checked before anything runs") {
+  TempDir dir;
+  dir.write("timing.json", kTimingConfig);
+  const std::string cfg = (dir / "timing.json").string(), out = (dir / "r.json").string();
+  const auto r = run_cli(
+      "run " + cfg + " -o " + out + " -- --benchmark_filter=reference --benchmark_repetitions=6",
+      dir);
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto doc = sdpa::json::parse(sdpa::testing::slurp(out));
+  const auto& records = doc["experiments"][1]["records"];
+  CHECK(records[0]["skipped"] == "not run: not selected by --benchmark_filter");
+  CHECK(records[1]["repetitions"] == 6);  // the flag wins over the config's 5
+  CHECK(r.out.find("| naive | 1×16×16, d 8/8 | 1 | forward | not run |") != std::string::npos);
+  CHECK(schema_errors(sdpa::testing::slurp(out)) == "");
+
+  const std::string never = (dir / "never.json").string();
+  const auto unknown =
+      run_cli("run " + cfg + " -o " + never + " -- --benchmark_filter=x --frobnicate", dir);
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.err ==
+        "error: arguments after --: expected Google Benchmark flags (--benchmark_...=VALUE; list "
+        "them with `sdpa-bench run CONFIG -- --help`), found \"--frobnicate\"\n");
+  CHECK_FALSE(std::filesystem::exists(never));
+  const auto format = run_cli("run " + cfg + " -o " + never +
+                                  " -- --benchmark_out=x.csv "
+                                  "--benchmark_out_format=csv",
+                              dir);
+  CHECK(format.exit_code == 2);
+  CHECK(format.err.find("--benchmark_out_format=csv: expected json") != std::string::npos);
+  CHECK(run_cli("list -- --benchmark_filter=x", dir).exit_code == 2);
 }

@@ -2,6 +2,8 @@
 // overflow onset of an unstable softmax.
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
+
 #include <cmath>
 
 #include "experiment_runner.hpp"
@@ -90,4 +92,14 @@ TEST_CASE("projected inputs: Glorot inflates the score variance, PyTorch's defau
   // 24-trial estimate is noisy; the Glorot and PyTorch predictions differ by a factor 28).
   CHECK(glorot["score_variance"]["value"].get<double>() == doctest::Approx(glorot["sigma2"].get<double>()).epsilon(0.15));
   CHECK(pytorch["score_variance"]["value"].get<double>() == doctest::Approx(pytorch["sigma2"].get<double>()).epsilon(0.15));
+}
+
+TEST_CASE("N = 65536 through the fused kernel: completes, memory bounded (no N x N matrix)") {
+  // One N x N fp32 matrix would be 16 GiB; the inputs of a trial are 4 x (4 + 65536) x 64 floats.
+  const auto r = entropy_cell(R"("kernel": "flash", "n_kv": 65536, "n_q": 4, "trials": 2, "d_k": 64, "scale": "sqrt_dk")");
+  CHECK(r["regime"] == "bulk");
+  CHECK(std::abs(r["entropy"]["value"].get<double>() - (std::log(65536.0) - 0.5)) < 0.05);
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  CHECK(usage.ru_maxrss < 512 * 1024);  // kilobytes: the whole test process stays under 512 MiB
 }

@@ -1,127 +1,152 @@
-// Tables from result files: a file is checked against results/schema.json before any table
-// is made, so an odd file gets a message naming the file and the JSON path, never a crash.
+// `report` regenerates tables, CSV and plots from result files alone: refusals name the file,
+// output is byte-for-byte deterministic, CSV parses back to the same numbers.
 #include <doctest/doctest.h>
 
-#include <filesystem>
+#include <cstdlib>
+#include <sstream>
 
-#include "sdpa/experiments.hpp"
-#include "sdpa/input_file.hpp"
+#include "cli_runner.hpp"
 #include "sdpa/report.hpp"
-#include "test_files.hpp"
 
 using sdpa::json;
+using sdpa::testing::run_cli;
+using sdpa::testing::slurp;
 using sdpa::testing::TempDir;
-namespace fs = std::filesystem;
 
 namespace {
 
-// A small real result file with a variance and an entropy experiment.
-const json& result() {
-  static const json doc = [] {
+const char* kConfig = R"({"name": "r", "seed": 5, "experiments": [
+  {"name": "v", "kind": "variance", "d_k": [2, 8], "n_q": 4, "n_k": 4, "trials": 20, "scale": ["none", "sqrt_dk"]},
+  {"name": "e", "kind": "entropy", "d_k": [4, 16], "n_kv": 32, "n_q": 2, "trials": 3, "scale": ["none", "sqrt_dk"]},
+  {"name": "g", "kind": "gradient", "d_k": [4, 16], "n_kv": 32, "n_q": 2, "trials": 3, "scale": ["none", "sqrt_dk"]}]})";
+
+// One result file, written once for all the tests here.
+std::string result_text() {
+  static const std::string text = [] {
     TempDir dir;
-    const auto config = sdpa::parse_config("t.json", R"({"name": "t", "seed": 2, "experiments": [
-      {"name": "v", "kind": "variance", "d_k": [2, 4], "n_q": 3, "n_k": 3, "trials": 5},
-      {"name": "e", "kind": "entropy", "d_k": 4, "n_q": 3, "n_kv": 4, "trials": 5}]})");
-    sdpa::RunOptions options;
-    options.output = (dir / "r.json").string();
-    options.threads = 1;
-    options.progress = false;
-    return json::parse(sdpa::testing::slurp(sdpa::run_config(config, options)));
+    dir.write("c.json", kConfig);
+    const auto r = run_cli("run " + (dir / "c.json").string() + " -o " + (dir / "r.json").string(), dir);
+    REQUIRE(r.exit_code == 0);
+    return slurp(dir / "r.json");
   }();
-  return doc;
+  return text;
 }
 
-std::string error_of_text(const std::string& text) {
-  try {
-    sdpa::report::parse_result_file("r.json", text);
-  } catch (const sdpa::InputError& e) {
-    return e.what();
-  }
-  return "(accepted)";
+std::vector<std::string> split(const std::string& line) {  // no quoted fields in these files
+  std::vector<std::string> out;
+  std::stringstream s(line);
+  for (std::string f; std::getline(s, f, ',');) out.push_back(f);
+  if (!line.empty() && line.back() == ',') out.push_back("");
+  return out;
 }
-
-std::string error_of(const json& doc) { return error_of_text(doc.dump()); }
 
 }  // namespace
 
-TEST_CASE("a real result file is accepted and tabulated") {
-  const json doc = sdpa::report::parse_result_file("r.json", result().dump());
-  const auto tables = sdpa::report::tables({doc});
-  REQUIRE(tables.size() == 2);
-  CHECK(tables[0].title == "variance: v");
-  CHECK(tables[1].title == "entropy: e");
-}
-
-TEST_CASE("missing fields and wrong types name the file and the JSON path") {
-  json doc = result();
-  doc["experiments"][0]["records"][1].erase("score_variance");
-  CHECK(error_of(doc) ==
-        "r.json: /experiments/0/records/1: missing required key \"score_variance\"");
-
-  doc = result();
-  doc["experiments"][0]["records"][0]["params"]["d_k"] = "four";
-  CHECK(error_of(doc) ==
-        "r.json: /experiments/0/records/0/params/d_k: expected a number, found string \"four\"");
-
-  doc = result();
-  doc["experiments"][1]["records"][0]["entropy"]["ci95"] = json::array({1});
-  CHECK(error_of(doc) ==
-        "r.json: /experiments/1/records/0/entropy/ci95: expected a list of 2 "
-        "items, found list [1]");
-
-  doc = result();
-  doc["experiments"][1]["records"][0].erase("overflow");
-  CHECK(error_of(doc) == "r.json: /experiments/1/records/0: missing required key \"overflow\"");
-
-  doc = result();
-  doc["experiments"][0].erase("kind");
-  CHECK(error_of(doc) == "r.json: /experiments/0: missing required key \"kind\"");
-
-  doc = result();
-  doc["schema_version"] = 7;
-  CHECK(error_of(doc) ==
-        "r.json: /schema_version: expected 1, found 7 (written by another "
-        "version of sdpa-bench)");
-  CHECK(error_of_text("{\"schema_version\": 1e999}") ==
-        "r.json: not a complete JSON document (truncated or corrupt): number overflow parsing "
-        "'1e999'");
-  CHECK(error_of(json::array()) ==
-        "r.json: not an sdpa-bench result file (no schema_version/experiments)");
-}
-
-TEST_CASE("odd but valid files make tables: non-finite values, uneven params, no records") {
-  json doc = result();
-  auto& record = doc["experiments"][0]["records"][0];
-  record["score_variance"]["value"] = nullptr;  // NaN is written as null
-  record["score_variance"]["ci95"] = {nullptr, nullptr};
-  record["params"].erase("n_q");  // records that do not share their keys
-  doc["experiments"][1]["records"][0]["rows_max_weight_over_0_9"] = nullptr;
-  doc["experiments"].push_back(doc["experiments"][0]);
-  doc["experiments"][2]["records"] = json::array();
-  doc["experiments"].push_back({{"name", "x"},
-                                {"kind", "unknown-kind"},
-                                {"params", json::object()},
-                                {"duration_s", 0},
-                                {"records", json::array()}});
-  const json parsed = sdpa::report::parse_result_file("r.json", doc.dump());
-  const std::string text = sdpa::report::markdown(sdpa::report::tables({parsed}));
-  CHECK(text.find("| nan [nan, nan] |") != std::string::npos);
-}
-
-TEST_CASE("a result file larger than 1 GiB is refused before it is read") {
+TEST_CASE("refusals name the file and say what is wrong; the other files are still reported") {
   TempDir dir;
-  const auto path = dir / "huge.json";
-  std::ofstream(path) << "{";
-  fs::resize_file(path, std::uint64_t(3) << 30);  // sparse: no disk is used
-  CHECK_THROWS_WITH_AS(sdpa::report::read_result_file(path.string()),
-                       (path.string() + ": refusing to read a result file of 3 GiB (3221225472 "
-                                        "bytes); the limit is 1 GiB")
-                           .c_str(),
-                       sdpa::InputError);
+  dir.write("ok.json", result_text());
+  dir.write("not-result.json", R"({"hello": 1})");
+  json other = json::parse(result_text());
+  other["schema_version"] = 99;
+  dir.write("future.json", other.dump());
+  dir.write("truncated.json", result_text().substr(0, result_text().size() / 2));
+  const auto r = run_cli("report " + (dir / "not-result.json").string() + " " +
+                             (dir / "future.json").string() + " " + (dir / "truncated.json").string() +
+                             " " + (dir / "missing.json").string() + " " + (dir / "ok.json").string(),
+                         dir);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find((dir / "not-result.json").string() +
+                   ": not an sdpa-bench result file (no schema_version/experiments)") != std::string::npos);
+  CHECK(r.err.find((dir / "future.json").string() +
+                   ": /schema_version: expected 1, found 99 (written by another version of sdpa-bench)") !=
+        std::string::npos);
+  CHECK(r.err.find((dir / "truncated.json").string() + ": not a complete JSON document") != std::string::npos);
+  CHECK(r.err.find((dir / "missing.json").string() + ": cannot open result file") != std::string::npos);
+  CHECK(r.out.find("### variance: v") != std::string::npos);  // ok.json still reported
 }
 
-TEST_CASE("human_bytes") {
-  CHECK(sdpa::human_bytes(300) == "300 bytes");
-  CHECK(sdpa::human_bytes(1536) == "1.5 KiB");
-  CHECK(sdpa::human_bytes(double(std::uint64_t(1) << 40)) == "1 TiB");
+TEST_CASE("tables for every kind, and byte-identical output from the same inputs") {
+  TempDir dir;
+  dir.write("r.json", result_text());
+  const auto a = run_cli("report " + (dir / "r.json").string() + " --format both --out " + (dir / "a").string(), dir);
+  const auto b = run_cli("report " + (dir / "r.json").string() + " --format both --out " + (dir / "b").string(), dir);
+  REQUIRE(a.exit_code == 0);
+  REQUIRE(b.exit_code == 0);
+  const std::string readme = slurp(dir / "a" / "README.md");
+  for (const char* title : {"### variance: v", "### entropy: e", "### gradient: g"}) CHECK(readme.find(title) != std::string::npos);
+  CHECK(readme == slurp(dir / "b" / "README.md"));
+  for (const char* csv : {"v.csv", "e.csv", "g.csv"}) {
+    CAPTURE(csv);
+    CHECK(slurp(dir / "a" / "csv" / csv) == slurp(dir / "b" / "csv" / csv));
+  }
+}
+
+TEST_CASE("CSV is tidy and parses back to the same numbers") {
+  TempDir dir;
+  dir.write("r.json", result_text());
+  REQUIRE(run_cli("report " + (dir / "r.json").string() + " --format csv --out " + dir.path.string(), dir).exit_code == 0);
+  const json doc = json::parse(result_text());
+  std::istringstream csv(slurp(dir / "csv" / "v.csv"));
+  std::string line;
+  std::getline(csv, line);
+  const auto header = split(line);
+  const auto column = [&](const std::string& name) {
+    return std::find(header.begin(), header.end(), name) - header.begin();
+  };
+  REQUIRE(column("score_variance.ci95_low") < long(header.size()));
+  std::size_t row = 0;
+  for (; std::getline(csv, line); ++row) {
+    const auto f = split(line);
+    const json& r = doc["experiments"][0]["records"][row];
+    CHECK(std::stod(f[column("score_variance.value")]) == r["score_variance"]["value"].get<double>());
+    CHECK(std::stod(f[column("score_variance.ci95_low")]) == r["score_variance"]["ci95"][0].get<double>());
+    CHECK(std::stod(f[column("params.d_k")]) == r["params"]["d_k"].get<double>());
+    CHECK(f[column("params.scale")] == r["params"]["scale"].get<std::string>());
+  }
+  CHECK(row == doc["experiments"][0]["records"].size());  // one row per record
+}
+
+TEST_CASE("several files: tables gain the machine, CSV gains machine and file columns") {
+  TempDir dir;
+  json other = json::parse(result_text());
+  other["machine_id"] = "another-machine-4c";
+  dir.write("a.json", result_text());
+  dir.write("b.json", other.dump());
+  const auto r = run_cli("report " + (dir / "a.json").string() + " " + (dir / "b.json").string() +
+                             " --format both --out " + (dir / "out").string(), dir);
+  REQUIRE(r.exit_code == 0);
+  CHECK(slurp(dir / "out" / "README.md").find("### variance: v [another-machine-4c]") != std::string::npos);
+  const std::string csv = slurp(dir / "out" / "csv" / "v.csv");
+  CHECK(csv.rfind("machine_id,file,", 0) == 0);
+  CHECK(csv.find("another-machine-4c," + (dir / "b.json").string()) != std::string::npos);
+}
+
+TEST_CASE("plots: gnuplot scripts with SVG and PNG; without gnuplot, a clear message and tables") {
+  TempDir dir;
+  dir.write("r.json", result_text());
+  const auto r = run_cli("report " + (dir / "r.json").string() + " --plots --out " + (dir / "p").string(), dir);
+  REQUIRE(r.exit_code == 0);
+  for (const char* name : {"v-variance", "e-entropy", "g-jacobian", "g-participation"}) {
+    CAPTURE(name);
+    CHECK(std::filesystem::exists(dir / "p" / "plots" / (std::string(name) + ".gp")));
+    CHECK(std::filesystem::file_size(dir / "p" / "plots" / (std::string(name) + ".svg")) > 1000);
+    CHECK(std::filesystem::file_size(dir / "p" / "plots" / (std::string(name) + ".png")) > 1000);
+    CHECK(slurp(dir / "p" / "README.md").find("(plots/" + std::string(name) + ".svg)") != std::string::npos);
+  }
+  // The same with a PATH on which there is no gnuplot.
+  const auto bare = run_cli("report " + (dir / "r.json").string() + " --plots --out " + (dir / "q").string(),
+                            dir, "PATH=/nonexistent ");
+  CHECK(bare.exit_code == 0);
+  CHECK(bare.err.find("gnuplot not found") != std::string::npos);
+  CHECK(bare.err.find("apt-get install gnuplot-nox") != std::string::npos);
+  CHECK(std::filesystem::exists(dir / "q" / "README.md"));
+  CHECK_FALSE(std::filesystem::exists(dir / "q" / "plots" / "v-variance.svg"));
+}
+
+TEST_CASE("csv and plots need an output folder") {
+  TempDir dir;
+  dir.write("r.json", result_text());
+  const auto r = run_cli("report " + (dir / "r.json").string() + " --format csv", dir);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err == "error: report: --format csv|both and --plots write files; give --out DIR\n");
 }

@@ -9,6 +9,11 @@
 
 namespace sdpa::report {
 
+struct ResultFile {
+  std::string path;
+  json doc;
+};
+
 // Reads a result file and checks it is one this version understands (results/schema.json) and
 // can make tables from. Throws InputError naming the file, and where there is one the JSON
 // path, when it is missing, larger than 1 GiB, not JSON, truncated, not a result file, of
@@ -29,7 +34,27 @@ std::vector<Table> tables(const std::vector<json>& results);
 
 std::string markdown(const std::vector<Table>& tables);
 
+// Tidy CSV: one file per experiment (records of the same experiment name and kind from every
+// file together), one row per record, one column per field (nested fields joined with '.',
+// a ci95 pair as .ci95_low and .ci95_high). Numbers are written with 17 significant digits,
+// so they parse back to the same doubles. With several files, `machine_id` and `file` lead.
+struct CsvFile {
+  std::string name;  // e.g. "score-variance.csv"
+  std::string text;
+};
+std::vector<CsvFile> csv_files(const std::vector<ResultFile>& results);
+
+// The README of a report folder: where the data came from, every table, links to the plots
+// (plots/NAME.svg) and CSV files (csv/NAME).
+std::string index_markdown(const std::vector<ResultFile>& results,
+                           const std::vector<std::string>& plot_names,
+                           const std::vector<CsvFile>& csvs);
+
 // Fixed formatting shared by every table: 4 significant digits.
 std::string number(double x);
+// A time with its unit: "812.3 ns", "45.6 µs", "1.234 ms", "2.5 s".
+std::string duration(double seconds);
+// A timing cell's shape from its params: "batch_heads×n_q×n_kv, d d_k/d_v[, causal]".
+std::string timing_shape(const json& params);
 
 }  // namespace sdpa::report

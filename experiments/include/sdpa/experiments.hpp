@@ -48,11 +48,21 @@ struct Cell {
   json params;
 };
 
+class BenchmarkSession;  // Google Benchmark for timing cells (experiments/benchmark_session.hpp)
+
+// What the cells of one run share: the peaks measured so far (the result file's machine.peak,
+// against which timings are normalised) and the run's Google Benchmark session.
+struct RunShared {
+  json peaks = json::array();  // [{isa, threads, fma_gflops, triad_gbs, source}]
+  BenchmarkSession* benchmark = nullptr;
+};
+
 struct CellContext {
   const Cell& cell;
   std::uint64_t seed;
   std::uint32_t experiment;  // index in the config's list
   int threads;
+  RunShared* shared = nullptr;  // null outside a run (tests): kinds that need it make their own
 };
 
 // An experiment kind is one file in experiments/ with one entry point, plus one line in
@@ -108,6 +118,8 @@ struct RunOptions {
   std::string output;    // result file; empty = results/<machine-id>/<name>-<UTC time>.json
   int threads = 0;       // 0 = all cores
   bool progress = true;  // progress lines on stderr
+  std::vector<std::string> benchmark_flags;  // Google Benchmark's own flags (after `--`)
+  std::string benchmark_json;  // also write Google Benchmark's JSON here (compare.py reads it)
   std::string resume;    // a journal (see sdpa/journal.hpp) whose finished cells are kept
   std::string program = "sdpa-bench";  // as invoked, for the resume command on interruption
 };

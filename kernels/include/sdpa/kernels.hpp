@@ -42,10 +42,12 @@ struct RowProbes {
   explicit RowProbes(std::int64_t rows = 0) { resize(rows); }
   void resize(std::int64_t rows);
 
-  std::vector<double> score_sum;        // sum of s over the row's visible keys
-  std::vector<double> score_sumsq;      // sum of s^2
-  std::vector<double> entropy;          // H = -sum p ln p of the row's attention weights (nats)
-  std::vector<double> max_weight;       // max_j p_j
+  std::vector<double> score_sum;    // sum of s over the row's visible keys
+  std::vector<double> score_sumsq;  // sum of s^2
+  std::vector<double> entropy;      // H = -sum p ln p of the row's attention weights (nats)
+  std::vector<double> max_weight;   // max_j p_j
+  std::vector<double> sum_p2;       // sum_j p_j^2 (the softmax Jacobian's norm needs it)
+  std::vector<double> sum_p3;       // sum_j p_j^3
   std::vector<std::int64_t> nonfinite;  // non-finite scores, weights or outputs in the row
 
   struct Pooled {
@@ -70,6 +72,21 @@ struct ForwardArgs {
   RowProbes* probes = nullptr;  // optional; sized shape.rows()
 };
 
+// Statistics a backward kernel fills per query row: the gradient dS_j = dL/ds_j reaching the
+// row's scaled scores s_j (the gradient at the raw scores q.k is scale * dS).
+struct GradProbes {
+  explicit GradProbes(std::int64_t rows = 0) { resize(rows); }
+  void resize(std::int64_t rows);
+
+  std::vector<double> ds_sumsq;           // sum_j dS_j^2
+  std::vector<double> ds_max_abs;         // max_j |dS_j|
+  std::vector<std::int64_t> participating;  // keys with |dS_j| > 1e-3 max_j |dS_j|
+  std::vector<std::int64_t> visible;        // keys the row sees
+};
+
+// Keys whose gradient is at least this fraction of the row's largest count as participating.
+inline constexpr double kParticipationThreshold = 1e-3;
+
 struct BackwardArgs {
   Shape shape;
   const float* q = nullptr;
@@ -84,6 +101,7 @@ struct BackwardArgs {
   float scale = 1.0f;
   bool causal = false;
   int threads = 1;
+  GradProbes* probes = nullptr;  // optional; sized shape.rows()
 };
 
 using ForwardFn = void (*)(const ForwardArgs&);
@@ -115,6 +133,31 @@ struct ReferenceResult {
 ReferenceResult reference_attention(const Shape& shape, std::span<const double> q,
                                     std::span<const double> k, std::span<const double> v,
                                     double scale, bool causal);
+
+struct ReferenceGradients {
+  std::vector<double> d_q, d_k, d_v;  // shaped like q, k, v
+};
+// dQ, dK, dV of L = sum(O * dO), materialising S and P per batch-head, in double.
+ReferenceGradients reference_attention_backward(const Shape& shape, std::span<const double> q,
+                                                std::span<const double> k,
+                                                std::span<const double> v,
+                                                std::span<const double> d_out, double scale,
+                                                bool causal);
+
+// ---- per-ISA helpers of the SIMD targets (Highway) this CPU runs, best first. isa names match
+// Kernel::isa: "avx512", "avx2", "sse4", ..., and "scalar" for the baseline fallback.
+struct SimdTarget {
+  std::string isa;
+  // Independent fp32 FMA chains on the calling thread; returns the flops done (2 per lane-FMA).
+  double (*fma_chains)(std::int64_t iterations) = nullptr;
+  // The vectorised exp the SIMD kernels use, on an array (exposed for its accuracy test).
+  void (*exp)(const float* x, float* y, std::int64_t n) = nullptr;
+};
+const std::vector<SimdTarget>& simd_targets();
+const SimdTarget* find_simd_target(std::string_view isa);
+// Measured fp32 FMA peak of a target on `threads` threads in GFLOP/s, best of five runs of
+// about seconds / 5 each: the denominator of "% of peak".
+double measure_fma_peak(const SimdTarget& target, int threads, double seconds = 0.5);
 
 // FLOPs of one forward (design, "Conventions"): 4 * N_q * N_kv * d per head, d the mean of
 // d_k and d_v, halved when causal. Backward is 2.5x forward.

@@ -1,0 +1,32 @@
+// Internal to sdpa_analysis: how records of one experiment are grouped into tables and plots.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sdpa/record.hpp"
+
+namespace sdpa::report {
+
+// A parameter value as a table shows it: strings bare, numbers as JSON writes them.
+std::string label(const json& v);
+
+// Parameters that mean something for this record: projection settings only for projected
+// inputs, normal-distribution settings only for normal ones.
+bool applies(const json& params, const std::string& key);
+
+// A record's parameter, null when the record lacks it.
+const json& param(const json& record, const std::string& key);
+
+struct Group {
+  std::string title;  // the parameters that vary between groups
+  std::vector<const json*> records;
+};
+
+// Records grouped by every parameter except the row and column parameters, so each group is
+// one table (or plot) with rows by `row_key` and column groups (series) by `column_key`.
+// Parameters with one value across the experiment are appended to `fixed`.
+std::vector<Group> group_records(const json& records, const std::string& row_key,
+                                 const std::string& column_key, std::string& fixed);
+
+}  // namespace sdpa::report

@@ -1,0 +1,47 @@
+// Measuring the roofline's two ceilings on this machine (sdpa/peak.hpp holds the loops): peak
+// fp32 multiply-add FLOP/s and STREAM-triad bandwidth per (ISA, threads). Shared by the
+// roofline experiment and by timing cells that find no peak measured earlier in the run.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sdpa/experiments.hpp"
+
+namespace sdpa {
+
+struct PeakSettings {
+  int repetitions = 5;
+  double min_time = 0.05;   // seconds per repetition of each loop
+  double llc_multiple = 4;  // triad footprint (three arrays) in units of the last-level cache
+};
+
+struct PeakMeasurement {
+  std::vector<double> fma_gflops;  // one per repetition
+  std::vector<double> triad_gbs;
+  double triad_footprint_bytes = 0;
+  int lanes = 0;
+  // The peak is the best repetition: a ceiling is what the machine can do, and every
+  // disturbance (other processes, frequency dips) only lowers a repetition.
+  double best_fma() const;
+  double best_triad() const;
+};
+
+// Precondition: peak::isa_supported(isa).
+PeakMeasurement measure_peak(const std::string& isa, int threads, const PeakSettings& settings);
+
+// The largest cache the OS reports (machine fingerprint), in bytes; 32 MiB when none is.
+double last_level_cache_bytes();
+
+// The ISA whose peak a kernel is normalised against: its own, the best supported one for
+// libraries that dispatch themselves ("openblas"), or "" when no peak applies.
+std::string peak_isa_for(const std::string& kernel_isa);
+
+// machine.peak entries: {isa, threads, fma_gflops, triad_gbs, source}; one per (isa, threads),
+// a later measurement replacing an earlier one.
+json peak_entry(const std::string& isa, int threads, const PeakMeasurement& m,
+                const std::string& source);
+const json* find_peak(const json& peaks, const std::string& isa, int threads);
+void store_peak(json& peaks, json entry);
+
+}  // namespace sdpa

@@ -1,0 +1,64 @@
+// Experiment `roofline`: the two ceilings every timing is read against, measured on this
+// machine per instruction set and thread count: peak fp32 multiply-add FLOP/s (independent
+// chains, so latency never limits) and STREAM-triad bandwidth over a buffer several times the
+// last-level cache. Each measurement also goes to the result file's machine.peak.
+#include <algorithm>
+
+#include "kinds.hpp"
+#include "peak_measure.hpp"
+#include "sdpa/nonparametric.hpp"
+#include "sdpa/peak.hpp"
+#include "thread_count.hpp"
+
+namespace sdpa {
+namespace {
+
+json best_and_spread(const std::vector<double>& samples) {
+  return {{"value", *std::max_element(samples.begin(), samples.end())},
+          {"median", stats::median(samples)},
+          {"samples", samples}};
+}
+
+json run_roofline_cell(const CellContext& ctx) {
+  const json& p = ctx.cell.params;
+  const std::string isa = p["isa"];
+  const int threads = resolve_threads(p["threads"], ctx.threads);
+  json record = {{"threads", threads}};
+  if (!peak::isa_supported(isa)) {
+    record["supported"] = false;
+    record["note"] = "not measured: this CPU or build cannot run " + isa;
+    return record;
+  }
+  const PeakSettings settings{p["repetitions"], p["min_time"], p["llc_multiple"]};
+  const PeakMeasurement m = measure_peak(isa, threads, settings);
+  record["supported"] = true;
+  record["lanes"] = m.lanes;
+  record["fma_gflops"] = best_and_spread(m.fma_gflops);
+  record["triad_gbs"] = best_and_spread(m.triad_gbs);
+  record["triad_footprint_bytes"] = m.triad_footprint_bytes;
+  record["llc_bytes"] = last_level_cache_bytes();
+  // Arithmetic intensity at which a kernel stops being bound by memory.
+  record["ridge_flops_per_byte"] = m.best_fma() / m.best_triad();
+  if (ctx.shared) store_peak(ctx.shared->peaks, peak_entry(isa, threads, m, "roofline"));
+  return record;
+}
+
+}  // namespace
+
+ExperimentKind roofline_experiment() {
+  return {
+      .name = "roofline",
+      .description = "peak multiply-add FLOP/s and triad bandwidth per ISA and thread count",
+      .axes = {"threads", "isa"},
+      .run_cell = run_roofline_cell,
+      // The triad's arrays are shared by the cell's threads.
+      .bytes_per_thread =
+          [](const json& p) {
+            const double threads = resolve_threads(p["threads"], default_threads());
+            return p["llc_multiple"].get<double>() * last_level_cache_bytes() / threads;
+          },
+      .check = nullptr,
+  };
+}
+
+}  // namespace sdpa

@@ -1,0 +1,271 @@
+// Experiment `timing`: how long one attention call takes, per kernel, shape, thread count and
+// direction, timed by Google Benchmark. Every repetition is kept; the record gives the median
+// with an order-statistic interval, GFLOP/s, the share of this machine's measured peak for the
+// kernel's instruction set, and the conditions of the measurement (frequency governor, load,
+// affinity), so a noisy cell is seen as noisy rather than as slow.
+#include <sched.h>
+
+#include <cmath>
+#include <fstream>
+#include <memory>
+#include <optional>
+
+#include "benchmark_session.hpp"
+#include "kinds.hpp"
+#include "peak_measure.hpp"
+#include "sdpa/kernels.hpp"
+#include "sdpa/nonparametric.hpp"
+#include "sdpa/rng.hpp"
+#include "thread_count.hpp"
+
+namespace sdpa {
+namespace {
+
+double direction_factor(const std::string& direction) {
+  // Backward costs 2.5 forwards (design, "Conventions"); "both" times one of each.
+  return direction == "forward" ? 1.0 : direction == "backward" ? 2.5 : 3.5;
+}
+
+struct TimingCell {
+  const Kernel& kernel;
+  Shape shape;
+  bool causal;
+  std::string direction;
+  int threads;
+
+  TimingCell(const json& p, int run_threads)
+      : kernel(*find_kernel(p["kernel"].get<std::string>())),
+        shape{p["batch_heads"], p["n_q"], p["n_kv"], p["d_k"], p["d_v"]},
+        causal(p["causal"]),
+        direction(p["direction"]),
+        threads(resolve_threads(p["threads"], run_threads)) {}
+
+  bool needs_backward() const { return direction != "forward"; }
+  double flops() const { return forward_flops(shape, causal) * direction_factor(direction); }
+  // Google Benchmark's name of the cell, so --benchmark_filter can pick cells.
+  std::string name() const {
+    return kernel.name + "/" + direction + "/bh:" + std::to_string(shape.batch_heads) +
+           "/nq:" + std::to_string(shape.n_q) + "/nkv:" + std::to_string(shape.n_kv) +
+           "/dk:" + std::to_string(shape.d_k) + "/dv:" + std::to_string(shape.d_v) +
+           "/causal:" + (causal ? "1" : "0") + "/threads:" + std::to_string(threads);
+  }
+};
+
+// The tensors of one cell; inputs drawn from the cell's Philox stream like every experiment's.
+struct Tensors {
+  std::vector<float> q, k, v, out, lse, d_out, d_q, d_k, d_v;
+
+  Tensors(const TimingCell& c, const StreamKey& key)
+      : q(c.shape.q_elements()),
+        k(c.shape.k_elements()),
+        v(c.shape.v_elements()),
+        out(c.shape.out_elements()),
+        lse(c.shape.rows()) {
+    PhiloxStream rng(key);
+    fill_normal<float>(rng, q);
+    fill_normal<float>(rng, k);
+    fill_normal<float>(rng, v);
+    if (c.needs_backward()) {
+      d_out.resize(c.shape.out_elements());
+      fill_normal<float>(rng, d_out);
+      d_q.resize(q.size()), d_k.resize(k.size()), d_v.resize(v.size());
+    }
+  }
+};
+
+// What one call of the timed body does, per direction.
+std::function<void()> timed_call(const TimingCell& c, Tensors& t) {
+  ForwardArgs f{
+      .shape = c.shape, .q = t.q.data(), .k = t.k.data(), .v = t.v.data(), .out = t.out.data()};
+  f.scale = float(1 / std::sqrt(double(c.shape.d_k)));
+  f.causal = c.causal;
+  f.threads = c.threads;
+  if (!c.needs_backward()) return [&c, f] { c.kernel.forward(f); };
+  f.lse = t.lse.data();
+  c.kernel.forward(f);  // the backward reads the forward's output and row log-sum-exp
+  const BackwardArgs b{.shape = c.shape,
+                       .q = t.q.data(),
+                       .k = t.k.data(),
+                       .v = t.v.data(),
+                       .out = t.out.data(),
+                       .lse = t.lse.data(),
+                       .d_out = t.d_out.data(),
+                       .d_q = t.d_q.data(),
+                       .d_k = t.d_k.data(),
+                       .d_v = t.d_v.data(),
+                       .scale = f.scale,
+                       .causal = c.causal,
+                       .threads = c.threads};
+  if (c.direction == "backward") return [&c, b] { c.kernel.backward(b); };
+  return [&c, f, b] { c.kernel.forward(f), c.kernel.backward(b); };
+}
+
+// ---- conditions of the measurement
+
+std::string first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+json load_average() {
+  std::ifstream in("/proc/loadavg");
+  double one = 0, five = 0, fifteen = 0;
+  if (!(in >> one >> five >> fifteen)) return nullptr;
+  return {one, five, fifteen};
+}
+
+// The CPUs this thread may run on (OpenMP threads inherit them), as a list like "0-3,8".
+std::string affinity() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return "unknown";
+  std::string list;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    int last = cpu;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
+    list += (list.empty() ? "" : ",") + std::to_string(cpu) +
+            (last > cpu ? "-" + std::to_string(last) : "");
+    cpu = last;
+  }
+  return list;
+}
+
+json environment_at_start() {
+  std::string governor = first_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor");
+  const std::string scaling = governor.empty()            ? "unknown"
+                              : governor == "performance" ? "off"
+                                                          : "on";
+  if (governor.empty()) governor = "unknown";
+  return {{"cpu_governor", governor},
+          {"frequency_scaling", scaling},
+          {"affinity", affinity()},
+          {"load_average_start", load_average()}};
+}
+
+// ---- statistics of the repetitions
+
+json time_statistics(const BenchmarkRuns& runs) {
+  const auto& x = runs.seconds;
+  const auto median = stats::median_ci(x);
+  json t = measured(stats::median(x), median.ci, std::nullopt, "none");
+  t["ci_coverage"] = median.coverage;
+  t["mean"] = stats::mean(x);
+  t["stddev"] = stats::stddev(x);
+  t["cv"] = x.size() < 2 ? json(nullptr) : json(stats::coefficient_of_variation(x));
+  t["samples"] = x;
+  t["iterations"] = runs.iterations;
+  return t;
+}
+
+// The share of the machine's peak for the kernel's ISA at this thread count: from a roofline
+// measured earlier in the run, else measured now (briefly), never assumed.
+void add_peak(json& record, const TimingCell& c, double gflops, RunShared& shared) {
+  const std::string isa = peak_isa_for(c.kernel.isa);
+  if (isa.empty()) {
+    record["percent_of_peak"] = nullptr;
+    record["peak"] = nullptr;
+    record["peak_note"] =
+        "no peak measured: no roofline ISA for kernel ISA \"" + c.kernel.isa + "\"";
+    return;
+  }
+  if (!find_peak(shared.peaks, isa, c.threads)) {
+    const PeakMeasurement m = measure_peak(isa, c.threads, {3, 0.02, 4});
+    store_peak(shared.peaks, peak_entry(isa, c.threads, m, "quick measurement by a timing cell"));
+  }
+  const json& peak = *find_peak(shared.peaks, isa, c.threads);
+  record["percent_of_peak"] = 100 * gflops / peak["fma_gflops"].get<double>();
+  record["peak"] = peak;
+}
+
+json run_timing_cell(const CellContext& ctx) {
+  const TimingCell c(ctx.cell.params, ctx.threads);
+  RunShared alone;  // outside a run (tests): peaks and a session of this cell's own
+  RunShared& shared = ctx.shared ? *ctx.shared : alone;
+  std::unique_ptr<BenchmarkSession> own;
+  if (!shared.benchmark) own = std::make_unique<BenchmarkSession>(std::vector<std::string>{}, "");
+  BenchmarkSession& session = shared.benchmark ? *shared.benchmark : *own;
+
+  const json& p = ctx.cell.params;
+  const BenchmarkSettings settings{p["repetitions"], p["min_time"], p["warmup_time"]};
+  Tensors tensors(c, {ctx.seed, ctx.experiment, std::uint32_t(ctx.cell.index), 0});
+  const auto call = timed_call(c, tensors);
+
+  json record = {{"threads", c.threads}, {"kernel_isa", c.kernel.isa}, {"flops", c.flops()}};
+  json environment = environment_at_start();
+  const BenchmarkRuns runs = session.run(c.name(), call, settings);
+  environment["load_average_end"] = load_average();
+  record["benchmark_name"] = runs.name.empty() ? c.name() : runs.name;
+  if (runs.filtered_out) {
+    record["skipped"] = "not run: not selected by --benchmark_filter";
+    record["environment"] = environment;
+    return record;
+  }
+  const json time = time_statistics(runs);
+  const double median = time["value"];
+  const double low = time["ci95"][0], high = time["ci95"][1];
+  record["repetitions"] = runs.seconds.size();
+  record["time_s"] = time;
+  record["gflops"] =
+      measured(c.flops() / median / 1e9, {c.flops() / high / 1e9, c.flops() / low / 1e9},
+               std::nullopt, "none");
+  add_peak(record, c, record["gflops"]["value"], shared);
+  record["noisy"] = stats::noisy(runs.seconds);
+  record["environment"] = environment;
+  return record;
+}
+
+std::string quoted_list(const std::vector<std::string>& words) {
+  std::string s;
+  for (const auto& w : words) s += (s.empty() ? "\"" : ", \"") + w + "\"";
+  return s;
+}
+
+// A kernel without a backward cannot be timed backward: refused before anything runs.
+std::vector<std::string> check_timing(const json& e) {
+  auto values = [&](const char* key) { return e[key].is_array() ? e[key] : json::array({e[key]}); };
+  std::vector<std::string> lacking, with;
+  for (const auto& name : values("kernel"))
+    if (!find_kernel(name.get<std::string>())->backward) lacking.push_back(name);
+  for (const auto& k : kernel_registry())
+    if (k.backward) with.push_back(k.name);
+  std::vector<std::string> problems;
+  const json directions = values("direction");
+  for (std::size_t d = 0; d < directions.size() && !lacking.empty(); ++d) {
+    if (directions[d] == "forward") continue;
+    problems.push_back(
+        "/direction" + (e["direction"].is_array() ? "/" + std::to_string(d) : std::string()) +
+        ": direction " + directions[d].dump() + " needs a backward pass, but kernel(s) " +
+        quoted_list(lacking) + " have none; time them \"forward\" only" +
+        (with.empty() ? " (no kernel on this machine has a backward)"
+                      : " or choose one of " + quoted_list(with)));
+  }
+  return problems;
+}
+
+}  // namespace
+
+ExperimentKind timing_experiment() {
+  return {
+      .name = "timing",
+      .description = "time per call, GFLOP/s and % of peak per kernel, shape, threads, direction",
+      .axes = {"kernel", "direction", "causal", "threads", "batch_heads", "n_q", "n_kv", "d_k",
+               "d_v"},
+      .run_cell = run_timing_cell,
+      // One cell's tensors, shared by its threads.
+      .bytes_per_thread =
+          [](const json& p) {
+            const double bh = p["batch_heads"], n_q = p["n_q"], n_kv = p["n_kv"];
+            const double d_k = p["d_k"], d_v = p["d_v"];
+            const bool backward = p["direction"] != "forward";
+            const double elements = bh * (n_q * (d_k + d_v + 1) + n_kv * (d_k + d_v));
+            const double threads = resolve_threads(p["threads"], default_threads());
+            return 4.0 * elements * (backward ? 2.2 : 1.0) / threads;
+          },
+      .check = check_timing,
+  };
+}
+
+}  // namespace sdpa

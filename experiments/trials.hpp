@@ -1,0 +1,63 @@
+// Shared by the experiment kinds: independent trials spread over threads, each with its own
+// random stream, gathered in trial order (so statistics do not depend on the thread count),
+// and the cell parameters every attention experiment has.
+#pragma once
+
+#include <vector>
+
+#include "inputs.hpp"
+#include "scale.hpp"
+#include "sdpa/experiments.hpp"
+#include "sdpa/rng.hpp"
+#include "sdpa/stats.hpp"
+
+namespace sdpa {
+
+// Runs trial(key) for trials 0..n-1 in parallel; result t comes from stream (cell, t).
+template <typename Result, typename Trial>
+std::vector<Result> run_trials(const CellContext& ctx, std::int64_t n, const Trial& trial) {
+  std::vector<Result> results(n);
+#pragma omp parallel for num_threads(ctx.threads) schedule(dynamic)
+  for (std::int64_t t = 0; t < n; ++t)
+    results[t] = trial(StreamKey{ctx.seed, ctx.experiment, std::uint32_t(ctx.cell.index),
+                                 std::uint32_t(t)});
+  return results;
+}
+
+// One field of every trial's result, in trial order.
+template <typename Result>
+std::vector<double> column(const std::vector<Result>& results, double Result::*field) {
+  std::vector<double> out;
+  out.reserve(results.size());
+  for (const auto& r : results) out.push_back(r.*field);
+  return out;
+}
+
+// Mean and 95 % CI across trials, for a statistic without a prediction: trials are
+// independent, so the mean has a Student-t interval.
+inline json summary(const std::vector<double>& x) {
+  return measured(stats::mean(x), stats::mean_ci(x), std::nullopt, "");
+}
+
+// The parameters of a cell that runs attention over N = n_kv keys per query.
+struct AttentionCell {
+  std::string kernel;
+  std::int64_t d_k, n_q, n_kv, trials;
+  double scale;
+  InputSpec inputs;
+
+  explicit AttentionCell(const json& p)
+      : kernel(p["kernel"]),
+        d_k(p["d_k"]),
+        n_q(p["n_q"]),
+        n_kv(p["n_kv"]),
+        trials(p["trials"]),
+        scale(scale_value(p["scale"], double(p["d_k"]), double(p["n_kv"]))),
+        inputs(InputSpec::from(p)) {}
+
+  theory::ScoreModel model() const {
+    return inputs.score_model(double(d_k), scale, n_q, n_kv);
+  }
+};
+
+}  // namespace sdpa

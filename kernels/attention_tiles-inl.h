@@ -1,0 +1,231 @@
+// The tiling of blocked, simd and flash, written once (BLIS's idea): loops that block for caches
+// around a register-tile micro-kernel, generic over a "lanes" policy P that supplies the vector
+// type and its handful of operations (ScalarLanes in blocked.cpp, HwyLanes in hwy_lanes-inl.h).
+//
+// For one block of kQueryBlock query rows (query_blocks.hpp) and each tile of keys:
+//   S^T = K_tile (scale Q)^T     keys down the rows, queries along the vector lanes, so the
+//                                softmax over keys is lane-wise (vertical) work, no shuffles;
+//   online softmax of S^T        running max m, sum l, rescale alpha (probes ride along);
+//   O = alpha O + P V_tile       query rows down the tile, d_v along the lanes.
+// A key tile of all n_kv keys materialises the block's scores (blocked, simd); a small one keeps
+// everything in O(tile) scratch (flash). Both run the same code.
+//
+// Per-target include guard (Highway's pattern): this file is compiled once per ISA target.
+#if defined(SDPA_KERNELS_ATTENTION_TILES_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SDPA_KERNELS_ATTENTION_TILES_INL_H_
+#undef SDPA_KERNELS_ATTENTION_TILES_INL_H_
+#else
+#define SDPA_KERNELS_ATTENTION_TILES_INL_H_
+#endif
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "hwy/highway.h"
+#include "query_blocks.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace sdpa::detail::HWY_NAMESPACE {
+
+// C (m rows x n_vec vectors) = init(C) + A (m x k) B (k x n_vec vectors).
+struct Gemm {
+  enum class Init { kZero, kLoad, kLoadScaled };  // kLoadScaled: row i of C times row_scale[i]
+  std::int64_t m = 0, n_vec = 0, k = 0;
+  const float* a = nullptr;  // A(i, p) = a[i * a_row + p * a_col]
+  std::int64_t a_row = 0, a_col = 0;
+  const float* b = nullptr;  // row p of B at b + p * ldb, b_cols valid floats of n_vec vectors
+  std::int64_t ldb = 0, b_cols = 0;
+  float* b_pack = nullptr;  // [kDepthChunk][n_vec vectors] when b_cols is not whole vectors
+  float* c = nullptr;
+  std::int64_t ldc = 0;
+  Init init = Init::kZero;
+  const float* row_scale = nullptr;
+};
+
+// The register tile: MR x NV vectors of C held in registers over kc steps of k; each step loads
+// NV vectors of B once and broadcasts MR values of A, for MR * NV independent FMAs.
+template <class P, int MR, int NV>
+void MicroTile(const Gemm& g, const float* b, std::int64_t ldb, std::int64_t i0, std::int64_t v0,
+               std::int64_t k0, std::int64_t kc, Gemm::Init init) {
+  using V = typename P::V;
+  constexpr std::int64_t L = P::kLanes;
+  V acc[MR][NV];
+  float* c = g.c + i0 * g.ldc + v0 * L;
+  for (int i = 0; i < MR; ++i) {
+    const V scale = P::Set(init == Gemm::Init::kLoadScaled ? g.row_scale[i0 + i] : 1.0f);
+    for (int v = 0; v < NV; ++v)
+      acc[i][v] =
+          init == Gemm::Init::kZero ? P::Zero() : P::Mul(scale, P::Load(c + i * g.ldc + v * L));
+  }
+  const float* a = g.a + i0 * g.a_row + k0 * g.a_col;
+  const float* bp = b + v0 * L;
+  for (std::int64_t p = 0; p < kc; ++p) {
+    V bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = P::Load(bp + v * L);
+    for (int i = 0; i < MR; ++i) {
+      const V ai = P::Set(a[i * g.a_row]);
+      for (int v = 0; v < NV; ++v) acc[i][v] = P::MulAdd(ai, bv[v], acc[i][v]);
+    }
+    a += g.a_col;
+    bp += ldb;
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) P::Store(acc[i][v], c + i * g.ldc + v * L);
+}
+
+using MicroTileFn = void (*)(const Gemm&, const float*, std::int64_t, std::int64_t, std::int64_t,
+                             std::int64_t, std::int64_t, Gemm::Init);
+
+// Every tile shape up to MR x NV, so edges of C run the same code with fewer registers.
+template <class P, int MR, int NV, std::size_t... I>
+constexpr std::array<MicroTileFn, MR * NV> MicroTiles(std::index_sequence<I...>) {
+  return {&MicroTile<P, int(I) / NV + 1, int(I) % NV + 1>...};
+}
+
+// The cache loops (BLIS's pc, jr, ir): a chunk of k, then a column strip of B that stays in L1
+// while every row tile of A passes over it.
+template <class P, int MR, int NV>
+void RunGemm(const Gemm& g) {
+  static constexpr auto kTiles = MicroTiles<P, MR, NV>(std::make_index_sequence<MR * NV>());
+  constexpr std::int64_t L = P::kLanes;
+  for (std::int64_t k0 = 0; k0 < g.k; k0 += kDepthChunk) {
+    const std::int64_t kc = std::min(kDepthChunk, g.k - k0);
+    const Gemm::Init init = k0 == 0 ? g.init : Gemm::Init::kLoad;
+    const float* b = g.b + k0 * g.ldb;
+    std::int64_t ldb = g.ldb;
+    if (g.b_cols < g.n_vec * L) {  // pad rows of B to whole vectors, so no load runs past them
+      ldb = g.n_vec * L;
+      for (std::int64_t p = 0; p < kc; ++p) {
+        std::copy_n(b + p * g.ldb, g.b_cols, g.b_pack + p * ldb);
+        std::fill(g.b_pack + p * ldb + g.b_cols, g.b_pack + (p + 1) * ldb, 0.0f);
+      }
+      b = g.b_pack;
+    }
+    for (std::int64_t v0 = 0; v0 < g.n_vec; v0 += NV) {
+      const std::int64_t nv = std::min<std::int64_t>(NV, g.n_vec - v0);
+      for (std::int64_t i0 = 0; i0 < g.m; i0 += MR) {
+        const std::int64_t mr = std::min<std::int64_t>(MR, g.m - i0);
+        kTiles[(mr - 1) * NV + (nv - 1)](g, b, ldb, i0, v0, k0, kc, init);
+      }
+    }
+  }
+}
+
+// Lane-wise online softmax over one tile of S^T (nk keys x kQueryBlock queries), in place:
+// scores become p = e^{s - m_new}; m, l and alpha are updated per query. With kProbe the same
+// pass sums the finite scores, their squares, p (s - m_new) and the non-finite count.
+template <class P, bool kProbe>
+void SoftmaxTile(std::int64_t nk, const BlockScratch& w) {
+  using V = typename P::V;
+  constexpr std::int64_t L = P::kLanes;
+  constexpr std::int64_t B = kQueryBlock;
+  const V neg_inf = P::Set(-std::numeric_limits<float>::infinity());
+  for (std::int64_t g = 0; g < B; g += L) {
+    float* s = w.scores + g;
+    V m0 = neg_inf, m1 = neg_inf;  // two chains hide the latency of Max
+    std::int64_t j = 0;
+    for (; j + 1 < nk; j += 2) {
+      m0 = P::Max(m0, P::Load(s + j * B));
+      m1 = P::Max(m1, P::Load(s + (j + 1) * B));
+    }
+    if (j < nk) m0 = P::Max(m0, P::Load(s + j * B));
+    const V m_old = P::Load(w.max + g);
+    const V m_new = P::Max(m_old, P::Max(m0, m1));
+    const V shift = P::ZeroIfNotFinite(m_new);  // a row with nothing visible yet: p = e^-inf = 0
+    const V alpha = P::Exp(P::Sub(m_old, shift));
+    V l = P::Zero(), s1 = P::Zero(), s2 = P::Zero(), t = P::Zero(), bad = P::Zero();
+    V p2 = P::Zero(), p3 = P::Zero();
+    for (j = 0; j < nk; ++j) {
+      const V x = P::Load(s + j * B);
+      const V p = P::Exp(P::Sub(x, shift));
+      P::Store(p, s + j * B);
+      l = P::Add(l, p);
+      if constexpr (kProbe) {
+        const V xf = P::ZeroIfNotFinite(x);
+        s1 = P::Add(s1, xf);
+        s2 = P::MulAdd(xf, xf, s2);
+        t = P::MulAdd(p, P::ZeroIfNotFinite(P::Sub(x, shift)), t);
+        bad = P::Add(bad, P::OneIfNotFinite(x));
+        const V pp = P::Mul(p, p);
+        p2 = P::Add(p2, pp);
+        p3 = P::MulAdd(pp, p, p3);
+      }
+    }
+    if constexpr (kProbe) {
+      P::Store(m_old, w.prev_max + g);
+      P::Store(P::Load(w.sum + g), w.prev_sum + g);
+      P::Store(s1, w.tile_s + g);
+      P::Store(s2, w.tile_s2 + g);
+      P::Store(t, w.tile_t + g);
+      P::Store(bad, w.tile_nonfinite + g);
+      P::Store(p2, w.tile_p2 + g);
+      P::Store(p3, w.tile_p3 + g);
+    }
+    P::Store(P::MulAdd(P::Load(w.sum + g), alpha, l), w.sum + g);
+    P::Store(m_new, w.max + g);
+    P::Store(alpha, w.rescale + g);
+  }
+}
+
+// One query block: for each key tile, S^T, masking, online softmax, O += P V; then the rows.
+template <class P, bool kProbe>
+void AttendBlock(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_tile,
+                 std::int64_t ld_acc, const BlockScratch& w) {
+  static_assert(kQueryBlock % (P::kNvS * P::kLanes) == 0 && kQueryBlock % P::kMrO == 0);
+  const Shape& s = a.shape;
+  constexpr std::int64_t B = kQueryBlock;
+  const std::int64_t key_end = begin_block(a, blk, w);
+  const float* k = a.k + blk.head * s.n_kv * s.d_k;
+  const float* v = a.v + blk.head * s.n_kv * s.d_v;
+  for (std::int64_t key0 = 0; key0 < key_end; key0 += key_tile) {
+    const std::int64_t nk = std::min(key_tile, key_end - key0);
+    Gemm scores;
+    scores.m = nk;
+    scores.n_vec = B / P::kLanes;
+    scores.k = s.d_k;
+    scores.a = k + key0 * s.d_k;
+    scores.a_row = s.d_k;
+    scores.a_col = 1;
+    scores.b = w.q_t;
+    scores.ldb = scores.b_cols = B;
+    scores.c = w.scores;
+    scores.ldc = B;
+    RunGemm<P, P::kMrS, P::kNvS>(scores);
+    if (tile_needs_mask(a, blk, key0 + nk)) mask_tile(a, blk, key0, nk, w.scores);
+    SoftmaxTile<P, kProbe>(nk, w);
+    if constexpr (kProbe) fold_tile_probes(w);
+    Gemm out;
+    out.m = B;
+    out.n_vec = ld_acc / P::kLanes;
+    out.k = nk;
+    out.a = w.scores;
+    out.a_row = 1;
+    out.a_col = B;
+    out.b = v + key0 * s.d_v;
+    out.ldb = out.b_cols = s.d_v;
+    out.b_pack = w.v_pack;
+    out.c = w.acc;
+    out.ldc = ld_acc;
+    out.init = key0 == 0 ? Gemm::Init::kZero : Gemm::Init::kLoadScaled;
+    out.row_scale = w.rescale;
+    RunGemm<P, P::kMrO, P::kNvO>(out);
+  }
+  finish_block(a, blk, key_end, ld_acc, w);
+}
+
+// The forward of a tiled rung on target P: key_tile = n_kv materialises each block's scores.
+template <class P>
+void TiledForward(const ForwardArgs& a, std::int64_t key_tile) {
+  const std::int64_t ld_acc = round_up(a.shape.d_v, P::kLanes);
+  key_tile = std::max<std::int64_t>(1, std::min(key_tile, a.shape.n_kv));
+  for_each_query_block(a, key_tile, ld_acc,
+                       a.probes ? &AttendBlock<P, true> : &AttendBlock<P, false>);
+}
+
+}  // namespace sdpa::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // SDPA_KERNELS_ATTENTION_TILES_INL_H_

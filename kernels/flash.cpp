@@ -1,0 +1,47 @@
+// Rung 4: fused attention. The simd rung's code with a small key tile: each block of queries
+// walks the keys tile by tile with an online softmax (running max and sum, earlier output
+// rescaled when the max grows), so no N x N matrix exists and scratch is O(tile) per thread.
+// Writes the row lse; probes are computed online in the same pass.
+#include <vector>
+
+#include "registry_entries.hpp"
+#include "sdpa/kernels.hpp"
+
+// foreach_target.h must follow HWY_TARGET_INCLUDE and precede the rest.
+// clang-format off
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "flash.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy_lanes-inl.h"
+#include "attention_tiles-inl.h"
+// clang-format on
+
+HWY_BEFORE_NAMESPACE();
+namespace sdpa::detail::HWY_NAMESPACE {
+
+// Keys per tile: the tile's scores (kFlashKeys x kQueryBlock floats) and one register strip of
+// its values stay in L1 while the output tile is updated.
+constexpr std::int64_t kFlashKeys = 128;
+
+void FlashForward(const ForwardArgs& a) { TiledForward<HwyLanes>(a, kFlashKeys); }
+
+}  // namespace sdpa::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "hwy_targets.hpp"
+
+namespace sdpa::detail {
+
+HWY_EXPORT(FlashForward);
+
+std::vector<Kernel> flash_kernels() {
+  auto entries = per_target_kernels("flash", "fused tiles, online softmax, O(tile) scratch, lse",
+                                    supported_targets(HWY_DISPATCH_TABLE(FlashForward)));
+  for (auto& k : entries) k.backward = flash_backward_fn();  // from lse (flash_backward.cpp)
+  return entries;
+}
+
+}  // namespace sdpa::detail
+#endif  // HWY_ONCE

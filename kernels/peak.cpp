@@ -1,0 +1,142 @@
+// Peak loops of the roofline (sdpa/peak.hpp), one source compiled by Highway for every target.
+// A target is called by name through its entry in the HWY_EXPORT table rather than through
+// dynamic dispatch, so AVX2 can be measured on an AVX-512 machine.
+
+// clang-format off
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "peak.cpp"
+#include <hwy/foreach_target.h>  // must come before highway.h
+#include <hwy/highway.h>
+// clang-format on
+
+#include <cstdint>
+
+HWY_BEFORE_NAMESPACE();
+namespace sdpa::peak {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+int Lanes() { return static_cast<int>(hn::Lanes(hn::ScalableTag<float>())); }
+
+// kChains (12) accumulators, written out: each must live in its own register, and arrays of
+// vectors are not allowed on every target (SVE, RVV).
+float MultiplyAddChains(std::int64_t steps, float a, float b) {
+  const hn::ScalableTag<float> d;
+  const auto va = hn::Set(d, a), vb = hn::Set(d, b);
+  // Distinct starting values: identical chains could be merged by the compiler.
+  auto c0 = hn::Set(d, 1.00f), c1 = hn::Set(d, 1.01f), c2 = hn::Set(d, 1.02f);
+  auto c3 = hn::Set(d, 1.03f), c4 = hn::Set(d, 1.04f), c5 = hn::Set(d, 1.05f);
+  auto c6 = hn::Set(d, 1.06f), c7 = hn::Set(d, 1.07f), c8 = hn::Set(d, 1.08f);
+  auto c9 = hn::Set(d, 1.09f), c10 = hn::Set(d, 1.10f), c11 = hn::Set(d, 1.11f);
+  for (std::int64_t s = 0; s < steps; ++s) {
+    c0 = hn::MulAdd(c0, va, vb), c1 = hn::MulAdd(c1, va, vb), c2 = hn::MulAdd(c2, va, vb);
+    c3 = hn::MulAdd(c3, va, vb), c4 = hn::MulAdd(c4, va, vb), c5 = hn::MulAdd(c5, va, vb);
+    c6 = hn::MulAdd(c6, va, vb), c7 = hn::MulAdd(c7, va, vb), c8 = hn::MulAdd(c8, va, vb);
+    c9 = hn::MulAdd(c9, va, vb), c10 = hn::MulAdd(c10, va, vb), c11 = hn::MulAdd(c11, va, vb);
+  }
+  const auto sum = hn::Add(
+      hn::Add(hn::Add(hn::Add(c0, c1), hn::Add(c2, c3)), hn::Add(hn::Add(c4, c5), hn::Add(c6, c7))),
+      hn::Add(hn::Add(c8, c9), hn::Add(c10, c11)));
+  return hn::GetLane(hn::SumOfLanes(d, sum));
+}
+
+void Triad(float* x, const float* y, const float* z, float s, std::int64_t n) {
+  const hn::ScalableTag<float> d;
+  const auto vs = hn::Set(d, s);
+  const auto step = static_cast<std::int64_t>(hn::Lanes(d));
+  std::int64_t i = 0;
+  for (; i + step <= n; i += step)
+    hn::StoreU(hn::MulAdd(vs, hn::LoadU(d, z + i), hn::LoadU(d, y + i)), d, x + i);
+  for (; i < n; ++i) x[i] = y[i] + s * z[i];
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace sdpa::peak
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <algorithm>
+
+#include "sdpa/peak.hpp"
+
+namespace sdpa::peak {
+
+HWY_EXPORT(Lanes);
+HWY_EXPORT(MultiplyAddChains);
+HWY_EXPORT(Triad);
+
+namespace {
+
+struct Target {
+  const char* name;
+  std::int64_t bits;  // Highway target bit(s)
+};
+
+// Our ISA names and the Highway targets they stand for. "scalar" is Highway's fallback
+// (HWY_SCALAR or HWY_EMU128, whichever this build uses), compiled for the baseline ISA.
+constexpr Target kTargets[] = {
+    {"scalar", HWY_SCALAR | HWY_EMU128},
+#if HWY_ARCH_X86
+    {"sse4", HWY_SSE4},
+    {"avx2", HWY_AVX2},
+    {"avx512", HWY_AVX3},
+#endif
+};
+
+const Target* find_target(std::string_view isa) {
+  for (const auto& t : kTargets)
+    if (isa == t.name) return &t;
+  return nullptr;
+}
+
+// The slot of `bits` in an HWY_EXPORT table: the fallback is the last slot; a dynamic target
+// sits where Highway's ChosenTarget mask would put it.
+std::size_t table_index(std::int64_t bits) {
+  if (bits & (HWY_SCALAR | HWY_EMU128)) return HWY_MAX_DYNAMIC_TARGETS + 1;
+  return hwy::Num0BitsBelowLS1Bit_Nonzero64(
+      static_cast<std::uint64_t>(HWY_CHOSEN_TARGET_SHIFT(bits)));
+}
+
+template <typename Fn>
+Fn entry(Fn const* table, std::string_view isa) {
+  return table[table_index(find_target(isa)->bits)];
+}
+
+}  // namespace
+
+const std::vector<std::string>& known_isas() {
+  static const std::vector<std::string> names = {"scalar", "sse4", "avx2", "avx512"};
+  return names;
+}
+
+bool isa_supported(std::string_view isa) {
+  const Target* t = find_target(isa);
+  if (t == nullptr) return false;
+  if (t->bits & (HWY_SCALAR | HWY_EMU128)) return true;
+  return (t->bits & HWY_TARGETS & hwy::SupportedTargets()) != 0;
+}
+
+std::vector<std::string> supported_isas() {
+  std::vector<std::string> out;
+  for (const auto& name : known_isas())
+    if (isa_supported(name)) out.push_back(name);
+  return out;
+}
+
+int lanes(std::string_view isa) { return entry(HWY_DISPATCH_TABLE(Lanes), isa)(); }
+
+float multiply_add_chains(std::string_view isa, std::int64_t steps, float a, float b) {
+  return entry(HWY_DISPATCH_TABLE(MultiplyAddChains), isa)(steps, a, b);
+}
+
+double multiply_add_flops(std::string_view isa, std::int64_t steps) {
+  return 2.0 * kChains * lanes(isa) * double(steps);
+}
+
+void triad(std::string_view isa, float* x, const float* y, const float* z, float s,
+           std::int64_t n) {
+  entry(HWY_DISPATCH_TABLE(Triad), isa)(x, y, z, s, n);
+}
+
+}  // namespace sdpa::peak
+#endif  // HWY_ONCE

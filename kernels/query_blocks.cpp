@@ -1,0 +1,161 @@
+#include "query_blocks.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+#include <new>
+
+#include "probe_row.hpp"
+
+namespace sdpa::detail {
+namespace {
+
+constexpr std::int64_t kAlignFloats = 16;  // 64 bytes
+
+// Hands out consecutive 64-byte-aligned arrays from one block of floats (or only counts them
+// when base is null, which is how the size is computed: one layout, written once).
+class Carver {
+ public:
+  explicit Carver(float* base) : base_(base) {}
+  float* floats(std::int64_t n) {
+    float* p = base_ ? base_ + used_ : nullptr;
+    used_ += round_up(std::max<std::int64_t>(n, 1), kAlignFloats);
+    return p;
+  }
+  double* doubles(std::int64_t n) { return reinterpret_cast<double*>(floats(2 * n)); }
+  std::int64_t used() const { return used_; }
+
+ private:
+  float* base_;
+  std::int64_t used_ = 0;
+};
+
+BlockScratch carve(Carver& c, const Shape& s, std::int64_t key_tile, std::int64_t ld_acc) {
+  constexpr std::int64_t B = kQueryBlock;
+  BlockScratch w{};
+  w.q_t = c.floats(s.d_k * B);
+  w.scores = c.floats(key_tile * B);
+  w.acc = c.floats(B * ld_acc);
+  w.v_pack = ld_acc == s.d_v ? nullptr : c.floats(std::min(key_tile, kDepthChunk) * ld_acc);
+  for (float** p : {&w.max, &w.sum, &w.rescale, &w.prev_max, &w.prev_sum, &w.tile_s, &w.tile_s2,
+                    &w.tile_t, &w.tile_nonfinite, &w.tile_p2, &w.tile_p3})
+    *p = c.floats(B);
+  for (double** p : {&w.score_sum, &w.score_sumsq, &w.shifted_t, &w.nonfinite, &w.p2, &w.p3})
+    *p = c.doubles(B);
+  return w;
+}
+
+struct AlignedFree {
+  void operator()(float* p) const { ::operator delete[](p, std::align_val_t(64)); }
+};
+
+}  // namespace
+
+std::int64_t scratch_floats(const Shape& s, std::int64_t key_tile, std::int64_t ld_acc) {
+  Carver counter(nullptr);
+  carve(counter, s, key_tile, ld_acc);
+  return counter.used();
+}
+
+BlockScratch carve_scratch(float* base, const Shape& s, std::int64_t key_tile,
+                           std::int64_t ld_acc) {
+  Carver c(base);
+  return carve(c, s, key_tile, ld_acc);
+}
+
+void for_each_query_block(const ForwardArgs& a, std::int64_t key_tile, std::int64_t ld_acc,
+                          BlockFn fn) {
+  const Shape& s = a.shape;
+  const std::int64_t blocks_per_head = (s.n_q + kQueryBlock - 1) / kQueryBlock;
+  const std::int64_t blocks = s.batch_heads * blocks_per_head;
+  const std::int64_t floats = scratch_floats(s, key_tile, ld_acc);
+  // Dynamic scheduling: under causal masking late blocks see more keys. Each block is written
+  // by one thread from inputs only, so the schedule cannot change a single bit of the output.
+#pragma omp parallel num_threads(a.threads)
+  {
+    std::unique_ptr<float[], AlignedFree> mem(new (std::align_val_t(64)) float[floats]);
+    const BlockScratch w = carve_scratch(mem.get(), s, key_tile, ld_acc);
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      QueryBlock blk;
+      blk.head = b / blocks_per_head;
+      blk.first_row = (b % blocks_per_head) * kQueryBlock;
+      blk.rows = std::min(kQueryBlock, s.n_q - blk.first_row);
+      fn(a, blk, key_tile, ld_acc, w);
+    }
+  }
+}
+
+std::int64_t begin_block(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {
+  const Shape& s = a.shape;
+  constexpr std::int64_t B = kQueryBlock;
+  const float* q = a.q + (blk.head * s.n_q + blk.first_row) * s.d_k;
+  for (std::int64_t c = 0; c < s.d_k; ++c)
+    for (std::int64_t i = 0; i < B; ++i)
+      w.q_t[c * B + i] = i < blk.rows ? a.scale * q[i * s.d_k + c] : 0.0f;
+  std::fill_n(w.max, B, -std::numeric_limits<float>::infinity());
+  std::fill_n(w.sum, B, 0.0f);
+  for (double* p : {w.score_sum, w.score_sumsq, w.shifted_t, w.nonfinite, w.p2, w.p3})
+    std::fill_n(p, B, 0.0);
+  return visible_keys(s, a.causal, blk.first_row + blk.rows - 1);
+}
+
+bool tile_needs_mask(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_end) {
+  return a.causal && key_end > visible_keys(a.shape, true, blk.first_row);
+}
+
+void mask_tile(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0, std::int64_t nk,
+               float* scores) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (std::int64_t i = 0; i < blk.rows; ++i) {
+    const std::int64_t visible = visible_keys(a.shape, true, blk.first_row + i);
+    for (std::int64_t j = std::max(visible, key0); j < key0 + nk; ++j)
+      scores[(j - key0) * kQueryBlock + i] = kNegInf;
+  }
+}
+
+void fold_tile_probes(const BlockScratch& w) {
+  for (std::int64_t i = 0; i < kQueryBlock; ++i) {
+    w.score_sum[i] += w.tile_s[i];
+    w.score_sumsq[i] += w.tile_s2[i];
+    w.nonfinite[i] += w.tile_nonfinite[i];
+    const double m_new = std::isfinite(w.max[i]) ? w.max[i] : 0.0;  // the shift the tile used
+    const double moved =
+        w.prev_sum[i] > 0
+            ? w.rescale[i] * (w.shifted_t[i] + (w.prev_max[i] - m_new) * w.prev_sum[i])
+            : 0.0;
+    w.shifted_t[i] = moved + w.tile_t[i];
+    const double alpha = w.prev_sum[i] > 0 ? w.rescale[i] : 0.0;
+    w.p2[i] = alpha * alpha * w.p2[i] + w.tile_p2[i];
+    w.p3[i] = alpha * alpha * alpha * w.p3[i] + w.tile_p3[i];
+  }
+}
+
+void finish_block(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_end,
+                  std::int64_t ld_acc, const BlockScratch& w) {
+  const Shape& s = a.shape;
+  for (std::int64_t i = 0; i < blk.rows; ++i) {
+    const std::int64_t r = blk.head * s.n_q + blk.first_row + i;
+    const float l = w.sum[i];
+    float* o = a.out + r * s.d_v;
+    const float inv = l > 0 ? 1.0f / l : 0.0f;
+    for (std::int64_t c = 0; c < s.d_v; ++c) o[c] = l > 0 ? w.acc[i * ld_acc + c] * inv : 0.0f;
+    if (a.lse) a.lse[r] = l > 0 ? w.max[i] + std::log(l) : -std::numeric_limits<float>::infinity();
+    if (a.probes) {
+      RowProbes& p = *a.probes;
+      p.score_sum[r] = w.score_sum[i];
+      p.score_sumsq[r] = w.score_sumsq[i];
+      p.entropy[r] = l > 0 ? std::log(double(l)) - w.shifted_t[i] / l : 0.0;
+      p.max_weight[r] = l > 0 ? 1.0 / l : 0.0;
+      p.sum_p2[r] = l > 0 ? w.p2[i] / (double(l) * l) : 0.0;
+      p.sum_p3[r] = l > 0 ? w.p3[i] / (double(l) * l * l) : 0.0;
+      // Masked keys of the visited range were set to -inf and counted as non-finite.
+      const std::int64_t masked = key_end - visible_keys(s, a.causal, blk.first_row + i);
+      p.nonfinite[r] = std::int64_t(w.nonfinite[i]) - masked + count_nonfinite(o, s.d_v);
+    }
+  }
+}
+
+}  // namespace sdpa::detail

@@ -1,0 +1,87 @@
+// The outer loops that the tiled rungs (blocked, simd, flash) share. The work of a forward is
+// cut into blocks of kQueryBlock query rows of one head; a block reads its queries and every key
+// and value it can see, and writes only its own output rows, so threads take whole blocks and
+// the result is bit-identical on any thread count. Plain C++: what is specific to an instruction
+// set is the BlockFn a rung passes in (attention_tiles-inl.h). Internal to sdpa_kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "sdpa/kernels.hpp"
+
+namespace sdpa::detail {
+
+// Query rows per block. In S^T = K Q^T the queries run along vector lanes, in O += P V down the
+// register tile's rows, so the block is a multiple of every tile width (16 lanes x 3, 8 x 2,
+// 4 x 2, 1 x 3) and of every tile height for O (3 or 6 rows): no query tails inside a block.
+// Small enough that the block's queries, one key tile of scores and its outputs stay in L1/L2.
+inline constexpr std::int64_t kQueryBlock = 48;
+
+inline std::int64_t round_up(std::int64_t x, std::int64_t multiple) {
+  return (x + multiple - 1) / multiple * multiple;
+}
+
+struct QueryBlock {
+  std::int64_t head = 0;       // index in batch_heads
+  std::int64_t first_row = 0;  // first query row (within the head)
+  std::int64_t rows = 0;       // rows in the block, <= kQueryBlock
+};
+
+// One thread's scratch for one block, carved from a single aligned allocation. Every array
+// starts on a 64-byte boundary. Rows of `acc` and `v_pack` have `ld_acc` floats: d_v rounded up
+// to whole vectors of the target.
+struct BlockScratch {
+  float* q_t;      // [d_k][kQueryBlock]: scale * Q^T of the block, zero in rows past the block
+  float* scores;   // [key_tile][kQueryBlock]: S^T of one key tile, overwritten by P^T
+  float* acc;      // [kQueryBlock][ld_acc]: unnormalised output rows
+  float* v_pack;   // [kDepthChunk][ld_acc]: values padded to whole vectors, when d_v needs it
+  float* max;      // [kQueryBlock] running max m of each row
+  float* sum;      // running l = sum e^{s - m}
+  float* rescale;  // alpha = e^{m_old - m_new} of the last key tile
+  // Probes only: the previous m and l, and this tile's sums over visible scores.
+  float *prev_max, *prev_sum, *tile_s, *tile_s2, *tile_t, *tile_nonfinite, *tile_p2, *tile_p3;
+  // Running, in double; p2, p3 are sum e^{2(s-m)} and sum e^{3(s-m)} at the current max m.
+  double *score_sum, *score_sumsq, *shifted_t, *nonfinite, *p2, *p3;
+};
+
+// Depth of one GEMM pass (BLIS's k_c): keys in O += P V, d_k in S^T = K Q^T. The B rows of a
+// pass (values, or the block's queries) stay in L1/L2 while every register tile reuses them.
+inline constexpr std::int64_t kDepthChunk = 128;
+
+std::int64_t scratch_floats(const Shape& s, std::int64_t key_tile, std::int64_t ld_acc);
+BlockScratch carve_scratch(float* base, const Shape& s, std::int64_t key_tile, std::int64_t ld_acc);
+
+// ---- scalar steps of a block, shared by every target
+
+// Fills w.q_t with scale * Q^T of the block (zero past its rows) and resets the running
+// statistics. Returns how many leading keys the block visits: the most any of its rows sees.
+std::int64_t begin_block(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w);
+
+// Under causal masking, whether the tile of keys [key0, key_end) has keys some row cannot see,
+// and then sets those scores of S^T to -inf.
+bool tile_needs_mask(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_end);
+void mask_tile(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0, std::int64_t nk,
+               float* scores);
+
+// Probes: folds one key tile's sums (w.tile_*) into the running double statistics. The shifted
+// sum t' = sum e^{s-m} (s - m) moves to the new max like l does:
+// t'_new = alpha (t'_old + (m_old - m_new) l_old); the sums of e^{2(s-m)} and e^{3(s-m)} (for
+// sum p^2 and sum p^3 at the end) move by alpha^2 and alpha^3.
+void fold_tile_probes(const BlockScratch& w);
+
+// Writes the block's output rows (acc / l), lse = m + ln l and probes; H = ln l - t'/l, which is
+// the design's m + ln l - (sum e^{s-m} s)/l with m taken out of the sum (no cancellation when |m|
+// is large), and max weight = e^{m-m}/l = 1/l. Rows that see no key get 0, -inf and zero probes.
+void finish_block(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_end,
+                  std::int64_t ld_acc, const BlockScratch& w);
+
+using BlockFn = void (*)(const ForwardArgs&, const QueryBlock&, std::int64_t key_tile,
+                         std::int64_t ld_acc, const BlockScratch&);
+
+// Runs fn on every (head, query block) on a.threads OpenMP threads, each with its own scratch.
+// key_tile: keys per tile of the block's key loop (n_kv materialises a whole row block of
+// scores); ld_acc: d_v rounded up to whole vectors of the caller's target.
+void for_each_query_block(const ForwardArgs& a, std::int64_t key_tile, std::int64_t ld_acc,
+                          BlockFn fn);
+
+}  // namespace sdpa::detail

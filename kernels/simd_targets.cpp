@@ -1,0 +1,109 @@
+// Per-ISA helpers of the Highway targets: the fp32 FMA peak loop that "% of peak" is measured
+// against, and the vectorised exp of the SIMD rungs exposed for its accuracy test.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "sdpa/kernels.hpp"
+
+// foreach_target.h must follow HWY_TARGET_INCLUDE and precede the rest.
+// clang-format off
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "simd_targets.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy_lanes-inl.h"
+// clang-format on
+
+HWY_BEFORE_NAMESPACE();
+namespace sdpa::detail::HWY_NAMESPACE {
+
+HWY_ALIGN float g_fma_sink[HwyLanes::kLanes];
+
+// kChains independent FMA chains: enough to cover FMA latency x FMA ports (4 cycles x 2 on
+// Zen 4/5 and Intel cores since Skylake needs 8) while staying in 16 registers. Each chain
+// converges to add / (1 - mul) = 1, so no value overflows or goes subnormal.
+double FmaChains(std::int64_t iterations) {
+  constexpr int kChains = 12;
+  const HwyLanes::V mul = HwyLanes::Set(0.999f), add = HwyLanes::Set(0.001f);
+  HwyLanes::V acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = HwyLanes::Set(float(c));
+  for (std::int64_t it = 0; it < iterations; ++it) {
+    for (int c = 0; c < kChains; ++c) acc[c] = HwyLanes::MulAdd(acc[c], mul, add);
+  }
+  HwyLanes::V total = acc[0];
+  for (int c = 1; c < kChains; ++c) total = HwyLanes::Add(total, acc[c]);
+  HwyLanes::Store(total, g_fma_sink);  // keeps the chains from being optimised away
+  return double(iterations) * kChains * HwyLanes::kLanes * 2.0;
+}
+
+void ExpArray(const float* x, float* y, std::int64_t n) {
+  constexpr std::int64_t L = HwyLanes::kLanes;
+  std::int64_t i = 0;
+  for (; i + L <= n; i += L) HwyLanes::Store(HwyLanes::Exp(HwyLanes::Load(x + i)), y + i);
+  if (i < n) {  // the tail through a padded vector
+    float in[L] = {}, out[L];
+    std::copy(x + i, x + n, in);
+    HwyLanes::Store(HwyLanes::Exp(HwyLanes::Load(in)), out);
+    std::copy(out, out + (n - i), y + i);
+  }
+}
+
+}  // namespace sdpa::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "hwy_targets.hpp"
+
+namespace sdpa {
+namespace detail {
+HWY_EXPORT(FmaChains);
+HWY_EXPORT(ExpArray);
+}  // namespace detail
+
+const std::vector<SimdTarget>& simd_targets() {
+  static const std::vector<SimdTarget> targets = [] {
+    std::vector<SimdTarget> out;
+    const auto fma = detail::supported_targets(HWY_DISPATCH_TABLE(detail::FmaChains));
+    const auto exp = detail::supported_targets(HWY_DISPATCH_TABLE(detail::ExpArray));
+    for (std::size_t i = 0; i < fma.size(); ++i) out.push_back({fma[i].isa, fma[i].fn, exp[i].fn});
+    return out;
+  }();
+  return targets;
+}
+
+const SimdTarget* find_simd_target(std::string_view isa) {
+  for (const auto& t : simd_targets())
+    if (t.isa == isa) return &t;
+  return nullptr;
+}
+
+double measure_fma_peak(const SimdTarget& target, int threads, double seconds) {
+  using Clock = std::chrono::steady_clock;
+  // Calibrate one thread's run to about seconds / 5, then keep the best of five timed runs.
+  std::int64_t iterations = 1 << 16;
+  for (;;) {
+    const auto t0 = Clock::now();
+    target.fma_chains(iterations);
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (dt > seconds / 20 || iterations > (std::int64_t(1) << 40)) {
+      iterations = std::int64_t(double(iterations) * (seconds / 5) / std::max(dt, 1e-9)) + 1;
+      break;
+    }
+    iterations *= 4;
+  }
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    double flops = 0;
+    const auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : flops)
+    flops += target.fma_chains(iterations);
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, flops / dt * 1e-9);
+  }
+  return best;
+}
+
+}  // namespace sdpa
+#endif  // HWY_ONCE

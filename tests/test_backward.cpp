@@ -1,0 +1,144 @@
+// Backward kernels: the fp64 reference against central finite differences of a scalar loss,
+// and every registered backward against the reference on awkward shapes.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "sdpa/kernels.hpp"
+#include "sdpa/rng.hpp"
+
+namespace {
+
+struct Case {
+  sdpa::Shape shape;
+  bool causal;
+  double scale;
+};
+
+std::vector<double> normals(std::uint32_t stream, std::int64_t n) {
+  sdpa::PhiloxStream rng({.seed = 99, .experiment = 1, .cell = stream});
+  std::vector<double> x(n);
+  sdpa::fill_normal<double>(rng, x);
+  return x;
+}
+
+// L = sum(O * dO): its gradient is exactly what a backward computes from dO.
+double loss(const sdpa::Shape& s, const std::vector<double>& q, const std::vector<double>& k,
+            const std::vector<double>& v, const std::vector<double>& d_out, double scale,
+            bool causal) {
+  const auto o = sdpa::reference_attention(s, q, k, v, scale, causal).out;
+  double l = 0;
+  for (std::size_t i = 0; i < o.size(); ++i) l += o[i] * d_out[i];
+  return l;
+}
+
+}  // namespace
+
+TEST_CASE("reference backward matches central finite differences") {
+  for (const Case& c : {Case{{2, 3, 5, 4, 3}, false, 0.5}, Case{{1, 4, 4, 3, 2}, true, 1.0},
+                        Case{{1, 3, 6, 2, 5}, true, 0.7}}) {
+    const auto& s = c.shape;
+    auto q = normals(1, s.q_elements()), k = normals(2, s.k_elements()),
+         v = normals(3, s.v_elements()), d_out = normals(4, s.out_elements());
+    const auto g = sdpa::reference_attention_backward(s, q, k, v, d_out, c.scale, c.causal);
+    // Central differences have error O(h^2) ~ 1e-8 relative; rounding adds ~1e-16/h ~ 1e-11.
+    const double h = 1e-4;
+    auto check = [&](std::vector<double>& x, const std::vector<double>& analytic) {
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const double saved = x[i];
+        x[i] = saved + h;
+        const double up = loss(s, q, k, v, d_out, c.scale, c.causal);
+        x[i] = saved - h;
+        const double down = loss(s, q, k, v, d_out, c.scale, c.causal);
+        x[i] = saved;
+        CHECK(analytic[i] == doctest::Approx((up - down) / (2 * h)).epsilon(1e-6).scale(1));
+      }
+    };
+    check(q, g.d_q);
+    check(k, g.d_k);
+    check(v, g.d_v);
+  }
+}
+
+TEST_CASE("every backward agrees with the fp64 reference on awkward shapes") {
+  const std::vector<Case> cases = {
+      {{1, 1, 1, 1, 1}, false, 1.0},      {{1, 1, 7, 8, 3}, false, 0.35},
+      {{2, 17, 17, 64, 80}, true, 0.125}, {{3, 5, 63, 80, 16}, true, 1.0},
+      {{1, 65, 33, 8, 8}, true, 0.5},     {{1, 40, 127, 128, 64}, false, 0.0884},
+  };
+  for (const auto& kernel : sdpa::kernel_registry()) {
+    if (!kernel.backward) continue;
+    for (const auto& c : cases) {
+      const auto& s = c.shape;
+      CAPTURE(kernel.name);
+      CAPTURE(s.batch_heads);
+      CAPTURE(s.n_q);
+      CAPTURE(s.n_kv);
+      CAPTURE(s.d_k);
+      CAPTURE(s.d_v);
+      CAPTURE(c.causal);
+      const auto qd = normals(5, s.q_elements()), kd = normals(6, s.k_elements()),
+                 vd = normals(7, s.v_elements()), dod = normals(8, s.out_elements());
+      // Round inputs to fp32 first, so the reference sees exactly what the kernel sees.
+      const std::vector<float> q(qd.begin(), qd.end()), k(kd.begin(), kd.end()),
+          v(vd.begin(), vd.end()), d_out(dod.begin(), dod.end());
+      const std::vector<double> q64(q.begin(), q.end()), k64(k.begin(), k.end()),
+          v64(v.begin(), v.end()), do64(d_out.begin(), d_out.end());
+      const auto ref = sdpa::reference_attention_backward(s, q64, k64, v64, do64, c.scale, c.causal);
+
+      std::vector<float> out(s.out_elements()), lse(s.rows());
+      sdpa::ForwardArgs fwd{.shape = s, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
+      fwd.lse = lse.data(), fwd.scale = float(c.scale), fwd.causal = c.causal;
+      kernel.forward(fwd);
+      std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
+      sdpa::GradProbes probes(s.rows());
+      sdpa::BackwardArgs bwd{.shape = s, .q = q.data(), .k = k.data(), .v = v.data(),
+                             .out = out.data(), .lse = lse.data(), .d_out = d_out.data(),
+                             .d_q = dq.data(), .d_k = dk.data(), .d_v = dv.data()};
+      bwd.scale = float(c.scale), bwd.causal = c.causal, bwd.threads = 2, bwd.probes = &probes;
+      kernel.backward(bwd);
+
+      // Tolerance from fp32 rounding: each gradient entry sums up to n_kv (or n_q) products of
+      // O(1) terms whose own rounding is ~d eps; 64 eps sqrt(n d) bounds the accumulated
+      // error of such sums of unit-variance terms with room for the exp's ulps.
+      const double eps = 1.1920929e-7;
+      const double n = double(std::max(s.n_q, s.n_kv)), d = double(std::max(s.d_k, s.d_v));
+      const double tol = 64 * eps * std::sqrt(n * d);
+      auto max_error = [](const std::vector<float>& got, const std::vector<double>& want) {
+        double e = 0;
+        for (std::size_t i = 0; i < got.size(); ++i) e = std::max(e, std::abs(got[i] - want[i]));
+        return e;
+      };
+      CHECK(max_error(dq, ref.d_q) <= tol);
+      CHECK(max_error(dk, ref.d_k) <= tol);
+      CHECK(max_error(dv, ref.d_v) <= tol);
+      for (std::int64_t r = 0; r < s.rows(); ++r) {
+        CHECK(probes.visible[r] == sdpa::visible_keys(s, c.causal, r % s.n_q));
+        CHECK(probes.participating[r] <= probes.visible[r]);
+      }
+    }
+  }
+}
+
+TEST_CASE("gradient probes: sum of dS^2 equals the row's score gradients") {
+  // One query, two keys, V = [1, 0]: dS = p (dP - p.dP), with dP = [dO, 0].
+  const sdpa::Shape s{1, 1, 2, 1, 1};
+  const std::vector<float> q = {1}, k = {0, 4}, v = {1, 0}, d_out = {1};
+  const auto* kernel = sdpa::find_kernel("reference");
+  std::vector<float> out(1), lse(1), dq(1), dk(2), dv(2);
+  sdpa::ForwardArgs fwd{.shape = s, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
+  fwd.lse = lse.data();
+  kernel->forward(fwd);
+  sdpa::GradProbes probes(1);
+  sdpa::BackwardArgs bwd{.shape = s, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data(),
+                         .lse = lse.data(), .d_out = d_out.data(), .d_q = dq.data(),
+                         .d_k = dk.data(), .d_v = dv.data()};
+  bwd.probes = &probes;
+  kernel->backward(bwd);
+  const double p0 = 1 / (1 + std::exp(4.0)), p1 = 1 - p0;  // softmax([0, 4])
+  const double ds0 = p0 * (1 - p0), ds1 = p1 * (0 - p0);   // p_j (dP_j - sum p dP)
+  CHECK(probes.ds_sumsq[0] == doctest::Approx(ds0 * ds0 + ds1 * ds1));
+  CHECK(probes.ds_max_abs[0] == doctest::Approx(ds0));
+  CHECK(probes.participating[0] == 2);
+}

@@ -1,0 +1,104 @@
+// The claims report: a verdict for every claim, computed from the records it cites.
+#include <doctest/doctest.h>
+
+#include "cli_runner.hpp"
+#include "sdpa/claims.hpp"
+#include "sdpa/experiments.hpp"
+#include "sdpa/report.hpp"
+
+using sdpa::json;
+using sdpa::claims::Verdict;
+
+namespace {
+
+// configs/seeds.json with every experiment shrunk to a few trials: same names, same claims.
+const json& small_seeds_result() {
+  static const json result = [] {
+    sdpa::testing::TempDir dir;
+    json config = json::parse(sdpa::testing::slurp("configs/seeds.json"));
+    for (auto& e : config["experiments"]) {
+      e["trials"] = e["name"] == "claim3-2x2" ? 4000 : 3;
+      if (e["kind"] != "variance") e["n_q"] = 2;
+    }
+    dir.write("seeds.json", config.dump());
+    const auto r = sdpa::testing::run_cli(
+        "run " + (dir / "seeds.json").string() + " -o " + (dir / "r.json").string(), dir);
+    REQUIRE(r.exit_code == 0);
+    return sdpa::report::read_result_file((dir / "r.json").string());
+  }();
+  return result;
+}
+
+Verdict verdict_of(const json& result, int number) {
+  for (const auto& c : sdpa::claims::evaluate(result, "r.json"))
+    if (c.number == number) return c.verdict;
+  FAIL("no claim " << number);
+  return Verdict::does_not_hold;
+}
+
+json& record(json& result, const std::string& experiment, std::size_t index) {
+  for (auto& e : result["experiments"])
+    if (e["name"] == experiment) return e["records"][index];
+  throw std::runtime_error("no experiment " + experiment);
+}
+
+}  // namespace
+
+TEST_CASE("every claim gets a verdict, a reason, evidence and a source") {
+  const auto claims = sdpa::claims::evaluate(small_seeds_result(), "r.json");
+  REQUIRE(claims.size() == 9);
+  for (std::size_t i = 0; i < claims.size(); ++i) {
+    CAPTURE(i);
+    CHECK(claims[i].number == int(i) + 1);
+    CHECK_FALSE(claims[i].reason.empty());
+    CHECK_FALSE(claims[i].rows.empty());
+    CHECK_FALSE(claims[i].source.empty());
+  }
+  const std::string md = sdpa::claims::markdown(claims, "r.json");
+  CHECK(md.find("## Claim 9") != std::string::npos);
+}
+
+TEST_CASE("verdicts follow the records: change a record and the verdict changes") {
+  json result = small_seeds_result();
+  REQUIRE(verdict_of(result, 1) == Verdict::holds);
+  // Claim 1: a variance far from d_k (d_k = 8 is cell 6: d_k varies slower than scale).
+  json& v = record(result, "claim1-2-variance", 6)["score_variance"];
+  REQUIRE(v["predicted"].get<double>() == doctest::Approx(8).epsilon(0.01));
+  v["value"] = 16.0;
+  v["ci95"] = {15.9, 16.1};
+  CHECK(verdict_of(result, 1) == Verdict::does_not_hold);
+
+  // Claim 5: make both initialisations give unit variance and the claim holds.
+  result = small_seeds_result();
+  REQUIRE(verdict_of(result, 5) == Verdict::does_not_hold);
+  for (std::size_t i : {0, 1}) {
+    json& s = record(result, "claim5-projections", i)["score_variance"];
+    s["value"] = 1.0;
+    s["ci95"] = {0.95, 1.05};
+  }
+  CHECK(verdict_of(result, 5) == Verdict::holds);
+
+  // Claim 3: if np.var of a 2 x 2 product averaged 2, the "should be 2" claim would hold.
+  result = small_seeds_result();
+  REQUIRE(verdict_of(result, 3) == Verdict::does_not_hold);
+  json& sv = record(result, "claim3-2x2", 0)["sample_variance"];
+  sv["value"] = 2.0;
+  sv["ci95"] = {1.98, 2.02};
+  CHECK(verdict_of(result, 3) == Verdict::holds);
+
+  // Claim 8: participation that stays high means gradients do not vanish.
+  result = small_seeds_result();
+  for (auto& e : result["experiments"])
+    if (e["name"] == "claim8-gradients")
+      for (auto& r : e["records"]) r["participation"]["value"] = 0.9;
+  CHECK(verdict_of(result, 8) == Verdict::does_not_hold);
+}
+
+TEST_CASE("a result file without the seeds experiments is refused, naming what is missing") {
+  json result = small_seeds_result();
+  result["experiments"].erase(0);
+  CHECK_THROWS_WITH_AS(sdpa::claims::evaluate(result, "r.json"),
+                       "r.json: no experiment named \"claim1-2-variance\"; the claims report "
+                       "reads a result file of configs/seeds.json",
+                       sdpa::InputError);
+}

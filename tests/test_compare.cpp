@@ -1,0 +1,162 @@
+// compare and the timing/roofline report tables, on result documents built by hand: matching,
+// verdicts, records without a match, configs that differ, reproducibility findings.
+#include <doctest/doctest.h>
+
+#include "sdpa/compare.hpp"
+
+using sdpa::json;
+
+namespace {
+
+json timing_record(const std::string& kernel, int n_q, const std::vector<double>& samples,
+                   bool noisy = false) {
+  return {{"cell", 0},
+          {"params",
+           {{"kernel", kernel},
+            {"direction", "forward"},
+            {"causal", false},
+            {"threads", 1},
+            {"batch_heads", 1},
+            {"n_q", n_q},
+            {"n_kv", n_q},
+            {"d_k", 8},
+            {"d_v", 8}}},
+          {"threads", 1},
+          {"time_s",
+           {{"value", samples[0]},
+            {"ci95", {samples[0], samples[0]}},
+            {"predicted", nullptr},
+            {"theory", "none"},
+            {"cv", 0.01},
+            {"samples", samples}}},
+          {"gflops",
+           {{"value", 1.0}, {"ci95", {1.0, 1.0}}, {"predicted", nullptr}, {"theory", "none"}}},
+          {"percent_of_peak", 12.5},
+          {"noisy", noisy}};
+}
+
+json variance_record(double value) {
+  return {{"cell", 0}, {"params", {{"d_k", 2}}}, {"score_variance", {{"value", value}}}};
+}
+
+json result(const std::string& sha, const json& timing, const json& variance) {
+  return {
+      {"config", {{"sha256", sha}}},
+      {"seed", 7},
+      {"machine",
+       {{"peak",
+         json::array(
+             {{{"isa", "scalar"}, {"threads", 1}, {"fma_gflops", 8.0}, {"triad_gbs", 20.0}}})}}},
+      {"experiments", json::array({{{"name", "v"}, {"kind", "variance"}, {"records", variance}},
+                                   {{"name", "t"}, {"kind", "timing"}, {"records", timing}}})}};
+}
+
+const std::vector<double> kSlow = {10, 11, 12, 10.5, 11.5}, kFast = {5, 5.5, 6, 5.2, 5.8};
+const std::string kSha(64, 'a'), kOtherSha(64, 'b');
+
+const sdpa::report::Table& find(const std::vector<sdpa::report::Table>& tables,
+                                const std::string& start) {
+  for (const auto& t : tables)
+    if (t.title.rfind(start, 0) == 0) return t;
+  FAIL("no table titled " << start);
+  return tables.front();
+}
+
+}  // namespace
+
+TEST_CASE("timing cells are matched by kernel, shape, threads and direction; the rest listed") {
+  const json a =
+      result(kSha, {timing_record("naive", 64, kSlow), timing_record("reference", 64, kSlow)},
+             json::array());
+  const json b = result(
+      kSha, {timing_record("naive", 64, kFast), timing_record("naive", 128, kFast)}, json::array());
+  const auto tables = sdpa::compare::tables({{"a.json", a}, {"b.json", b}});
+
+  const auto& timing = find(tables, "timing: B = b.json against A = a.json");
+  REQUIRE(timing.rows.size() == 1);
+  const auto& row = timing.rows[0];
+  CHECK(row[0] == "naive");
+  CHECK(row[1] == "1×64×64, d 8/8");
+  CHECK(row[6].rfind("2 [", 0) == 0);   // median 11 / median 5.5
+  CHECK(row[7] == "25");                // U of A: each of its 5 times above each of B's 5
+  CHECK(row[8] == "0.007937 (exact)");  // 2 / C(10, 5)
+  CHECK(row[9] == "**faster**");
+  CHECK(row[10] == "12.5 %");
+  CHECK(row[12] == "-");
+
+  const auto& unmatched = find(tables, "timing cells without a match");
+  REQUIRE(unmatched.rows.size() == 2);
+  CHECK(
+      unmatched.rows[0] ==
+      std::vector<std::string>{"a.json", "reference", "1×64×64, d 8/8", "1", "forward",
+                               "no cell with this kernel, shape, threads and direction in b.json"});
+  CHECK(unmatched.rows[1][0] == "b.json");
+  CHECK(unmatched.rows[1][2] == "1×128×128, d 8/8");
+}
+
+TEST_CASE("verdicts: slower, no difference, too few repetitions, configs that differ") {
+  auto verdict = [](const std::vector<double>& x, const std::vector<double>& y, bool noisy = false,
+                    const std::string& sha = kSha) {
+    const json a = result(kSha, json::array({timing_record("naive", 8, x)}), json::array());
+    const json b = result(sha, json::array({timing_record("naive", 8, y, noisy)}), json::array());
+    return find(sdpa::compare::tables({{"a.json", a}, {"b.json", b}}), "timing:").rows.at(0);
+  };
+  CHECK(verdict(kFast, kSlow)[9] == "**slower**");
+  CHECK(verdict(kSlow, {10.2, 11.2, 11.9, 10.6, 11.4})[9] == "no significant difference");
+  const auto few = verdict({1, 2, 3}, kSlow);
+  CHECK(few[9] == "no verdict: A has 3 repetition(s), the U test needs 5 per side");
+  CHECK(few[8] == "-");
+  const auto differ = verdict(kSlow, kFast, true, kOtherSha);
+  CHECK(differ[12] == "noisy B, configs differ");
+}
+
+TEST_CASE(
+    "statistics of the same config and seed must be identical: the first difference is named") {
+  const json a = result(kSha, json::array(), {variance_record(1.5), variance_record(2.0)});
+  const json same = result(kSha, json::array(), {variance_record(1.5), variance_record(2.0)});
+  const json drifted = result(kSha, json::array(), {variance_record(1.5), variance_record(2.5)});
+  const json other = result(kOtherSha, json::array(), json::array({variance_record(9.0)}));
+
+  auto reproducibility = [&](const json& b) {
+    return find(sdpa::compare::tables({{"a.json", a}, {"b.json", b}}), "reproducibility").rows;
+  };
+  CHECK(reproducibility(same) ==
+        std::vector<std::vector<std::string>>{{"v", "variance", "2", "identical"}});
+  CHECK(reproducibility(drifted)[0][3] ==
+        "**finding**: first difference at /experiments/0/records/1/score_variance/value: 2.0 "
+        "against 2.5");
+  CHECK(
+      reproducibility(other)[0][3].rfind("not compared: different config (sha256 aaaaaaaaaaaa… and "
+                                         "bbbbbbbbbbbb…)",
+                                         0) == 0);
+}
+
+TEST_CASE("peaks of every file side by side; CSV quoting") {
+  const json a = result(kSha, json::array(), json::array());
+  json b = a;
+  b["machine"]["peak"].push_back(
+      {{"isa", "avx2"}, {"threads", 2}, {"fma_gflops", 100.0}, {"triad_gbs", 30.0}});
+  const auto tables = sdpa::compare::tables({{"a.json", a}, {"b.json", b}});
+  const auto& peaks = find(tables, "peaks");
+  CHECK(peaks.header == std::vector<std::string>{"isa", "threads", "a.json: FMA GFLOP/s",
+                                                 "b.json: FMA GFLOP/s", "a.json: triad GB/s",
+                                                 "b.json: triad GB/s"});
+  CHECK(peaks.rows == std::vector<std::vector<std::string>>{{"scalar", "1", "8", "8", "20", "20"},
+                                                            {"avx2", "2", "-", "100", "-", "30"}});
+  sdpa::report::Table t{"x", {"a", "b,c"}, {{"say \"hi\"", "1"}}, ""};
+  CHECK(sdpa::compare::csv(t) == "a,\"b,c\"\n\"say \"\"hi\"\"\",1\n");
+}
+
+TEST_CASE("report: timing cells flagged noisy in the printed table") {
+  json doc =
+      result(kSha, {timing_record("naive", 8, kSlow, true), timing_record("naive", 16, kFast)},
+             json::array());
+  doc["experiments"][1]["records"][0]["time_s"]["cv"] = 0.2;
+  const auto tables = sdpa::report::tables({doc});
+  const auto& timing = find(tables, "timing: t");
+  REQUIRE(timing.rows.size() == 2);
+  CHECK(timing.rows[0][8] == "20 %");
+  CHECK(timing.rows[0][9] == "**noisy**");
+  CHECK(timing.rows[1][9] == "-");
+  CHECK(timing.rows[0][4] == "10 s");
+}

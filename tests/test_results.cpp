@@ -1,0 +1,56 @@
+// The committed tables can never drift from the committed data: regenerate them from the
+// result files in results/ and compare byte for byte.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli_runner.hpp"
+
+namespace fs = std::filesystem;
+using sdpa::testing::run_cli;
+using sdpa::testing::slurp;
+using sdpa::testing::TempDir;
+
+namespace {
+
+// results/<machine-id>/*.json, sorted as the shell's glob in `make results` sorts them.
+std::vector<std::string> committed_result_files() {
+  std::vector<std::string> files;
+  for (const auto& machine : fs::directory_iterator("results"))
+    if (machine.is_directory() && machine.path().filename() != "plots" && machine.path().filename() != "csv")
+      for (const auto& f : fs::directory_iterator(machine.path()))
+        if (f.path().extension() == ".json") files.push_back(f.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+TEST_CASE("results/README.md and results/csv regenerate byte for byte from results/*/*.json") {
+  const auto files = committed_result_files();
+  REQUIRE_FALSE(files.empty());
+  TempDir dir;
+  std::string args;
+  for (const auto& f : files) args += " " + f;
+  const auto r = run_cli("report" + args + " --format both --plots --out " + dir.path.string(), dir);
+  REQUIRE(r.exit_code == 0);
+  CHECK(slurp(dir / "README.md") == slurp("results/README.md"));
+  for (const auto& csv : fs::directory_iterator(dir / "csv")) {
+    CAPTURE(csv.path().filename().string());
+    CHECK(slurp(csv.path()) == slurp(fs::path("results/csv") / csv.path().filename()));
+  }
+}
+
+TEST_CASE("results/claims.md regenerates byte for byte from the committed seeds result") {
+  std::string seeds;
+  for (const auto& f : committed_result_files())
+    if (fs::path(f).filename() == "seeds.json") seeds = f;
+  REQUIRE_FALSE(seeds.empty());
+  TempDir dir;
+  const auto r = run_cli("claims " + seeds, dir);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out == slurp("results/claims.md"));
+}
