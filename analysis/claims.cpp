@@ -63,23 +63,26 @@ std::string join(const std::vector<std::string>& words) {
 Claim claim_variance_is_d_k(const json& result, const std::string& file) {
   const json& e = experiment(result, "claim1-2-variance", file);
   const Records rs = select(e, [](const json& p) { return p["scale"] == "none"; });
-  Claim c(1, "If Q and K have entries with mean 0 and variance 1, each entry of QK^T has mean 0 "
-             "and variance d_k.");
+  Claim c(1,
+          "If Q and K have entries with mean 0 and variance 1, each entry of QK^T has mean 0 "
+          "and variance d_k.");
   c.header = {"d_k", "mean [95% CI]", "variance [95% CI]", "theory", "consistent"};
   std::vector<std::string> failing;
   for (const json* r : rs) {
     const double d_k = (*r)["params"]["d_k"];
-    const bool ok = consistent((*r)["score_mean"], 0.0, 2 * rs.size()) &&
-                    consistent((*r)["score_variance"], (*r)["score_variance"]["predicted"], 2 * rs.size());
+    const bool ok =
+        consistent((*r)["score_mean"], 0.0, 2 * rs.size()) &&
+        consistent((*r)["score_variance"], (*r)["score_variance"]["predicted"], 2 * rs.size());
     if (!ok) failing.push_back(number(d_k));
     c.rows.push_back({number(d_k), with_ci((*r)["score_mean"]), with_ci((*r)["score_variance"]),
                       "0, " + number(d_k), yes_no(ok)});
   }
   c.verdict = failing.empty() ? Verdict::holds : Verdict::does_not_hold;
-  c.reason = failing.empty()
-                 ? "mean and variance agree with 0 and d_k at every d_k tested (Bonferroni-corrected "
-                   "5 % family-wise level)"
-                 : "measured mean or variance departs from theory at d_k = " + join(failing);
+  c.reason =
+      failing.empty()
+          ? "mean and variance agree with 0 and d_k at every d_k tested (Bonferroni-corrected "
+            "5 % family-wise level)"
+          : "measured mean or variance departs from theory at d_k = " + join(failing);
   c.source = cited(e, rs);
   return c;
 }
@@ -87,22 +90,26 @@ Claim claim_variance_is_d_k(const json& result, const std::string& file) {
 Claim claim_scaling_restores_unit_variance(const json& result, const std::string& file) {
   const json& e = experiment(result, "claim1-2-variance", file);
   const Records rs = select(e, [](const json& p) { return p["scale"] != "none"; });
-  Claim c(2, "Dividing by sqrt(d_k) brings that variance back to 1 for every d_k; dividing by d_k "
-             "instead shrinks it to 1/d_k.");
+  Claim c(2,
+          "Dividing by sqrt(d_k) brings that variance back to 1 for every d_k; dividing by d_k "
+          "instead shrinks it to 1/d_k.");
   c.header = {"d_k", "scale", "variance [95% CI]", "theory", "consistent"};
   std::vector<std::string> failing;
   for (const json* r : rs) {
     const double d_k = (*r)["params"]["d_k"];
     const bool sqrt_dk = (*r)["params"]["scale"] == "sqrt_dk";
     const double theory = sqrt_dk ? 1.0 : 1.0 / d_k;
-    const bool ok = consistent((*r)["score_variance"], (*r)["score_variance"]["predicted"], rs.size());
-    if (!ok) failing.push_back((sqrt_dk ? "1/sqrt(d_k) at d_k = " : "1/d_k at d_k = ") + number(d_k));
+    const bool ok =
+        consistent((*r)["score_variance"], (*r)["score_variance"]["predicted"], rs.size());
+    if (!ok)
+      failing.push_back((sqrt_dk ? "1/sqrt(d_k) at d_k = " : "1/d_k at d_k = ") + number(d_k));
     c.rows.push_back({number(d_k), sqrt_dk ? "1/sqrt(d_k)" : "1/d_k",
                       with_ci((*r)["score_variance"]), number(theory), yes_no(ok)});
   }
   c.verdict = failing.empty() ? Verdict::holds : Verdict::does_not_hold;
-  c.reason = failing.empty() ? "every scaled variance agrees with 1, every 1/d_k variance with 1/d_k"
-                             : "departs from theory for " + join(failing);
+  c.reason = failing.empty()
+                 ? "every scaled variance agrees with 1, every 1/d_k variance with 1/d_k"
+                 : "departs from theory for " + join(failing);
   c.source = cited(e, rs);
   return c;
 }
@@ -111,8 +118,9 @@ Claim claim_two_by_two(const json& result, const std::string& file) {
   const json& e = experiment(result, "claim3-2x2", file);
   const Records rs = select(e, [](const json&) { return true; });
   const json& sv = (*rs.at(0))["sample_variance"];
-  Claim c(3, "np.var of the product of two 2 x 2 standard-normal matrices should be d_k = 2, so "
-             "seeing 1.6 is puzzling.");
+  Claim c(3,
+          "np.var of the product of two 2 x 2 standard-normal matrices should be d_k = 2, so "
+          "seeing 1.6 is puzzling.");
   double at_16 = -1;
   for (const auto& x : sv["cdf_at"])
     if (x["x"] == 1.6) at_16 = x["fraction"];
@@ -136,10 +144,11 @@ Claim claim_two_by_two(const json& result, const std::string& file) {
 Claim claim_numpy_printout(const json& result, const std::string& file) {
   const json& e = experiment(result, "claim4-1111x111", file);
   const Records rs = select(e, [](const json&) { return true; });
-  Claim c(4, "NumPy printed np.var(A @ B) = 110.56 for A 1111 x 111, B 111 x 1111, and 0.996 after "
-             "dividing by sqrt(111): consistent with variance d_k = 111, and 1 after scaling.");
-  c.header = {"scale", "printed", "E[np.var] theory", "measured mean [95% CI]", "sd (theory)",
-              "5-95 % range", "P(<= printed)", "printed is typical"};
+  Claim c(4,
+          "NumPy printed np.var(A @ B) = 110.56 for A 1111 x 111, B 111 x 1111, and 0.996 after "
+          "dividing by sqrt(111): consistent with variance d_k = 111, and 1 after scaling.");
+  c.header = {"scale",       "printed",      "E[np.var] theory", "measured mean [95% CI]",
+              "sd (theory)", "5-95 % range", "P(<= printed)",    "printed is typical"};
   bool all_typical = true;
   for (const json* r : rs) {
     const json& sv = (*r)["sample_variance"];
@@ -150,15 +159,15 @@ Claim claim_numpy_printout(const json& result, const std::string& file) {
       if (x["x"] == printed) fraction = x["fraction"];
     const bool typical = sv["q05"].get<double>() <= printed && printed <= sv["q95"].get<double>();
     all_typical = all_typical && typical;
-    c.rows.push_back({scaled ? "1/sqrt(111)" : "none", number(printed), number(sv["predicted"]),
-                      with_ci(sv),
-                      number(sv["stddev"]["value"]) + " (" + number(sv["stddev"]["predicted"]) + ")",
-                      number(sv["q05"]) + " - " + number(sv["q95"]), number(fraction),
-                      yes_no(typical)});
+    c.rows.push_back(
+        {scaled ? "1/sqrt(111)" : "none", number(printed), number(sv["predicted"]), with_ci(sv),
+         number(sv["stddev"]["value"]) + " (" + number(sv["stddev"]["predicted"]) + ")",
+         number(sv["q05"]) + " - " + number(sv["q95"]), number(fraction), yes_no(typical)});
   }
   c.verdict = all_typical ? Verdict::holds : Verdict::does_not_hold;
-  c.reason = all_typical ? "both printed values lie inside the 5-95 % range of np.var for that shape"
-                         : "a printed value lies outside the 5-95 % range for that shape";
+  c.reason = all_typical
+                 ? "both printed values lie inside the 5-95 % range of np.var for that shape"
+                 : "a printed value lies outside the 5-95 % range for that shape";
   c.source = cited(e, rs);
   return c;
 }
@@ -166,8 +175,9 @@ Claim claim_numpy_printout(const json& result, const std::string& file) {
 Claim claim_projections(const json& result, const std::string& file) {
   const json& e = experiment(result, "claim5-projections", file);
   const Records rs = select(e, [](const json&) { return true; });
-  Claim c(5, "It is safe to assume unit-variance queries and keys because inputs are LayerNorm'd "
-             "and W_Q, W_K are initialised to preserve variance (Xavier/Glorot).");
+  Claim c(5,
+          "It is safe to assume unit-variance queries and keys because inputs are LayerNorm'd "
+          "and W_Q, W_K are initialised to preserve variance (Xavier/Glorot).");
   c.header = {"init", "scaled score variance [95% CI]", "theory (d_model v)^2", "ratio to 1"};
   // Stated thresholds: "unit" means a CI containing 1; within a factor 1.5 counts as a
   // qualified yes; further off, the assumption does not hold.
@@ -178,11 +188,11 @@ Claim claim_projections(const json& result, const std::string& file) {
     const double x = value(v);
     all_unit = all_unit && v["ci95"][0].get<double>() <= 1 && 1 <= v["ci95"][1].get<double>();
     all_near = all_near && x >= 1 / 1.5 && x <= 1.5;
-    c.rows.push_back({(*r)["params"]["init"], with_ci(v), number(v["per_entry_predicted"]),
-                      number(x)});
+    c.rows.push_back(
+        {(*r)["params"]["init"], with_ci(v), number(v["per_entry_predicted"]), number(x)});
     parts.push_back((*r)["params"]["init"].get<std::string>() + " gives " + number(x));
   }
-  c.verdict = all_unit ? Verdict::holds
+  c.verdict = all_unit   ? Verdict::holds
               : all_near ? Verdict::holds_with_qualification
                          : Verdict::does_not_hold;
   c.reason = "d_model 512, d_k 64, scaled by 1/sqrt(d_k): " + join(parts) +
@@ -202,7 +212,8 @@ std::map<double, Records> by_n(const json& exp, const std::function<bool(const j
 Claim claim_saturation(const json& result, const std::string& file) {
   const json& e = experiment(result, "claim6-saturation", file);
   Claim c(6, "Without scaling, softmax becomes almost one-hot as d_k grows.");
-  c.header = {"N", "d_k", "entropy [95% CI]", "H / ln N", "max weight", "rows with max weight > 0.9"};
+  c.header = {"N",        "d_k",        "entropy [95% CI]",
+              "H / ln N", "max weight", "rows with max weight > 0.9"};
   bool monotone = true;
   std::vector<std::string> not_one_hot;
   Records all;
@@ -218,14 +229,15 @@ Claim claim_saturation(const json& result, const std::string& file) {
     // "Almost one-hot" (stated threshold): mean max weight above 0.9 at the largest d_k.
     if (value((*rs.back())["max_weight"]) <= 0.9) not_one_hot.push_back("N = " + number(n));
   }
-  c.verdict = !monotone ? Verdict::does_not_hold
+  c.verdict = !monotone             ? Verdict::does_not_hold
               : not_one_hot.empty() ? Verdict::holds
                                     : Verdict::holds_with_qualification;
   c.reason = !monotone ? "the max weight does not grow monotonically with d_k"
              : not_one_hot.empty()
                  ? "the max weight grows with d_k for every N and exceeds 0.9 at the largest d_k"
                  : "the max weight grows with d_k, but at the largest d_k it stays at or below 0.9 "
-                   "for " + join(not_one_hot) + " (the larger N, the later softmax condenses)";
+                   "for " +
+                       join(not_one_hot) + " (the larger N, the later softmax condenses)";
   c.source = cited(e, all);
   return c;
 }
@@ -246,8 +258,12 @@ Claim claim_gap_of_four() {
 Claim claim_gradients(const json& result, const std::string& file) {
   const json& e = experiment(result, "claim8-gradients", file);
   Claim c(8, "Without scaling, gradients through most positions become very small.");
-  c.header = {"d_k", "participation unscaled", "participation scaled", "||J||_F^2 unscaled",
-              "||J||_F^2 scaled", "unscaled larger"};
+  c.header = {"d_k",
+              "participation unscaled",
+              "participation scaled",
+              "||J||_F^2 unscaled",
+              "||J||_F^2 scaled",
+              "unscaled larger"};
   std::map<double, std::pair<const json*, const json*>> pairs;  // d_k -> (unscaled, scaled)
   Records all;
   for (const json* r : select(e, [](const json&) { return true; })) {
@@ -260,26 +276,30 @@ Claim claim_gradients(const json& result, const std::string& file) {
   for (const auto& [d_k, pair] : pairs) {
     const json &u = *pair.first, &s = *pair.second;
     // "Larger" only when the intervals are separated.
-    const bool bigger = u["jacobian_fro2"]["ci95"][0].get<double>() > s["jacobian_fro2"]["ci95"][1].get<double>();
+    const bool bigger =
+        u["jacobian_fro2"]["ci95"][0].get<double>() > s["jacobian_fro2"]["ci95"][1].get<double>();
     if (bigger) larger.push_back(number(d_k));
     last_participation = value(u["participation"]);
-    c.rows.push_back({number(d_k), number(value(u["participation"])), number(value(s["participation"])),
-                      with_ci(u["jacobian_fro2"]), with_ci(s["jacobian_fro2"]), yes_no(bigger)});
+    c.rows.push_back({number(d_k), number(value(u["participation"])),
+                      number(value(s["participation"])), with_ci(u["jacobian_fro2"]),
+                      with_ci(s["jacobian_fro2"]), yes_no(bigger)});
   }
   // "Most positions" (stated threshold): fewer than half the keys receive a gradient above
   // 1e-3 of the row's largest, at the largest d_k.
   const bool most_small = last_participation < 0.5;
-  c.verdict = !most_small     ? Verdict::does_not_hold
+  c.verdict = !most_small      ? Verdict::does_not_hold
               : larger.empty() ? Verdict::holds
                                : Verdict::holds_with_qualification;
-  c.reason = std::string(most_small ? "at the largest d_k only " + number(last_participation) +
-                                          " of the keys receive a gradient above 1e-3 of the row's "
-                                          "largest"
-                                    : "participation stays at " + number(last_participation)) +
-             (larger.empty() ? ""
-                             : "; but the softmax Jacobian's norm is larger unscaled than scaled at "
-                               "d_k = " + join(larger) +
-                                   ": the gradient concentrates on a few keys rather than vanishing");
+  c.reason =
+      std::string(most_small ? "at the largest d_k only " + number(last_participation) +
+                                   " of the keys receive a gradient above 1e-3 of the row's "
+                                   "largest"
+                             : "participation stays at " + number(last_participation)) +
+      (larger.empty()
+           ? ""
+           : "; but the softmax Jacobian's norm is larger unscaled than scaled at "
+             "d_k = " +
+                 join(larger) + ": the gradient concentrates on a few keys rather than vanishing");
   c.source = cited(e, all);
   return c;
 }
@@ -304,9 +324,10 @@ Claim claim_scaled_never_saturates(const json& result, const std::string& file) 
                         number(value((*r)["max_weight"]))});
       all.push_back(r);
     }
-    if (hi - lo > 0.1) varying.push_back("N = " + number(n) + " (range " + number(hi - lo) + " nats)");
+    if (hi - lo > 0.1)
+      varying.push_back("N = " + number(n) + " (range " + number(hi - lo) + " nats)");
   }
-  c.verdict = saturated ? Verdict::does_not_hold
+  c.verdict = saturated         ? Verdict::does_not_hold
               : varying.empty() ? Verdict::holds
                                 : Verdict::holds_with_qualification;
   c.reason = saturated ? "the normalised entropy falls below 0.8 at some d_k"
@@ -322,9 +343,12 @@ Claim claim_scaled_never_saturates(const json& result, const std::string& file) 
 
 std::string to_string(Verdict v) {
   switch (v) {
-    case Verdict::holds: return "holds";
-    case Verdict::holds_with_qualification: return "holds with qualification";
-    case Verdict::does_not_hold: return "does not hold";
+    case Verdict::holds:
+      return "holds";
+    case Verdict::holds_with_qualification:
+      return "holds with qualification";
+    case Verdict::does_not_hold:
+      return "does not hold";
   }
   return "?";
 }
@@ -354,8 +378,8 @@ std::string markdown(const std::vector<Claim>& claims, const std::string& file) 
   for (const auto& c : claims)
     out << "| " << c.number << ". " << c.statement << " | **" << to_string(c.verdict) << "** |\n";
   for (const auto& c : claims) {
-    out << "\n## Claim " << c.number << "\n\n> " << c.statement << "\n\n**Verdict: "
-        << to_string(c.verdict) << "**: " << c.reason << ".\n\n|";
+    out << "\n## Claim " << c.number << "\n\n> " << c.statement
+        << "\n\n**Verdict: " << to_string(c.verdict) << "**: " << c.reason << ".\n\n|";
     for (const auto& h : c.header) out << " " << h << " |";
     out << "\n|";
     for (std::size_t i = 0; i < c.header.size(); ++i) out << "---|";

@@ -156,7 +156,8 @@ std::vector<Table> gradient_tables(const json& experiment, const std::string& so
       {"||J||_F^2 [95% CI]", [](const json& r) { return statistic_with_ci(r["jacobian_fro2"]); }},
       {"bulk theory", [](const json& r) { return predicted(r["jacobian_fro2"]); }},
       {"agrees", [](const json& r) { return agreement(r["jacobian_fro2"]); }},
-      {"from dS agrees", [](const json& r) { return agreement(r["jacobian_fro2_from_gradients"]); }},
+      {"from dS agrees",
+       [](const json& r) { return agreement(r["jacobian_fro2_from_gradients"]); }},
       {"participation", [](const json& r) { return number(r["participation"]["value"]); }},
       {"||c dS||", [](const json& r) { return number(r["score_gradient_norm"]["value"]); }},
       {"dQ rms", [](const json& r) { return number(r["d_q_rms"]["value"]); }},
@@ -165,7 +166,8 @@ std::vector<Table> gradient_tables(const json& experiment, const std::string& so
       experiment, source, "d_k", "scale", columns,
       std::string("||J||_F^2: mean squared Frobenius norm of the softmax Jacobian per row, from "
                   "the identity sum p^2 - 2 sum p^3 + (sum p^2)^2; bulk theory: its asymptote "
-                  "e^s2/N - 2 e^3s2/N^2 + e^2s2/N^2 (given while s2 < ln N / 2); 'from dS agrees': the same norm read off the "
+                  "e^s2/N - 2 e^3s2/N^2 + e^2s2/N^2 (given while s2 < ln N / 2); 'from dS agrees': "
+                  "the same norm read off the "
                   "backward's gradients agrees with the identity. participation: share of keys "
                   "whose |dS_j| exceeds 1e-3 of the row's largest. ||c dS||: gradient norm at "
                   "the raw scores per row. ") +
@@ -423,9 +425,8 @@ using TableMaker = std::vector<Table> (*)(const json& experiment, const std::str
 
 const std::map<std::string, TableMaker>& makers() {
   static const std::map<std::string, TableMaker> m = {
-      {"variance", variance_tables}, {"entropy", entropy_tables},
-      {"gradient", gradient_tables}, {"training", training_tables},
-      {"roofline", roofline_tables}, {"timing", timing_tables}};
+      {"variance", variance_tables}, {"entropy", entropy_tables},   {"gradient", gradient_tables},
+      {"training", training_tables}, {"roofline", roofline_tables}, {"timing", timing_tables}};
   return m;
 }
 
@@ -442,8 +443,10 @@ std::string number(double x) {
   if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
   char buf[32];
   // Whole numbers (sizes, counts) print in full; everything else with 4 significant digits.
-  if (x == std::floor(x) && std::abs(x) < 1e15) std::snprintf(buf, sizeof buf, "%.0f", x);
-  else std::snprintf(buf, sizeof buf, "%.4g", x);
+  if (x == std::floor(x) && std::abs(x) < 1e15)
+    std::snprintf(buf, sizeof buf, "%.0f", x);
+  else
+    std::snprintf(buf, sizeof buf, "%.4g", x);
   return buf;
 }
 
@@ -539,16 +542,20 @@ namespace {
 
 std::string csv_number(double x) {
   char buf[40];
-  if (x == std::floor(x) && std::abs(x) < 1e15) std::snprintf(buf, sizeof buf, "%.0f", x);
-  else std::snprintf(buf, sizeof buf, "%.17g", x);
+  if (x == std::floor(x) && std::abs(x) < 1e15)
+    std::snprintf(buf, sizeof buf, "%.0f", x);
+  else
+    std::snprintf(buf, sizeof buf, "%.17g", x);
   return buf;
 }
 
-void flatten(const json& v, const std::string& key, std::vector<std::pair<std::string, std::string>>& out) {
+void flatten(const json& v, const std::string& key,
+             std::vector<std::pair<std::string, std::string>>& out) {
   const auto field = [&](const std::string& name) { return key.empty() ? name : key + "." + name; };
   if (v.is_object()) {
     for (auto& [k, x] : v.items()) flatten(x, field(k), out);
-  } else if (v.is_array() && v.size() == 2 && key.size() >= 4 && key.substr(key.size() - 4) == "ci95") {
+  } else if (v.is_array() && v.size() == 2 && key.size() >= 4 &&
+             key.substr(key.size() - 4) == "ci95") {
     flatten(v[0], key + "_low", out);
     flatten(v[1], key + "_high", out);
   } else if (v.is_number()) {
@@ -580,7 +587,8 @@ std::vector<CsvFile> csv_files(const std::vector<ResultFile>& results) {
   for (const auto& file : results) {
     for (const auto& e : file.doc["experiments"]) {
       const std::string name = e["name"].get<std::string>() + ".csv";
-      auto it = std::find_if(sheets.begin(), sheets.end(), [&](auto& s) { return s.first == name; });
+      auto it =
+          std::find_if(sheets.begin(), sheets.end(), [&](auto& s) { return s.first == name; });
       if (it == sheets.end()) it = sheets.insert(sheets.end(), {name, Sheet{}});
       Sheet& sheet = it->second;
       for (const auto& r : e["records"]) {
@@ -629,8 +637,8 @@ std::string index_markdown(const std::vector<ResultFile>& results,
          "|---|---|---|---|---|\n";
   for (const auto& r : results) {
     out << "| `" << r.path << "` | " << r.doc.value("machine_id", std::string("?")) << " | "
-        << r.doc["config"]["sha256"].get<std::string>().substr(0, 12) << " | " << r.doc["seed"].dump()
-        << " | " << r.doc["started_at"].get<std::string>() << " |\n";
+        << r.doc["config"]["sha256"].get<std::string>().substr(0, 12) << " | "
+        << r.doc["seed"].dump() << " | " << r.doc["started_at"].get<std::string>() << " |\n";
     docs.push_back(r.doc);
   }
   out << "\n" << markdown(tables(docs));

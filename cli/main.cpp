@@ -2,8 +2,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
-#include <optional>
 #include <iostream>
+#include <optional>
 
 #include "sdpa/attend.hpp"
 #include "sdpa/claims.hpp"
@@ -95,6 +95,7 @@ int report(const ReportOptions& o) {
   }
   if (o.out.empty()) {
     std::vector<sdpa::json> docs;
+    docs.reserve(results.size());
     for (const auto& r : results) docs.push_back(r.doc);
     std::cout << sdpa::report::markdown(sdpa::report::tables(docs));
     return status;
@@ -103,7 +104,8 @@ int report(const ReportOptions& o) {
   std::vector<sdpa::report::CsvFile> csvs;
   if (o.format != "md") {
     csvs = sdpa::report::csv_files(results);
-    for (const auto& c : csvs) sdpa::write_file_atomically((fs::path(o.out) / "csv" / c.name).string(), c.text);
+    for (const auto& c : csvs)
+      sdpa::write_file_atomically((fs::path(o.out) / "csv" / c.name).string(), c.text);
   }
   std::vector<std::string> plot_names;
   if (o.plots) {
@@ -121,8 +123,10 @@ int report(const ReportOptions& o) {
 int claims(const std::string& file, const std::string& output) {
   const auto result = sdpa::report::read_result_file(file);
   const std::string text = sdpa::claims::markdown(sdpa::claims::evaluate(result, file), file);
-  if (output.empty()) std::cout << text;
-  else sdpa::write_file_atomically(output, text);
+  if (output.empty())
+    std::cout << text;
+  else
+    sdpa::write_file_atomically(output, text);
   return 0;
 }
 
@@ -178,8 +182,9 @@ int dispatch(int argc, char** argv) {
   run_options.program = argv[0];
   run_options.benchmark_flags = split_passthrough(argc, argv);
   CLI::App app{"sdpa-bench: measured theory and timing of scaled dot-product attention"};
-  app.set_version_flag("--version", std::string("sdpa-bench ") + sdpa::suite_info()["version"].get<std::string>() +
-                                        " (" + sdpa::suite_info()["git_commit"].get<std::string>() + ")");
+  app.set_version_flag("--version", std::string("sdpa-bench ") +
+                                        sdpa::suite_info()["version"].get<std::string>() + " (" +
+                                        sdpa::suite_info()["git_commit"].get<std::string>() + ")");
   app.require_subcommand(1);
 
   std::string config_path;
@@ -217,8 +222,9 @@ int dispatch(int argc, char** argv) {
   report_cmd->add_option("results", report_options.files, "result files")->required();
   report_cmd->add_option("--format", report_options.format, "md, csv or both (csv needs --out)")
       ->check(CLI::IsMember({"md", "csv", "both"}));
-  report_cmd->add_option("--out", report_options.out,
-                         "folder for README.md (tables), csv/ and plots/ (default: Markdown to stdout)");
+  report_cmd->add_option(
+      "--out", report_options.out,
+      "folder for README.md (tables), csv/ and plots/ (default: Markdown to stdout)");
   report_cmd->add_flag("--plots", report_options.plots, "also write plots (gnuplot: SVG and PNG)");
 
   std::string claims_file, claims_output;
@@ -249,7 +255,8 @@ int dispatch(int argc, char** argv) {
   attend_cmd->add_option("--q", attend_options.q, "Q: (n_q, d_k) or (b, n_q, d_k)")->required();
   attend_cmd->add_option("--k", attend_options.k, "K: (n_kv, d_k) or (b, n_kv, d_k)")->required();
   attend_cmd->add_option("--v", attend_options.v, "V: (n_kv, d_v) or (b, n_kv, d_v)")->required();
-  attend_cmd->add_option("--out", attend_options.out, "output folder: o.npy, lse.npy, [dq, dk, dv].npy")
+  attend_cmd
+      ->add_option("--out", attend_options.out, "output folder: o.npy, lse.npy, [dq, dk, dv].npy")
       ->required();
   attend_cmd->add_option("--grad-out", attend_options.grad_out,
                          "upstream gradient dO (shaped like O): also write dq.npy, dk.npy, dv.npy");

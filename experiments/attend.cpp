@@ -53,7 +53,8 @@ npy::Array shaped_like(const Operand& like, std::int64_t rows, std::int64_t cols
 
 std::vector<std::string> attend(const AttendOptions& o) {
   const Kernel* kernel = find_kernel(o.kernel);
-  if (!kernel) throw InputError("--kernel: unknown kernel \"" + o.kernel + "\" (see `sdpa-bench list`)");
+  if (!kernel)
+    throw InputError("--kernel: unknown kernel \"" + o.kernel + "\" (see `sdpa-bench list`)");
   if (!o.grad_out.empty() && !kernel->backward)
     throw InputError("--kernel: \"" + o.kernel + "\" has no backward, needed for --grad-out");
   const Operand q = load(o.q, "Q"), k = load(o.k, "K"), v = load(o.v, "V");
@@ -65,8 +66,11 @@ std::vector<std::string> attend(const AttendOptions& o) {
 
   const Shape shape{q.batch, q.rows, k.rows, q.cols, v.cols};
   std::vector<float> out(shape.out_elements()), lse(shape.rows());
-  ForwardArgs fwd{.shape = shape, .q = q.array.data.data(), .k = k.array.data.data(),
-                  .v = v.array.data.data(), .out = out.data()};
+  ForwardArgs fwd{.shape = shape,
+                  .q = q.array.data.data(),
+                  .k = k.array.data.data(),
+                  .v = v.array.data.data(),
+                  .out = out.data()};
   fwd.lse = lse.data();
   fwd.scale = float(o.scale.value_or(1.0 / std::sqrt(double(q.cols))));
   fwd.causal = o.causal;
@@ -88,9 +92,16 @@ std::vector<std::string> attend(const AttendOptions& o) {
   expect(d_out.array.shape == shaped_like(q, q.rows, v.cols, {}).shape, d_out,
          "dO shaped like the output " + shape_text(shaped_like(q, q.rows, v.cols, {}).shape));
   std::vector<float> dq(shape.q_elements()), dk(shape.k_elements()), dv(shape.v_elements());
-  BackwardArgs bwd{.shape = shape, .q = fwd.q, .k = fwd.k, .v = fwd.v, .out = out.data(),
-                   .lse = lse.data(), .d_out = d_out.array.data.data(), .d_q = dq.data(),
-                   .d_k = dk.data(), .d_v = dv.data()};
+  BackwardArgs bwd{.shape = shape,
+                   .q = fwd.q,
+                   .k = fwd.k,
+                   .v = fwd.v,
+                   .out = out.data(),
+                   .lse = lse.data(),
+                   .d_out = d_out.array.data.data(),
+                   .d_q = dq.data(),
+                   .d_k = dk.data(),
+                   .d_v = dv.data()};
   bwd.scale = fwd.scale, bwd.causal = o.causal, bwd.threads = o.threads;
   kernel->backward(bwd);
   save("dq.npy", shaped_like(q, q.rows, q.cols, dq));

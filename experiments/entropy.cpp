@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "kinds.hpp"
-#include "trials.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/stats.hpp"
+#include "trials.hpp"
 
 namespace sdpa {
 namespace {
@@ -56,8 +56,7 @@ TrialRows run_trial(const AttentionCell& c, const Kernel& kernel, const StreamKe
   return t;
 }
 
-double fraction(const std::vector<TrialRows>& trials, std::int64_t TrialRows::*field,
-                double rows) {
+double fraction(const std::vector<TrialRows>& trials, std::int64_t TrialRows::*field, double rows) {
   double sum = 0;
   for (const auto& t : trials) sum += double(t.*field);
   return sum / (rows * double(trials.size()));
@@ -75,7 +74,8 @@ json run_entropy_cell(const CellContext& ctx) {
   // Rows share keys, so rows of one trial are not independent: intervals come from the
   // spread of per-trial means across independent trials.
   const auto entropy = column(trials, &TrialRows::entropy);
-  const bool gaussian_theory = c.inputs.independent_scores() && model.mean_q == 0 && model.mean_k == 0;
+  const bool gaussian_theory =
+      c.inputs.independent_scores() && model.mean_q == 0 && model.mean_k == 0;
   const double predicted = theory::entropy_bulk(sigma2, double(c.n_kv));
 
   json r;

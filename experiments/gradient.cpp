@@ -8,9 +8,9 @@
 
 #include "checks.hpp"
 #include "kinds.hpp"
-#include "trials.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/stats.hpp"
+#include "trials.hpp"
 
 namespace sdpa {
 namespace {
@@ -26,10 +26,10 @@ struct GradientCell : AttentionCell {
 
 // One trial's means over its rows.
 struct TrialGradients {
-  double jacobian_identity = 0;   // ||J||_F^2 = sum p^2 - 2 sum p^3 + (sum p^2)^2
-  double jacobian_measured = 0;   // ||dS_i||^2 / ||dO_i||^2, whose expectation is ||J||_F^2
-  double score_gradient = 0;      // ||scale * dS_i||: the gradient at the raw scores q.k
-  double participation = 0;       // share of visible keys with |dS_j| > 1e-3 max |dS|
+  double jacobian_identity = 0;  // ||J||_F^2 = sum p^2 - 2 sum p^3 + (sum p^2)^2
+  double jacobian_measured = 0;  // ||dS_i||^2 / ||dO_i||^2, whose expectation is ||J||_F^2
+  double score_gradient = 0;     // ||scale * dS_i||: the gradient at the raw scores q.k
+  double participation = 0;      // share of visible keys with |dS_j| > 1e-3 max |dS|
   double max_weight = 0;
   double d_q = 0, d_k = 0, d_v = 0;  // RMS per element
 };
@@ -57,8 +57,15 @@ TrialGradients run_trial(const GradientCell& c, const Kernel& kernel, const Stre
 
   std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
   GradProbes grads(shape.rows());
-  BackwardArgs bwd{.shape = shape, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data(),
-                   .lse = lse.data(), .d_out = d_out.data(), .d_q = dq.data(), .d_k = dk.data(),
+  BackwardArgs bwd{.shape = shape,
+                   .q = q.data(),
+                   .k = k.data(),
+                   .v = v.data(),
+                   .out = out.data(),
+                   .lse = lse.data(),
+                   .d_out = d_out.data(),
+                   .d_q = dq.data(),
+                   .d_k = dk.data(),
                    .d_v = dv.data()};
   bwd.scale = float(c.scale), bwd.causal = c.causal, bwd.probes = &grads;
   kernel.backward(bwd);
@@ -68,11 +75,13 @@ TrialGradients run_trial(const GradientCell& c, const Kernel& kernel, const Stre
   for (std::int64_t r = 0; r < shape.rows(); ++r) {
     const double p2 = probes.sum_p2[r], p3 = probes.sum_p3[r];
     double do2 = 0;
-    for (std::int64_t x = 0; x < c.d_v; ++x) do2 += double(d_out[r * c.d_v + x]) * d_out[r * c.d_v + x];
+    for (std::int64_t x = 0; x < c.d_v; ++x)
+      do2 += double(d_out[r * c.d_v + x]) * d_out[r * c.d_v + x];
     t.jacobian_identity += (p2 - 2 * p3 + p2 * p2) / rows;
     t.jacobian_measured += grads.ds_sumsq[r] / do2 / rows;
     t.score_gradient += std::abs(c.scale) * std::sqrt(grads.ds_sumsq[r]) / rows;
-    t.participation += double(grads.participating[r]) / double(std::max<std::int64_t>(1, grads.visible[r])) / rows;
+    t.participation +=
+        double(grads.participating[r]) / double(std::max<std::int64_t>(1, grads.visible[r])) / rows;
     t.max_weight += probes.max_weight[r] / rows;
   }
   t.d_q = rms(dq), t.d_k = rms(dk), t.d_v = rms(dv);
@@ -99,22 +108,23 @@ json run_gradient_cell(const CellContext& ctx) {
   // Bulk asymptote (theory::jacobian_fro2_bulk), only where it holds, sigma^2 < ln N / 2, and
   // without a causal mask (rows would see different N).
   const bool asymptote = gaussian && !c.causal && sigma2 < ln_n / 2;
-  r["jacobian_fro2"] = measured(stats::mean(identity), stats::mean_ci(identity),
-                                asymptote ? std::optional(theory::jacobian_fro2_bulk(sigma2, double(c.n_kv)))
-                                          : std::nullopt,
-                                "asymptotic");
+  r["jacobian_fro2"] = measured(
+      stats::mean(identity), stats::mean_ci(identity),
+      asymptote ? std::optional(theory::jacobian_fro2_bulk(sigma2, double(c.n_kv))) : std::nullopt,
+      "asymptotic");
   // The same norm read off the backward: E ||dS_i||^2 = ||dO_i||^2 ||J_i||_F^2 for V with
   // i.i.d. unit entries independent of P. Compared trial by trial with the identity, so the
   // interval is that of the paired difference.
   const auto from_gradients = column(trials, &TrialGradients::jacobian_measured);
   std::vector<double> difference;
-  for (std::size_t t = 0; t < trials.size(); ++t) difference.push_back(from_gradients[t] - identity[t]);
+  for (std::size_t t = 0; t < trials.size(); ++t)
+    difference.push_back(from_gradients[t] - identity[t]);
   // Measured - identity = mean(difference): shifting the difference's interval by the identity
   // puts it around the measured value, and "agrees" is then "the difference's CI holds 0".
   const auto diff_ci = stats::mean_ci(difference);
   const double id = stats::mean(identity);
-  r["jacobian_fro2_from_gradients"] = measured(
-      stats::mean(from_gradients), {id + diff_ci.low, id + diff_ci.high}, id, "exact");
+  r["jacobian_fro2_from_gradients"] =
+      measured(stats::mean(from_gradients), {id + diff_ci.low, id + diff_ci.high}, id, "exact");
   r["score_gradient_norm"] = summary(column(trials, &TrialGradients::score_gradient));
   r["participation"] = summary(column(trials, &TrialGradients::participation));
   r["max_weight"] = summary(column(trials, &TrialGradients::max_weight));

@@ -256,8 +256,7 @@ std::string run_config(const Config& config, const RunOptions& options) {
       const auto cell_start = Clock::now();
       json record = {{"cell", cell.index}, {"params", json::object()}};
       for (const auto& axis : plan.kind->axes) record["params"][axis] = cell.params[axis];
-      record.update(
-          plan.kind->run_cell({cell, config.seed, plan.index, header.threads, &shared}));
+      record.update(plan.kind->run_cell({cell, config.seed, plan.index, header.threads, &shared}));
       const double cell_seconds = seconds_since(cell_start);
       journal->append({plan.index, cell.index, cell_seconds, record});
       seconds += cell_seconds;

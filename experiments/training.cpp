@@ -118,6 +118,7 @@ SeedRun train_seed(const TrainingCell& c, const training::AttentionCore& core, S
 std::vector<double> column_at(const std::vector<SeedRun>& runs,
                               std::vector<double> SeedRun::*series, std::size_t i) {
   std::vector<double> out;
+  out.reserve(runs.size());
   for (const auto& r : runs) out.push_back((r.*series)[i]);
   return out;
 }
@@ -138,6 +139,7 @@ json series(const std::vector<SeedRun>& runs, std::vector<double> SeedRun::*fiel
 // slow: null when half of the seeds or more did not reach it.
 json median_steps(const std::vector<SeedRun>& runs) {
   std::vector<double> x;
+  x.reserve(runs.size());
   for (const auto& r : runs)
     x.push_back(r.steps_to_target ? double(*r.steps_to_target)
                                   : std::numeric_limits<double>::infinity());

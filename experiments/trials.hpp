@@ -19,8 +19,8 @@ std::vector<Result> run_trials(const CellContext& ctx, std::int64_t n, const Tri
   std::vector<Result> results(n);
 #pragma omp parallel for num_threads(ctx.threads) schedule(dynamic)
   for (std::int64_t t = 0; t < n; ++t)
-    results[t] = trial(StreamKey{ctx.seed, ctx.experiment, std::uint32_t(ctx.cell.index),
-                                 std::uint32_t(t)});
+    results[t] =
+        trial(StreamKey{ctx.seed, ctx.experiment, std::uint32_t(ctx.cell.index), std::uint32_t(t)});
   return results;
 }
 
@@ -55,9 +55,7 @@ struct AttentionCell {
         scale(scale_value(p["scale"], double(p["d_k"]), double(p["n_kv"]))),
         inputs(InputSpec::from(p)) {}
 
-  theory::ScoreModel model() const {
-    return inputs.score_model(double(d_k), scale, n_q, n_kv);
-  }
+  theory::ScoreModel model() const { return inputs.score_model(double(d_k), scale, n_q, n_kv); }
 };
 
 }  // namespace sdpa

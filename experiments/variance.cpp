@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "kinds.hpp"
-#include "trials.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/rng.hpp"
 #include "sdpa/stats.hpp"
 #include "sdpa/theory.hpp"
+#include "trials.hpp"
 
 namespace sdpa {
 namespace {
@@ -126,7 +126,8 @@ json run_variance_cell(const CellContext& ctx) {
   if (c.inputs.alignment > 0) {
     const auto a_means = column(trials, &TrialMoments::aligned_mean);
     const auto a_vars = column(trials, &TrialMoments::aligned_variance);
-    const bool unit = model.mean_q == 0 && model.mean_k == 0 && model.std_q == 1 && model.std_k == 1;
+    const bool unit =
+        model.mean_q == 0 && model.mean_k == 0 && model.std_q == 1 && model.std_k == 1;
     auto if_unit = [&](double x) { return unit ? std::optional(x) : std::nullopt; };
     record["aligned_score_mean"] = measured(
         stats::mean(a_means), stats::mean_ci(a_means),

@@ -99,8 +99,10 @@ void queries_pass(const BackwardArgs& a, const std::vector<float>& d) {
 void flash_backward(const BackwardArgs& a) {
   const auto d = row_dots(a);
   keys_pass(a, d);
-  if (a.probes) queries_pass<true>(a, d);
-  else queries_pass<false>(a, d);
+  if (a.probes)
+    queries_pass<true>(a, d);
+  else
+    queries_pass<false>(a, d);
 }
 
 }  // namespace

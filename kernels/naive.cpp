@@ -101,8 +101,10 @@ void naive_backward_impl(const BackwardArgs& a) {
 }
 
 void naive_backward(const BackwardArgs& a) {
-  if (a.probes) naive_backward_impl<true>(a);
-  else naive_backward_impl<false>(a);
+  if (a.probes)
+    naive_backward_impl<true>(a);
+  else
+    naive_backward_impl<false>(a);
 }
 
 template <bool kStable>

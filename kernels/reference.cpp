@@ -59,9 +59,9 @@ void reference_forward(const ForwardArgs& a) {
 // P = softmax(S), dV = P^T dO, dP = dO V^T, dS = P o (dP - rowsum(P o dP)), dQ = c dS K,
 // dK = c dS^T Q.
 template <typename In, typename Out>
-void reference_backward_head(const Shape& s, const In* q, const In* k, const In* v,
-                             const In* d_out, double scale, bool causal, Out* d_q, Out* d_k,
-                             Out* d_v, GradProbes* probes, std::int64_t first_row) {
+void reference_backward_head(const Shape& s, const In* q, const In* k, const In* v, const In* d_out,
+                             double scale, bool causal, Out* d_q, Out* d_k, Out* d_v,
+                             GradProbes* probes, std::int64_t first_row) {
   std::vector<double> dk(s.n_kv * s.d_k, 0.0), dv(s.n_kv * s.d_v, 0.0), scores, ds, o(s.d_v);
   for (std::int64_t i = 0; i < s.n_q; ++i) {
     const std::int64_t visible = visible_keys(s, causal, i);
@@ -117,8 +117,8 @@ ReferenceGradients reference_attention_backward(const Shape& s, std::span<const 
   const Shape head{1, s.n_q, s.n_kv, s.d_k, s.d_v};
   for (std::int64_t b = 0; b < s.batch_heads; ++b)
     reference_backward_head(head, q.data() + b * s.n_q * s.d_k, k.data() + b * s.n_kv * s.d_k,
-                            v.data() + b * s.n_kv * s.d_v, d_out.data() + b * s.n_q * s.d_v,
-                            scale, causal, g.d_q.data() + b * s.n_q * s.d_k,
+                            v.data() + b * s.n_kv * s.d_v, d_out.data() + b * s.n_q * s.d_v, scale,
+                            causal, g.d_q.data() + b * s.n_q * s.d_k,
                             g.d_k.data() + b * s.n_kv * s.d_k, g.d_v.data() + b * s.n_kv * s.d_v,
                             static_cast<GradProbes*>(nullptr), 0);
   return g;

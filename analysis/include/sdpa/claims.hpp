@@ -18,10 +18,10 @@ struct Claim {
   int number = 0;
   std::string statement;  // the claim as the usual explanations state it
   Verdict verdict = Verdict::does_not_hold;
-  std::string reason;     // computed from the records: why this verdict
-  std::vector<std::string> header;              // the evidence table
+  std::string reason;               // computed from the records: why this verdict
+  std::vector<std::string> header;  // the evidence table
   std::vector<std::vector<std::string>> rows;
-  std::string source;     // which experiment and cells the verdict was computed from
+  std::string source;  // which experiment and cells the verdict was computed from
 };
 
 // Evaluates every claim on a result file of configs/seeds.json. Throws InputError naming

@@ -11,9 +11,9 @@
 namespace sdpa {
 
 struct AttendOptions {
-  std::string q, k, v;      // input .npy files
-  std::string grad_out;     // optional dO .npy: also compute dQ, dK, dV
-  std::string out;          // output folder: o.npy, lse.npy [, dq.npy, dk.npy, dv.npy]
+  std::string q, k, v;   // input .npy files
+  std::string grad_out;  // optional dO .npy: also compute dQ, dK, dV
+  std::string out;       // output folder: o.npy, lse.npy [, dq.npy, dk.npy, dv.npy]
   std::string kernel = "flash";
   std::optional<double> scale;  // default 1/sqrt(d_k)
   bool causal = false;

@@ -120,7 +120,7 @@ struct RunOptions {
   bool progress = true;  // progress lines on stderr
   std::vector<std::string> benchmark_flags;  // Google Benchmark's own flags (after `--`)
   std::string benchmark_json;  // also write Google Benchmark's JSON here (compare.py reads it)
-  std::string resume;    // a journal (see sdpa/journal.hpp) whose finished cells are kept
+  std::string resume;          // a journal (see sdpa/journal.hpp) whose finished cells are kept
   std::string program = "sdpa-bench";  // as invoked, for the resume command on interruption
 };
 

@@ -42,12 +42,12 @@ struct RowProbes {
   explicit RowProbes(std::int64_t rows = 0) { resize(rows); }
   void resize(std::int64_t rows);
 
-  std::vector<double> score_sum;    // sum of s over the row's visible keys
-  std::vector<double> score_sumsq;  // sum of s^2
-  std::vector<double> entropy;      // H = -sum p ln p of the row's attention weights (nats)
-  std::vector<double> max_weight;   // max_j p_j
-  std::vector<double> sum_p2;       // sum_j p_j^2 (the softmax Jacobian's norm needs it)
-  std::vector<double> sum_p3;       // sum_j p_j^3
+  std::vector<double> score_sum;        // sum of s over the row's visible keys
+  std::vector<double> score_sumsq;      // sum of s^2
+  std::vector<double> entropy;          // H = -sum p ln p of the row's attention weights (nats)
+  std::vector<double> max_weight;       // max_j p_j
+  std::vector<double> sum_p2;           // sum_j p_j^2 (the softmax Jacobian's norm needs it)
+  std::vector<double> sum_p3;           // sum_j p_j^3
   std::vector<std::int64_t> nonfinite;  // non-finite scores, weights or outputs in the row
 
   struct Pooled {
@@ -78,8 +78,8 @@ struct GradProbes {
   explicit GradProbes(std::int64_t rows = 0) { resize(rows); }
   void resize(std::int64_t rows);
 
-  std::vector<double> ds_sumsq;           // sum_j dS_j^2
-  std::vector<double> ds_max_abs;         // max_j |dS_j|
+  std::vector<double> ds_sumsq;             // sum_j dS_j^2
+  std::vector<double> ds_max_abs;           // max_j |dS_j|
   std::vector<std::int64_t> participating;  // keys with |dS_j| > 1e-3 max_j |dS_j|
   std::vector<std::int64_t> visible;        // keys the row sees
 };
