@@ -258,7 +258,8 @@ std::vector<std::string> JsonSchema::problems(const json& doc) const {
       add(f.path + "/" + key + ": unknown key \"" + key + "\"" +
           (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
     } else if (missing) {
-      add(f.path + ": missing required key \"" + quoted_name(f.description) + "\"");
+      add((f.path.empty() ? "/" : f.path) + ": missing required key \"" +
+          quoted_name(f.description) + "\"");
     } else if (!has_deeper && f.description.rfind("Failed to validate against", 0) != 0 &&
                f.description.rfind("Failed to validate item", 0) != 0) {
       const json& found = doc.at(json::json_pointer(f.path));

@@ -140,8 +140,12 @@ ExperimentKind entropy_experiment() {
           [](const json& p) {
             const double n_q = p["n_q"], n_kv = p["n_kv"], d_k = p["d_k"];
             const double d_model = p["inputs"] == "projected" ? double(p["d_model"]) : 0.0;
-            // Q, K, V, output, lse, probes and one row of scores in the widest kernel.
-            return 4.0 * (n_q + n_kv) * d_k + 8.0 * n_kv + 48.0 * n_q + 16.0 * d_model * d_k;
+            // Q, K, V, output, lse, probes and one row of scores in the widest kernel; and the
+            // cell's per-trial results (TrialRows and their columns: shared by the threads,
+            // counted per thread to stay on the safe side).
+            const double trials = p["trials"];
+            return 4.0 * (n_q + n_kv) * d_k + 8.0 * n_kv + 48.0 * n_q + 16.0 * d_model * d_k +
+                   96.0 * trials;
           },
       .check = nullptr,
   };

@@ -69,7 +69,7 @@ std::vector<double> measure_triad(const std::string& isa, int threads, double fo
   const double one_pass = passes_of(1);  // also the warm-up
   const auto passes = std::max<std::int64_t>(1, std::llround(std::ceil(s.min_time / one_pass)));
   std::vector<double> gbs;
-  gbs.reserve(s.repetitions);
+  gbs.reserve(std::size_t(std::max(0, s.repetitions)));
   for (int r = 0; r < s.repetitions; ++r)
     gbs.push_back(peak::triad_bytes(n) * double(passes) / passes_of(passes) / 1e9);
   return gbs;

@@ -170,9 +170,12 @@ ExperimentKind variance_experiment() {
       .run_cell = run_variance_cell,
       .bytes_per_thread =
           [](const json& p) {
-            const double n_q = p["n_q"], n_k = p["n_k"], d_k = p["d_k"];
+            const double n_q = p["n_q"], n_k = p["n_k"], d_k = p["d_k"], trials = p["trials"];
             const double d_model = p["inputs"] == "projected" ? double(p["d_model"]) : 0.0;
-            return 4.0 * (n_q + n_k) * d_k + 4.0 * (n_k + n_q) + 40.0 * n_q + 16.0 * d_model * d_k;
+            // Inputs and probes per thread, and the cell's per-trial moments and statistics
+            // (shared by the threads, counted per thread to stay on the safe side).
+            return 4.0 * (n_q + n_k) * d_k + 4.0 * (n_k + n_q) + 40.0 * n_q + 16.0 * d_model * d_k +
+                   96.0 * trials;
           },
       .check = check_variance,
   };

@@ -146,6 +146,8 @@ TEST_CASE("zero, negative and empty") {
 }
 
 TEST_CASE("missing keys and bad scale schemes") {
+  CHECK(error_of(R"({"name": "t", "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
+        "bad.json: /: missing required key \"seed\"");
   CHECK(error_of(R"({"name": "t", "seed": 1, "experiments": [{"name": "a", "kind": "variance"}]})") ==
         "bad.json: /experiments/0: missing required key \"d_k\"");
   CHECK(error_of(with_experiment(R"("d_k": 1, "scale": "sqrt")")) ==
@@ -175,6 +177,10 @@ TEST_CASE("semantic checks: aligned inputs and memory") {
       error_of(with_experiment(R"("d_k": 1000000, "n_q": 1000000, "n_k": 1000000)"));
   CHECK(msg.rfind("bad.json: /experiments/0: needs about ", 0) == 0);
   CHECK(msg.find("GiB available; reduce the sizes") != std::string::npos);
+  // The per-trial results count too: a trillion trials of a tiny product ended in bad_alloc.
+  const std::string trials =
+      error_of(with_experiment(R"("d_k": 1, "n_q": 2, "n_k": 2, "trials": 1000000000000)"));
+  CHECK(trials.rfind("bad.json: /experiments/0: needs about ", 0) == 0);
 }
 
 TEST_CASE("a grid too large to expand is refused before it is expanded") {
