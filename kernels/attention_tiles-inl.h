@@ -194,7 +194,7 @@ void AttendBlock(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_t
     scores.c = w.scores;
     scores.ldc = B;
     RunGemm<P, P::kMrS, P::kNvS>(scores);
-    if (tile_needs_mask(a, blk, key0 + nk)) mask_tile(a, blk, key0, nk, w.scores);
+    if (tile_needs_mask(s, a.causal, blk, key0 + nk)) mask_tile(s, blk, key0, nk, w.scores);
     SoftmaxTile<P, kProbe>(nk, w);
     if constexpr (kProbe) fold_tile_probes(w);
     Gemm out;

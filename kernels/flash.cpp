@@ -39,7 +39,7 @@ HWY_EXPORT(FlashForward);
 std::vector<Kernel> flash_kernels() {
   auto entries = per_target_kernels("flash", "fused tiles, online softmax, O(tile) scratch, lse",
                                     supported_targets(HWY_DISPATCH_TABLE(FlashForward)));
-  for (auto& k : entries) k.backward = flash_backward_fn();  // from lse (flash_backward.cpp)
+  for (auto& k : entries) k.backward = flash_backward_fn(k.isa);  // flash_backward.cpp
   return entries;
 }
 

@@ -102,15 +102,15 @@ std::int64_t begin_block(const ForwardArgs& a, const QueryBlock& blk, const Bloc
   return visible_keys(s, a.causal, blk.first_row + blk.rows - 1);
 }
 
-bool tile_needs_mask(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_end) {
-  return a.causal && key_end > visible_keys(a.shape, true, blk.first_row);
+bool tile_needs_mask(const Shape& s, bool causal, const QueryBlock& blk, std::int64_t key_end) {
+  return causal && key_end > visible_keys(s, true, blk.first_row);
 }
 
-void mask_tile(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0, std::int64_t nk,
+void mask_tile(const Shape& s, const QueryBlock& blk, std::int64_t key0, std::int64_t nk,
                float* scores) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (std::int64_t i = 0; i < blk.rows; ++i) {
-    const std::int64_t visible = visible_keys(a.shape, true, blk.first_row + i);
+    const std::int64_t visible = visible_keys(s, true, blk.first_row + i);
     for (std::int64_t j = std::max(visible, key0); j < key0 + nk; ++j)
       scores[(j - key0) * kQueryBlock + i] = kNegInf;
   }

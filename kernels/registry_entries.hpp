@@ -4,6 +4,7 @@
 // whose instruction set it has).
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 #include "sdpa/kernels.hpp"
@@ -16,5 +17,6 @@ std::vector<Kernel> simd_kernels();
 std::vector<Kernel> flash_kernels();
 std::vector<Kernel> eigen_kernels();
 std::vector<Kernel> blas_kernels();
-BackwardFn flash_backward_fn();  // the fused backward every flash entry shares
+// The fused backward of flash compiled for `isa` (a Highway target's name), null if none.
+BackwardFn flash_backward_fn(std::string_view isa);
 }  // namespace sdpa::detail

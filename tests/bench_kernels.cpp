@@ -1,6 +1,8 @@
-// Forward timings of every registry variant (Google Benchmark), with GFLOP/s and % of the fp32
-// FMA peak measured in this same binary for the variant's ISA and thread count.
-//   build/kt/tests/bench_kernels --benchmark_filter='fwd/flash/'
+// Forward and backward timings of every registry variant (Google Benchmark), with GFLOP/s and
+// % of the fp32 FMA peak measured in this same binary for the variant's ISA and thread count.
+// A backward counts 2.5 forwards of FLOPs (design, "Conventions"), so a backward that takes
+// 2.5x its forward's time runs at the same GFLOP/s.
+//   build/release/tests/bench_kernels --benchmark_filter='(fwd|bwd)/flash/N:1024/'
 // Timing is a benchmark, never a test assertion.
 #include <benchmark/benchmark.h>
 
@@ -28,47 +30,90 @@ std::string peak_isa(const sdpa::Kernel& k) {
 }
 
 struct Tensors {
-  std::vector<float> q, k, v, out, lse;
+  std::vector<float> q, k, v, out, lse, d_out, d_q, d_k, d_v;
   explicit Tensors(const sdpa::Shape& s) {
     std::mt19937 rng(1);
     std::normal_distribution<float> n01;
     for (auto [x, size] : {std::pair{&q, s.q_elements()}, std::pair{&k, s.k_elements()},
-                           std::pair{&v, s.v_elements()}}) {
+                           std::pair{&v, s.v_elements()}, std::pair{&d_out, s.out_elements()}}) {
       x->resize(size);
       for (auto& e : *x) e = n01(rng);
     }
     out.resize(s.out_elements());
     lse.resize(s.rows());
+    d_q.resize(q.size());
+    d_k.resize(k.size());
+    d_v.resize(v.size());
   }
 };
 
-void bench_forward(benchmark::State& state, const sdpa::Kernel* kern, std::int64_t n,
-                   std::int64_t d, int threads, bool probes) {
-  const sdpa::Shape shape{.batch_heads = 1, .n_q = n, .n_kv = n, .d_k = d, .d_v = d};
-  Tensors t(shape);
-  sdpa::RowProbes sink(shape.rows());
-  const sdpa::ForwardArgs args{.shape = shape,
-                               .q = t.q.data(),
-                               .k = t.k.data(),
-                               .v = t.v.data(),
-                               .out = t.out.data(),
-                               .lse = t.lse.data(),
-                               .scale = float(1.0 / std::sqrt(double(d))),
-                               .causal = false,
-                               .threads = threads,
-                               .probes = probes ? &sink : nullptr};
-  double seconds = 0;  // wall time of the forwards alone, for the rate counters
+// Runs `call` in the timing loop and sets the rate counters from the wall time of the calls
+// alone, `flops` each.
+template <class Call>
+void time_calls(benchmark::State& state, const sdpa::Kernel& kern, int threads, double flops,
+                Call call) {
+  double seconds = 0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    kern->forward(args);
+    call();
     benchmark::ClobberMemory();
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  const double gflops =
-      sdpa::forward_flops(shape, false) * double(state.iterations()) / seconds * 1e-9;
+  const double gflops = flops * double(state.iterations()) / seconds * 1e-9;
   state.counters["GFLOP/s"] = gflops;
-  state.counters["%peak"] = 100.0 * gflops / g_peak[{peak_isa(*kern), threads}];
-  state.SetLabel(kern->isa);
+  state.counters["%peak"] = 100.0 * gflops / g_peak[{peak_isa(kern), threads}];
+  state.SetLabel(kern.isa);
+}
+
+sdpa::ForwardArgs forward_args(const sdpa::Shape& shape, Tensors& t, int threads) {
+  return {.shape = shape,
+          .q = t.q.data(),
+          .k = t.k.data(),
+          .v = t.v.data(),
+          .out = t.out.data(),
+          .lse = t.lse.data(),
+          .scale = float(1.0 / std::sqrt(double(shape.d_k))),
+          .causal = false,
+          .threads = threads};
+}
+
+sdpa::Shape square(std::int64_t n, std::int64_t d) {
+  return {.batch_heads = 1, .n_q = n, .n_kv = n, .d_k = d, .d_v = d};
+}
+
+void bench_forward(benchmark::State& state, const sdpa::Kernel* kern, std::int64_t n,
+                   std::int64_t d, int threads, bool probes) {
+  const sdpa::Shape shape = square(n, d);
+  Tensors t(shape);
+  sdpa::RowProbes sink(shape.rows());
+  sdpa::ForwardArgs args = forward_args(shape, t, threads);
+  if (probes) args.probes = &sink;
+  time_calls(state, *kern, threads, sdpa::forward_flops(shape, false),
+             [&] { kern->forward(args); });
+}
+
+// The backward alone, from one forward's output and lse.
+void bench_backward(benchmark::State& state, const sdpa::Kernel* kern, std::int64_t n,
+                    std::int64_t d, int threads) {
+  const sdpa::Shape shape = square(n, d);
+  Tensors t(shape);
+  const sdpa::ForwardArgs fwd = forward_args(shape, t, threads);
+  kern->forward(fwd);
+  const sdpa::BackwardArgs args{.shape = shape,
+                                .q = t.q.data(),
+                                .k = t.k.data(),
+                                .v = t.v.data(),
+                                .out = t.out.data(),
+                                .lse = t.lse.data(),
+                                .d_out = t.d_out.data(),
+                                .d_q = t.d_q.data(),
+                                .d_k = t.d_k.data(),
+                                .d_v = t.d_v.data(),
+                                .scale = fwd.scale,
+                                .causal = false,
+                                .threads = threads};
+  time_calls(state, *kern, threads, 2.5 * sdpa::forward_flops(shape, false),
+             [&] { kern->backward(args); });
 }
 
 void bench_peak(benchmark::State& state, const sdpa::SimdTarget* target, int threads) {
@@ -113,6 +158,13 @@ int main(int argc, char** argv) {
                 ->Unit(benchmark::kMillisecond)
                 ->UseRealTime();
           }
+          if (!k.backward) continue;
+          const std::string name = "bwd/" + k.name + "/N:" + std::to_string(n) +
+                                   "/d:" + std::to_string(d) +
+                                   "/threads:" + std::to_string(threads);
+          benchmark::RegisterBenchmark(name.c_str(), bench_backward, &k, n, d, threads)
+              ->Unit(benchmark::kMillisecond)
+              ->UseRealTime();
         }
       }
   benchmark::RunSpecifiedBenchmarks();

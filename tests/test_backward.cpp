@@ -23,6 +23,37 @@ std::vector<double> normals(std::uint32_t stream, std::int64_t n) {
   return x;
 }
 
+std::vector<float> floats(std::uint32_t stream, std::int64_t n) {
+  const auto x = normals(stream, n);
+  return {x.begin(), x.end()};
+}
+
+// The fp64 reference kernel's gradient probes on fp32 inputs (the oracle for every probe).
+sdpa::GradProbes reference_probes(const sdpa::Shape& s, const std::vector<float>& q,
+                                  const std::vector<float>& k, const std::vector<float>& v,
+                                  const std::vector<float>& d_out, double scale, bool causal) {
+  const auto* reference = sdpa::find_kernel("reference");
+  std::vector<float> out(s.out_elements()), lse(s.rows());
+  sdpa::ForwardArgs fwd{.shape = s, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
+  fwd.lse = lse.data(), fwd.scale = float(scale), fwd.causal = causal;
+  reference->forward(fwd);
+  std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
+  sdpa::GradProbes probes(s.rows());
+  sdpa::BackwardArgs bwd{.shape = s,
+                         .q = q.data(),
+                         .k = k.data(),
+                         .v = v.data(),
+                         .out = out.data(),
+                         .lse = lse.data(),
+                         .d_out = d_out.data(),
+                         .d_q = dq.data(),
+                         .d_k = dk.data(),
+                         .d_v = dv.data()};
+  bwd.scale = float(scale), bwd.causal = causal, bwd.probes = &probes;
+  reference->backward(bwd);
+  return probes;
+}
+
 // L = sum(O * dO): its gradient is exactly what a backward computes from dO.
 double loss(const sdpa::Shape& s, const std::vector<double>& q, const std::vector<double>& k,
             const std::vector<double>& v, const std::vector<double>& d_out, double scale,
@@ -85,17 +116,26 @@ TEST_CASE("every backward agrees with the fp64 reference on awkward shapes") {
           v(vd.begin(), vd.end()), d_out(dod.begin(), dod.end());
       const std::vector<double> q64(q.begin(), q.end()), k64(k.begin(), k.end()),
           v64(v.begin(), v.end()), do64(d_out.begin(), d_out.end());
-      const auto ref = sdpa::reference_attention_backward(s, q64, k64, v64, do64, c.scale, c.causal);
+      const auto ref =
+          sdpa::reference_attention_backward(s, q64, k64, v64, do64, c.scale, c.causal);
 
       std::vector<float> out(s.out_elements()), lse(s.rows());
-      sdpa::ForwardArgs fwd{.shape = s, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
+      sdpa::ForwardArgs fwd{
+          .shape = s, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
       fwd.lse = lse.data(), fwd.scale = float(c.scale), fwd.causal = c.causal;
       kernel.forward(fwd);
       std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
       sdpa::GradProbes probes(s.rows());
-      sdpa::BackwardArgs bwd{.shape = s, .q = q.data(), .k = k.data(), .v = v.data(),
-                             .out = out.data(), .lse = lse.data(), .d_out = d_out.data(),
-                             .d_q = dq.data(), .d_k = dk.data(), .d_v = dv.data()};
+      sdpa::BackwardArgs bwd{.shape = s,
+                             .q = q.data(),
+                             .k = k.data(),
+                             .v = v.data(),
+                             .out = out.data(),
+                             .lse = lse.data(),
+                             .d_out = d_out.data(),
+                             .d_q = dq.data(),
+                             .d_k = dk.data(),
+                             .d_v = dv.data()};
       bwd.scale = float(c.scale), bwd.causal = c.causal, bwd.threads = 2, bwd.probes = &probes;
       kernel.backward(bwd);
 
@@ -113,12 +153,66 @@ TEST_CASE("every backward agrees with the fp64 reference on awkward shapes") {
       CHECK(max_error(dq, ref.d_q) <= tol);
       CHECK(max_error(dk, ref.d_k) <= tol);
       CHECK(max_error(dv, ref.d_v) <= tol);
+      // The probes against the fp64 reference's on the same fp32 inputs. One dS_j = p_j (dP_j -
+      // D) carries the fp32 rounding of dot products over d_v: at most 64 eps sqrt(d_v) (the
+      // bound above), so max |dS| is within that, and ||dS|| (the root of the sum of squares)
+      // within sqrt(n_kv) times it, by the triangle inequality. Participation may differ by a
+      // key whose |dS| sits within that rounding of the 1e-3 threshold (a row whose dS is zero
+      // in exact arithmetic, one visible key, counts its rounding residue as one).
+      const auto ref_probes = reference_probes(s, q, k, v, d_out, c.scale, c.causal);
+      const double ds_tol = 64 * eps * std::sqrt(double(s.d_v));
       for (std::int64_t r = 0; r < s.rows(); ++r) {
+        CAPTURE(r);
         CHECK(probes.visible[r] == sdpa::visible_keys(s, c.causal, r % s.n_q));
         CHECK(probes.participating[r] <= probes.visible[r]);
+        CHECK(std::abs(probes.ds_max_abs[r] - ref_probes.ds_max_abs[r]) <= ds_tol);
+        CHECK(std::abs(std::sqrt(probes.ds_sumsq[r]) - std::sqrt(ref_probes.ds_sumsq[r])) <=
+              ds_tol * std::sqrt(double(s.n_kv)));
+        CHECK(std::abs(probes.participating[r] - ref_probes.participating[r]) <= 1);
       }
     }
   }
+}
+
+TEST_CASE("every backward is bit-identical on 1 and 3 threads") {
+  const sdpa::Shape s{2, 100, 130, 40, 24};
+  for (bool causal : {false, true})
+    for (const auto& kernel : sdpa::kernel_registry()) {
+      if (!kernel.backward) continue;
+      CAPTURE(kernel.name);
+      CAPTURE(causal);
+      const auto q = floats(9, s.q_elements()), k = floats(10, s.k_elements()),
+                 v = floats(11, s.v_elements()), d_out = floats(12, s.out_elements());
+      std::vector<float> out(s.out_elements()), lse(s.rows());
+      sdpa::ForwardArgs fwd{
+          .shape = s, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
+      fwd.lse = lse.data(), fwd.scale = 0.3f, fwd.causal = causal;
+      kernel.forward(fwd);
+      std::vector<float> grads[2];
+      sdpa::GradProbes probes[2] = {sdpa::GradProbes(s.rows()), sdpa::GradProbes(s.rows())};
+      for (int t = 0; t < 2; ++t) {
+        std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
+        sdpa::BackwardArgs bwd{.shape = s,
+                               .q = q.data(),
+                               .k = k.data(),
+                               .v = v.data(),
+                               .out = out.data(),
+                               .lse = lse.data(),
+                               .d_out = d_out.data(),
+                               .d_q = dq.data(),
+                               .d_k = dk.data(),
+                               .d_v = dv.data()};
+        bwd.scale = 0.3f, bwd.causal = causal, bwd.threads = t == 0 ? 1 : 3,
+        bwd.probes = &probes[t];
+        kernel.backward(bwd);
+        grads[t] = dq;
+        grads[t].insert(grads[t].end(), dk.begin(), dk.end());
+        grads[t].insert(grads[t].end(), dv.begin(), dv.end());
+      }
+      CHECK(grads[0] == grads[1]);
+      CHECK(probes[0].ds_sumsq == probes[1].ds_sumsq);
+      CHECK(probes[0].participating == probes[1].participating);
+    }
 }
 
 TEST_CASE("gradient probes: sum of dS^2 equals the row's score gradients") {
@@ -131,9 +225,16 @@ TEST_CASE("gradient probes: sum of dS^2 equals the row's score gradients") {
   fwd.lse = lse.data();
   kernel->forward(fwd);
   sdpa::GradProbes probes(1);
-  sdpa::BackwardArgs bwd{.shape = s, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data(),
-                         .lse = lse.data(), .d_out = d_out.data(), .d_q = dq.data(),
-                         .d_k = dk.data(), .d_v = dv.data()};
+  sdpa::BackwardArgs bwd{.shape = s,
+                         .q = q.data(),
+                         .k = k.data(),
+                         .v = v.data(),
+                         .out = out.data(),
+                         .lse = lse.data(),
+                         .d_out = d_out.data(),
+                         .d_q = dq.data(),
+                         .d_k = dk.data(),
+                         .d_v = dv.data()};
   bwd.probes = &probes;
   kernel->backward(bwd);
   const double p0 = 1 / (1 + std::exp(4.0)), p1 = 1 - p0;  // softmax([0, 4])
