@@ -4,21 +4,32 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 
+#include "grouping.hpp"
 #include "sdpa/input_error.hpp"
 #include "sdpa/report.hpp"
+#include "training_verdict.hpp"
 
 namespace sdpa::claims {
 namespace {
 
 using report::number;
 using Records = std::vector<const json*>;
+using Sources = std::vector<Source>;
 
-const json& experiment(const json& result, const std::string& name, const std::string& file) {
-  for (const auto& e : result["experiments"])
-    if (e["name"] == name) return e;
-  throw InputError(file + ": no experiment named \"" + name +
+std::string file_names(const Sources& sources) {
+  std::string names;
+  for (const auto& s : sources) names += (names.empty() ? "" : ", ") + s.file;
+  return names;
+}
+
+const json& experiment(const Sources& sources, const std::string& name) {
+  for (const auto& s : sources)
+    for (const auto& e : (*s.result)["experiments"])
+      if (e["name"] == name) return e;
+  throw InputError(file_names(sources) + ": no experiment named \"" + name +
                    "\"; the claims report reads a result file of configs/seeds.json");
 }
 
@@ -38,8 +49,10 @@ std::string cited(const json& exp, const Records& records) {
 double value(const json& stat) { return stat["value"].get<double>(); }
 
 std::string with_ci(const json& stat) {
-  return number(value(stat)) + " [" + number(stat["ci95"][0].get<double>()) + ", " +
-         number(stat["ci95"][1].get<double>()) + "]";
+  const json& ci = stat["ci95"];
+  if (ci[0].is_null() || ci[1].is_null()) return number(value(stat));  // one seed: no interval
+  return number(value(stat)) + " [" + number(ci[0].get<double>()) + ", " +
+         number(ci[1].get<double>()) + "]";
 }
 
 // Whether `predicted` is consistent with a statistic when `family` such checks are made at
@@ -60,8 +73,8 @@ std::string join(const std::vector<std::string>& words) {
   return s;
 }
 
-Claim claim_variance_is_d_k(const json& result, const std::string& file) {
-  const json& e = experiment(result, "claim1-2-variance", file);
+Claim claim_variance_is_d_k(const Sources& sources) {
+  const json& e = experiment(sources, "claim1-2-variance");
   const Records rs = select(e, [](const json& p) { return p["scale"] == "none"; });
   Claim c(1,
           "If Q and K have entries with mean 0 and variance 1, each entry of QK^T has mean 0 "
@@ -87,8 +100,8 @@ Claim claim_variance_is_d_k(const json& result, const std::string& file) {
   return c;
 }
 
-Claim claim_scaling_restores_unit_variance(const json& result, const std::string& file) {
-  const json& e = experiment(result, "claim1-2-variance", file);
+Claim claim_scaling_restores_unit_variance(const Sources& sources) {
+  const json& e = experiment(sources, "claim1-2-variance");
   const Records rs = select(e, [](const json& p) { return p["scale"] != "none"; });
   Claim c(2,
           "Dividing by sqrt(d_k) brings that variance back to 1 for every d_k; dividing by d_k "
@@ -114,8 +127,8 @@ Claim claim_scaling_restores_unit_variance(const json& result, const std::string
   return c;
 }
 
-Claim claim_two_by_two(const json& result, const std::string& file) {
-  const json& e = experiment(result, "claim3-2x2", file);
+Claim claim_two_by_two(const Sources& sources) {
+  const json& e = experiment(sources, "claim3-2x2");
   const Records rs = select(e, [](const json&) { return true; });
   const json& sv = (*rs.at(0))["sample_variance"];
   Claim c(3,
@@ -141,8 +154,8 @@ Claim claim_two_by_two(const json& result, const std::string& file) {
   return c;
 }
 
-Claim claim_numpy_printout(const json& result, const std::string& file) {
-  const json& e = experiment(result, "claim4-1111x111", file);
+Claim claim_numpy_printout(const Sources& sources) {
+  const json& e = experiment(sources, "claim4-1111x111");
   const Records rs = select(e, [](const json&) { return true; });
   Claim c(4,
           "NumPy printed np.var(A @ B) = 110.56 for A 1111 x 111, B 111 x 1111, and 0.996 after "
@@ -172,8 +185,8 @@ Claim claim_numpy_printout(const json& result, const std::string& file) {
   return c;
 }
 
-Claim claim_projections(const json& result, const std::string& file) {
-  const json& e = experiment(result, "claim5-projections", file);
+Claim claim_projections(const Sources& sources) {
+  const json& e = experiment(sources, "claim5-projections");
   const Records rs = select(e, [](const json&) { return true; });
   Claim c(5,
           "It is safe to assume unit-variance queries and keys because inputs are LayerNorm'd "
@@ -209,8 +222,8 @@ std::map<double, Records> by_n(const json& exp, const std::function<bool(const j
   return groups;
 }
 
-Claim claim_saturation(const json& result, const std::string& file) {
-  const json& e = experiment(result, "claim6-saturation", file);
+Claim claim_saturation(const Sources& sources) {
+  const json& e = experiment(sources, "claim6-saturation");
   Claim c(6, "Without scaling, softmax becomes almost one-hot as d_k grows.");
   c.header = {"N",        "d_k",        "entropy [95% CI]",
               "H / ln N", "max weight", "rows with max weight > 0.9"};
@@ -255,8 +268,8 @@ Claim claim_gap_of_four() {
   return c;
 }
 
-Claim claim_gradients(const json& result, const std::string& file) {
-  const json& e = experiment(result, "claim8-gradients", file);
+Claim claim_gradients(const Sources& sources) {
+  const json& e = experiment(sources, "claim8-gradients");
   Claim c(8, "Without scaling, gradients through most positions become very small.");
   c.header = {"d_k",
               "participation unscaled",
@@ -304,8 +317,8 @@ Claim claim_gradients(const json& result, const std::string& file) {
   return c;
 }
 
-Claim claim_scaled_never_saturates(const json& result, const std::string& file) {
-  const json& e = experiment(result, "claim9-scaled-entropy", file);
+Claim claim_scaled_never_saturates(const Sources& sources) {
+  const json& e = experiment(sources, "claim9-scaled-entropy");
   Claim c(9, "Scaling by 1/sqrt(d_k) keeps softmax from saturating, for any d_k.");
   c.header = {"N", "d_k", "entropy [95% CI]", "H / ln N", "ln N - 1/2", "max weight"};
   // Stated thresholds: not saturated = normalised entropy >= 0.8 at every d_k; "for any d_k"
@@ -339,6 +352,77 @@ Claim claim_scaled_never_saturates(const json& result, const std::string& file) 
   return c;
 }
 
+// Every training experiment of the files, each group of its records (e.g. per optimiser)
+// compared at each d_k: unscaled against 1/sqrt(d_k).
+std::optional<Claim> claim_training(const Sources& sources) {
+  Claim c(10, "Without scaling, training becomes slower or less stable.");
+  c.header = {"experiment",
+              "d_k",
+              "steps to target: unscaled [95% CI]",
+              "1/sqrt(d_k) [95% CI]",
+              "final loss: unscaled [95% CI]",
+              "1/sqrt(d_k) [95% CI]",
+              "seeds with non-finite steps: unscaled, 1/sqrt(d_k)",
+              "unscaled vs 1/sqrt(d_k)"};
+  std::vector<std::string> worse_from, not_worse, better_at, less_stable_at;
+  std::int64_t nonfinite = 0;
+  std::string cited_experiments;
+  for (const auto& s : sources)
+    for (const auto& e : (*s.result)["experiments"]) {
+      if (e["kind"] != "training" || e["records"].empty()) continue;
+      cited_experiments += (cited_experiments.empty() ? "experiment `" : ", `") +
+                           e["name"].get<std::string>() + "` of " + s.file;
+      std::string fixed;
+      for (const auto& [title, records] :
+           report::group_records(e["records"], "d_k", "scale", fixed)) {
+        const auto pairs = report::unscaled_vs_scaled(records);
+        if (pairs.empty()) continue;
+        const std::string name =
+            e["name"].get<std::string>() + (title.empty() ? "" : " (" + title + ")");
+        std::vector<std::pair<double, bool>> worse;
+        for (const auto& p : pairs) {
+          const json &u = *p.none, &k = *p.scaled;
+          worse.emplace_back(p.d_k, p.verdict.worse);
+          if (p.verdict.better) better_at.push_back(name + " d_k = " + number(p.d_k));
+          if (p.verdict.less_stable) less_stable_at.push_back(name + " d_k = " + number(p.d_k));
+          nonfinite += u["nonfinite_steps"]["total"].get<std::int64_t>() +
+                       k["nonfinite_steps"]["total"].get<std::int64_t>();
+          c.rows.push_back(
+              {name, number(p.d_k), with_ci(u["steps_to_target"]["censored_mean"]),
+               with_ci(k["steps_to_target"]["censored_mean"]), with_ci(u["final_loss"]),
+               with_ci(k["final_loss"]),
+               report::seeds_with_nonfinite(u) + ", " + report::seeds_with_nonfinite(k),
+               p.verdict.text});
+        }
+        if (worse.back().second)
+          worse_from.push_back(name + " " + report::onset(worse));
+        else
+          not_worse.push_back(name);
+      }
+    }
+  if (c.rows.empty()) return std::nullopt;
+  // Stated thresholds: "holds" when, in every experiment, unscaled is resolvably worse (slower,
+  // higher final loss or less stable, disjoint 95 % CIs) at the largest d_k tried and better at
+  // none; qualified when that is so in some experiments only, or it is better somewhere.
+  c.verdict = worse_from.empty()                       ? Verdict::does_not_hold
+              : not_worse.empty() && better_at.empty() ? Verdict::holds
+                                                       : Verdict::holds_with_qualification;
+  c.reason = worse_from.empty()
+                 ? "unscaled attention is not resolvably worse at the largest d_k of any experiment"
+                 : "unscaled attention trains worse than 1/sqrt(d_k) in " + join(worse_from);
+  if (!not_worse.empty()) c.reason += "; not at the largest d_k in " + join(not_worse);
+  if (!better_at.empty()) c.reason += "; unscaled is better in some respect at " + join(better_at);
+  c.reason += less_stable_at.empty()
+                  ? nonfinite == 0
+                        ? "; no training step was non-finite in any seed, scaled or not: "
+                          "unscaled training is slower, not less stable"
+                        : "; non-finite steps occurred, but in no resolvably larger "
+                          "share of unscaled seeds"
+                  : "; less stable (more seeds with non-finite steps) at " + join(less_stable_at);
+  c.source = cited_experiments + " (every cell with scale none or sqrt_dk)";
+  return c;
+}
+
 }  // namespace
 
 std::string to_string(Verdict v) {
@@ -353,30 +437,47 @@ std::string to_string(Verdict v) {
   return "?";
 }
 
-std::vector<Claim> evaluate(const json& result, const std::string& file) {
+std::vector<Claim> evaluate(const std::vector<Source>& sources) {
   try {
-    return {claim_variance_is_d_k(result, file),
-            claim_scaling_restores_unit_variance(result, file),
-            claim_two_by_two(result, file),
-            claim_numpy_printout(result, file),
-            claim_projections(result, file),
-            claim_saturation(result, file),
-            claim_gap_of_four(),
-            claim_gradients(result, file),
-            claim_scaled_never_saturates(result, file)};
+    std::vector<Claim> claims = {claim_variance_is_d_k(sources),
+                                 claim_scaling_restores_unit_variance(sources),
+                                 claim_two_by_two(sources),
+                                 claim_numpy_printout(sources),
+                                 claim_projections(sources),
+                                 claim_saturation(sources),
+                                 claim_gap_of_four(),
+                                 claim_gradients(sources),
+                                 claim_scaled_never_saturates(sources)};
+    if (auto training = claim_training(sources)) claims.push_back(std::move(*training));
+    return claims;
   } catch (const json::exception& e) {
-    throw InputError(file + ": a record the claims need is missing or malformed: " + e.what());
+    throw InputError(file_names(sources) +
+                     ": a record the claims need is missing or malformed: " + e.what());
   }
 }
 
-std::string markdown(const std::vector<Claim>& claims, const std::string& file) {
+std::vector<Claim> evaluate(const json& result, const std::string& file) {
+  return evaluate(std::vector<Source>{{&result, file}});
+}
+
+std::string markdown(const std::vector<Claim>& claims, const std::vector<std::string>& files) {
+  std::string command;
+  for (const auto& f : files) command += " " + f;
+  const bool training = !claims.empty() && claims.back().number == 10;
   std::ostringstream out;
   out << "# Claims about scaled dot-product attention, tested\n\n"
-      << "Generated by `sdpa-bench claims " << file << "` from that result file alone (a run of "
-      << "`configs/seeds.json`). Each verdict is computed from the cited records; thresholds "
-      << "are stated in `analysis/claims.cpp`.\n\n| claim | verdict |\n|---|---|\n";
+      << "Generated by `sdpa-bench claims" << command << "` from "
+      << (files.size() > 1 ? "those result files" : "that result file") << " alone (a run of "
+      << "`configs/seeds.json`"
+      << (training ? "; claim 10 from a run of `configs/training.json`" : "")
+      << "). Each verdict is computed from the cited records; thresholds are stated in "
+      << "`analysis/claims.cpp`.\n\n| claim | verdict |\n|---|---|\n";
   for (const auto& c : claims)
     out << "| " << c.number << ". " << c.statement << " | **" << to_string(c.verdict) << "** |\n";
+  if (!training)
+    out << "\nClaim 10 (does unscaled attention train slower or less stably?) needs a result "
+           "file with a `training` experiment, such as a run of `configs/training.json`; none "
+           "was given.\n";
   for (const auto& c : claims) {
     out << "\n## Claim " << c.number << "\n\n> " << c.statement
         << "\n\n**Verdict: " << to_string(c.verdict) << "**: " << c.reason << ".\n\n|";

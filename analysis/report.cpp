@@ -14,6 +14,7 @@
 #include "sdpa/input_error.hpp"
 #include "sdpa/input_file.hpp"
 #include "sdpa/json_schema.hpp"
+#include "training_verdict.hpp"
 
 namespace sdpa::report {
 namespace {
@@ -194,60 +195,6 @@ std::string curve_ends(const json& r, const std::string& curve) {
   return json_number(mean.front()) + " → " + json_number(mean.back());
 }
 
-// +1 when a's 95 % CI lies entirely above b's, -1 entirely below, 0 when they overlap or one
-// is not finite. Disjoint 95 % intervals are a conservative test (p < 0.01 for equal spreads).
-int order(const json& a, const json& b) {
-  const json &ca = a["ci95"], &cb = b["ci95"];
-  if (ca[0].is_null() || ca[1].is_null() || cb[0].is_null() || cb[1].is_null()) return 0;
-  if (ca[0].get<double>() > cb[1].get<double>()) return 1;
-  if (ca[1].get<double>() < cb[0].get<double>()) return -1;
-  return 0;
-}
-
-struct Verdict {
-  std::string text;
-  bool slower = false;  // unscaled resolvably slower to the target
-  bool worse = false;   // unscaled resolvably worse in some respect and better in none
-};
-
-std::string seeds_hit(const json& r) {
-  return r["nonfinite_steps"]["seeds"].dump() + "/" + r["steps_to_target"]["seeds"].dump();
-}
-
-// Unscaled against 1/sqrt(d_k) in one d_k: steps to the target (unreached seeds counted as the
-// step budget), final held-out loss, and the share of seeds with a non-finite step.
-Verdict unscaled_verdict(const json& none, const json& scaled) {
-  const int steps =
-      order(none["steps_to_target"]["censored_mean"], scaled["steps_to_target"]["censored_mean"]);
-  const int loss = order(none["final_loss"], scaled["final_loss"]);
-  const int stability =
-      order(none["nonfinite_steps"]["seed_fraction"], scaled["nonfinite_steps"]["seed_fraction"]);
-  std::vector<std::string> parts;
-  if (steps != 0) parts.push_back(steps > 0 ? "slower to target" : "faster to target");
-  if (loss != 0) parts.push_back(loss > 0 ? "higher final loss" : "lower final loss");
-  if (stability != 0)
-    parts.push_back(std::string(stability > 0 ? "less" : "more") + " stable (" + seeds_hit(none) +
-                    " vs " + seeds_hit(scaled) + " seeds with non-finite steps)");
-  Verdict v;
-  for (const auto& p : parts) v.text += (v.text.empty() ? "" : ", ") + p;
-  if (v.text.empty()) v.text = "no resolved difference";
-  v.slower = steps > 0;
-  v.worse = (steps > 0 || loss > 0 || stability > 0) && steps >= 0 && loss >= 0 && stability >= 0;
-  return v;
-}
-
-// "From which d_k on": "from d_k = X on" when `holds` is true at X and every larger d_k of the
-// table, else where it holds ("at no d_k", "at d_k = ... but not the largest").
-std::string onset(const std::vector<std::pair<double, bool>>& holds) {
-  std::size_t from = holds.size();
-  while (from > 0 && holds[from - 1].second) --from;
-  if (from < holds.size()) return "from d_k = " + number(holds[from].first) + " on";
-  std::string at;
-  for (const auto& [d_k, h] : holds)
-    if (h) at += (at.empty() ? "" : ", ") + number(d_k);
-  return at.empty() ? "at no d_k" : "at d_k = " + at + " but not the largest";
-}
-
 // Records of one group keyed by (d_k, scale label).
 using Cells = std::map<std::pair<double, std::string>, const json*>;
 Cells by_d_k_and_scale(const std::vector<const json*>& records) {
@@ -260,7 +207,6 @@ Cells by_d_k_and_scale(const std::vector<const json*>& records) {
 // The verdict per d_k and the d_k it starts from, where the group has "none" and "sqrt_dk".
 std::optional<Table> verdict_table(const std::string& title,
                                    const std::vector<const json*>& records) {
-  const Cells cells = by_d_k_and_scale(records);
   Table t;
   t.title = title + ": unscaled vs sqrt_dk";
   t.header = {"d_k",
@@ -270,17 +216,14 @@ std::optional<Table> verdict_table(const std::string& title,
               "sqrt_dk: final loss [95% CI]",
               "unscaled vs sqrt_dk"};
   std::vector<std::pair<double, bool>> slower, worse;
-  for (const auto& [key, none] : cells) {
-    if (key.second != "none" || !cells.count({key.first, "sqrt_dk"})) continue;
-    const json& scaled = *cells.at({key.first, "sqrt_dk"});
-    const Verdict v = unscaled_verdict(*none, scaled);
-    slower.emplace_back(key.first, v.slower);
-    worse.emplace_back(key.first, v.worse);
-    t.rows.push_back({number(key.first),
-                      statistic_with_ci((*none)["steps_to_target"]["censored_mean"]),
-                      statistic_with_ci(scaled["steps_to_target"]["censored_mean"]),
-                      statistic_with_ci((*none)["final_loss"]),
-                      statistic_with_ci(scaled["final_loss"]), v.text});
+  for (const ScalePair& p : unscaled_vs_scaled(records)) {
+    slower.emplace_back(p.d_k, p.verdict.slower);
+    worse.emplace_back(p.d_k, p.verdict.worse);
+    t.rows.push_back({number(p.d_k),
+                      statistic_with_ci((*p.none)["steps_to_target"]["censored_mean"]),
+                      statistic_with_ci((*p.scaled)["steps_to_target"]["censored_mean"]),
+                      statistic_with_ci((*p.none)["final_loss"]),
+                      statistic_with_ci((*p.scaled)["final_loss"]), p.verdict.text});
   }
   if (t.rows.empty()) return std::nullopt;
   t.rows.push_back({"verdict", "", "", "", "",
@@ -331,7 +274,7 @@ std::vector<Table> training_tables(const json& experiment, const std::string& so
       {"‖∇W_Q‖ init → end", [](const json& r) { return curve_ends(r, "grad_norm_w_q"); }},
       {"non-finite (seeds)",
        [](const json& r) {
-         return r["nonfinite_steps"]["total"].dump() + " (" + seeds_hit(r) + ")";
+         return r["nonfinite_steps"]["total"].dump() + " (" + seeds_with_nonfinite(r) + ")";
        }},
   };
   auto out = side_by_side(

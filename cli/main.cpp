@@ -120,9 +120,12 @@ int report(const ReportOptions& o) {
   return status;
 }
 
-int claims(const std::string& file, const std::string& output) {
-  const auto result = sdpa::report::read_result_file(file);
-  const std::string text = sdpa::claims::markdown(sdpa::claims::evaluate(result, file), file);
+int claims(const std::vector<std::string>& files, const std::string& output) {
+  std::vector<sdpa::json> results;
+  for (const auto& f : files) results.push_back(sdpa::report::read_result_file(f));
+  std::vector<sdpa::claims::Source> sources;
+  for (std::size_t i = 0; i < files.size(); ++i) sources.push_back({&results[i], files[i]});
+  const std::string text = sdpa::claims::markdown(sdpa::claims::evaluate(sources), files);
   if (output.empty())
     std::cout << text;
   else
@@ -227,10 +230,16 @@ int dispatch(int argc, char** argv) {
       "folder for README.md (tables), csv/ and plots/ (default: Markdown to stdout)");
   report_cmd->add_flag("--plots", report_options.plots, "also write plots (gnuplot: SVG and PNG)");
 
-  std::string claims_file, claims_output;
+  std::vector<std::string> claims_files;
+  std::string claims_output;
   auto* claims_cmd = app.add_subcommand(
-      "claims", "verdicts on the textbook claims, from a result file of configs/seeds.json");
-  claims_cmd->add_option("result", claims_file, "result file of configs/seeds.json")->required();
+      "claims",
+      "verdicts on the textbook claims, from result files of configs/seeds.json (and "
+      "configs/training.json for claim 10)");
+  claims_cmd
+      ->add_option("results", claims_files,
+                   "result file of configs/seeds.json, optionally one of configs/training.json")
+      ->required();
   claims_cmd->add_option("-o,--output", claims_output, "write the Markdown here (default: stdout)");
 
   std::vector<std::string> compare_files;
@@ -278,7 +287,7 @@ int dispatch(int argc, char** argv) {
   if (app.got_subcommand("list")) return list();
   if (app.got_subcommand("info")) return info(id_only);
   if (*report_cmd) return report(report_options);
-  if (*claims_cmd) return claims(claims_file, claims_output);
+  if (*claims_cmd) return claims(claims_files, claims_output);
   if (*attend_cmd) return run_attend(attend_options);
   return 0;
 }

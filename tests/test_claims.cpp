@@ -1,6 +1,8 @@
 // The claims report: a verdict for every claim, computed from the records it cites.
 #include <doctest/doctest.h>
 
+#include <optional>
+
 #include "cli_runner.hpp"
 #include "sdpa/claims.hpp"
 #include "sdpa/experiments.hpp"
@@ -29,11 +31,42 @@ const json& small_seeds_result() {
   return result;
 }
 
+// configs/training.json with short runs and two d_k per experiment: same experiments.
+const json& small_training_result() {
+  static const json result = [] {
+    sdpa::testing::TempDir dir;
+    json config = json::parse(sdpa::testing::slurp("configs/training.json"));
+    for (auto& e : config["experiments"]) {
+      e["d_k"] = {4, 64};
+      e["scale"] = {"none", "sqrt_dk"};
+      e["steps"] = 60, e["log_every"] = 20, e["seeds"] = 3, e["eval_size"] = 32;
+    }
+    dir.write("training.json", config.dump());
+    const auto r = sdpa::testing::run_cli(
+        "run " + (dir / "training.json").string() + " -o " + (dir / "t.json").string(), dir);
+    REQUIRE(r.exit_code == 0);
+    return sdpa::report::read_result_file((dir / "t.json").string());
+  }();
+  return result;
+}
+
 Verdict verdict_of(const json& result, int number) {
   for (const auto& c : sdpa::claims::evaluate(result, "r.json"))
     if (c.number == number) return c.verdict;
   FAIL("no claim " << number);
   return Verdict::does_not_hold;
+}
+
+std::optional<sdpa::claims::Claim> claim_10(const json& training) {
+  for (auto& c : sdpa::claims::evaluate({{&small_seeds_result(), "r.json"}, {&training, "t.json"}}))
+    if (c.number == 10) return c;
+  return std::nullopt;
+}
+
+// Makes a training record's statistic a point with a tight interval.
+void set_stat(json& stat, double value) {
+  stat["value"] = value;
+  stat["ci95"] = {value - 0.01, value + 0.01};
 }
 
 json& record(json& result, const std::string& experiment, std::size_t index) {
@@ -54,7 +87,7 @@ TEST_CASE("every claim gets a verdict, a reason, evidence and a source") {
     CHECK_FALSE(claims[i].rows.empty());
     CHECK_FALSE(claims[i].source.empty());
   }
-  const std::string md = sdpa::claims::markdown(claims, "r.json");
+  const std::string md = sdpa::claims::markdown(claims, {"r.json"});
   CHECK(md.find("## Claim 9") != std::string::npos);
 }
 
@@ -101,4 +134,42 @@ TEST_CASE("a result file without the seeds experiments is refused, naming what i
                        "r.json: no experiment named \"claim1-2-variance\"; the claims report "
                        "reads a result file of configs/seeds.json",
                        sdpa::InputError);
+}
+
+TEST_CASE("claim 10 (training) comes from a training result; its verdict follows the records") {
+  CHECK(sdpa::claims::markdown(sdpa::claims::evaluate(small_seeds_result(), "r.json"), {"r.json"})
+            .find("Claim 10 (does unscaled attention train slower or less stably?) needs a "
+                  "result file with a `training` experiment") != std::string::npos);
+  const auto measured = claim_10(small_training_result());
+  REQUIRE(measured.has_value());
+  CHECK(measured->rows.size() == 4);  // two experiments, two d_k each
+  CHECK(measured->source.find("`recall-adam` of t.json") != std::string::npos);
+
+  // Unscaled identical to scaled everywhere: no difference, the claim does not hold.
+  json t = small_training_result();
+  for (auto& e : t["experiments"])
+    for (auto& r : e["records"]) {
+      set_stat(r["final_loss"], 0.5);
+      set_stat(r["steps_to_target"]["censored_mean"], 30);
+      set_stat(r["nonfinite_steps"]["seed_fraction"], 0);
+    }
+  CHECK(claim_10(t)->verdict == Verdict::does_not_hold);
+  // Unscaled slower at the largest d_k of both experiments: it holds.
+  auto slow_unscaled_at_64 = [](json& e) {
+    for (auto& r : e["records"])
+      if (r["params"]["scale"] == "none" && r["params"]["d_k"] == 64)
+        set_stat(r["steps_to_target"]["censored_mean"], 60);
+  };
+  for (auto& e : t["experiments"]) slow_unscaled_at_64(e);
+  const auto both = claim_10(t);
+  CHECK(both->verdict == Verdict::holds);
+  CHECK(both->reason.find("recall-adam from d_k = 64 on") != std::string::npos);
+  CHECK(both->reason.find("slower, not less stable") != std::string::npos);
+  // In one experiment only: qualified.
+  t["experiments"][1] = small_training_result()["experiments"][1];
+  for (auto& r : t["experiments"][1]["records"]) {
+    set_stat(r["final_loss"], 0.5);
+    set_stat(r["steps_to_target"]["censored_mean"], 30);
+  }
+  CHECK(claim_10(t)->verdict == Verdict::holds_with_qualification);
 }

@@ -143,6 +143,43 @@ TEST_CASE("plots: gnuplot scripts with SVG and PNG; without gnuplot, a clear mes
   CHECK_FALSE(std::filesystem::exists(dir / "q" / "plots" / "v-variance.svg"));
 }
 
+TEST_CASE("plots: training loss curves at the smallest and largest d_k; throughput per machine side by side") {
+  TempDir dir;
+  dir.write("c.json", R"({"name": "p", "seed": 2, "experiments": [
+    {"name": "t", "kind": "training", "d_k": [4, 8, 16], "scale": ["none", "sqrt_dk"], "steps": 20, "log_every": 5, "seeds": 2, "eval_size": 16, "batch": 8},
+    {"name": "tm", "kind": "timing", "kernel": ["naive", "flash"], "n_q": 16, "n_kv": [16, 32], "d_k": 8, "d_v": 8, "repetitions": 2, "min_time": 0.001, "warmup_time": 0}]})");
+  REQUIRE(run_cli("run " + (dir / "c.json").string() + " -o " + (dir / "a.json").string(), dir).exit_code == 0);
+  json other = json::parse(slurp(dir / "a.json"));
+  other["machine_id"] = "another-machine-4c";
+  for (auto& r : other["experiments"][1]["records"]) r["peak"]["fma_gflops"] = 1e4;  // its scale
+  dir.write("b.json", other.dump());
+  const auto r = run_cli("report " + (dir / "a.json").string() + " " + (dir / "b.json").string() +
+                             " --plots --out " + (dir / "p").string(), dir);
+  REQUIRE(r.exit_code == 0);
+  const std::string machine = json::parse(slurp(dir / "a.json"))["machine_id"];
+  const auto plots = dir / "p" / "plots";
+  // Loss against step: two panels, d_k = 4 and 16, a line per scale scheme in each.
+  const std::string loss = slurp(plots / (machine + "-t-loss.gp"));
+  CHECK(loss.find("set multiplot layout 1,2") != std::string::npos);
+  CHECK(loss.find("set title 'd_k = 4'") != std::string::npos);
+  CHECK(loss.find("set title 'd_k = 16'") != std::string::npos);
+  CHECK(loss.find("set title 'd_k = 8'") == std::string::npos);
+  CHECK(loss.find("title 'c = none'") != std::string::npos);
+  CHECK(loss.find("title 'c = sqrt_dk'") != std::string::npos);
+  CHECK(std::filesystem::file_size(plots / (machine + "-t-loss.png")) > 1000);
+  // Throughput: one panel per machine, both on the y range of the higher machine's peak.
+  const std::string side = slurp(plots / "tm-throughput-machines.gp");
+  CHECK(side.find("set multiplot layout 1,2") != std::string::npos);
+  CHECK(side.find("set title '" + machine + "'") != std::string::npos);
+  CHECK(side.find("set title 'another-machine-4c'") != std::string::npos);
+  const std::string common = "set yrange [0:11000.000000]";
+  const auto first = side.find(common);
+  REQUIRE(first != std::string::npos);
+  CHECK(side.find(common, side.find("set title 'another-machine-4c'")) != std::string::npos);
+  CHECK(std::filesystem::file_size(plots / "tm-throughput-machines.svg") > 1000);
+  CHECK(slurp(dir / "p" / "README.md").find("(plots/tm-throughput-machines.svg)") != std::string::npos);
+}
+
 TEST_CASE("csv and plots need an output folder") {
   TempDir dir;
   dir.write("r.json", result_text());

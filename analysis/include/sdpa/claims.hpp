@@ -1,6 +1,6 @@
 // The claims report: each textbook claim about scaled dot-product attention, the records of a
-// `configs/seeds.json` result file that test it, and a verdict computed from those records
-// (never typed in), citing the records it used.
+// `configs/seeds.json` (and `configs/training.json`) result file that test it, and a verdict
+// computed from those records (never typed in), citing the records it used.
 #pragma once
 
 #include <string>
@@ -24,10 +24,20 @@ struct Claim {
   std::string source;  // which experiment and cells the verdict was computed from
 };
 
-// Evaluates every claim on a result file of configs/seeds.json. Throws InputError naming
-// the experiment when one the claims need is missing.
+// A result file the claims read, and its name for messages and citations.
+struct Source {
+  const json* result = nullptr;
+  std::string file;
+};
+
+// Evaluates every claim on the given result files: claims 1-9 on the experiments of
+// configs/seeds.json, claim 10 on every `training` experiment (configs/training.json); each
+// claim takes its records from the first file holding the experiment it cites. Claim 10 is left
+// out when no file has a training experiment. Throws InputError naming the experiment when one
+// of claims 1-9 needs is missing.
+std::vector<Claim> evaluate(const std::vector<Source>& sources);
 std::vector<Claim> evaluate(const json& result, const std::string& file);
 
-std::string markdown(const std::vector<Claim>& claims, const std::string& file);
+std::string markdown(const std::vector<Claim>& claims, const std::vector<std::string>& files);
 
 }  // namespace sdpa::claims
