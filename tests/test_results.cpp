@@ -20,7 +20,8 @@ namespace {
 std::vector<std::string> committed_result_files() {
   std::vector<std::string> files;
   for (const auto& machine : fs::directory_iterator("results"))
-    if (machine.is_directory() && machine.path().filename() != "plots" && machine.path().filename() != "csv")
+    if (machine.is_directory() && machine.path().filename() != "plots" &&
+        machine.path().filename() != "csv")
       for (const auto& f : fs::directory_iterator(machine.path()))
         if (f.path().extension() == ".json") files.push_back(f.path().string());
   std::sort(files.begin(), files.end());
@@ -35,7 +36,8 @@ TEST_CASE("results/README.md and results/csv regenerate byte for byte from resul
   TempDir dir;
   std::string args;
   for (const auto& f : files) args += " " + f;
-  const auto r = run_cli("report" + args + " --format both --plots --out " + dir.path.string(), dir);
+  const auto r =
+      run_cli("report" + args + " --format both --plots --out " + dir.path.string(), dir);
   REQUIRE(r.exit_code == 0);
   CHECK(slurp(dir / "README.md") == slurp("results/README.md"));
   for (const auto& csv : fs::directory_iterator(dir / "csv")) {
@@ -44,13 +46,18 @@ TEST_CASE("results/README.md and results/csv regenerate byte for byte from resul
   }
 }
 
-TEST_CASE("results/claims.md regenerates byte for byte from the committed seeds result") {
-  std::string seeds;
-  for (const auto& f : committed_result_files())
-    if (fs::path(f).filename() == "seeds.json") seeds = f;
+TEST_CASE(
+    "results/claims.md regenerates byte for byte from the committed seeds and training results") {
+  // As `make report` calls it: the first seeds.json, then the first training.json.
+  std::string seeds, training;
+  for (const auto& f : committed_result_files()) {
+    if (seeds.empty() && fs::path(f).filename() == "seeds.json") seeds = f;
+    if (training.empty() && fs::path(f).filename() == "training.json") training = f;
+  }
   REQUIRE_FALSE(seeds.empty());
+  REQUIRE_FALSE(training.empty());
   TempDir dir;
-  const auto r = run_cli("claims " + seeds, dir);
+  const auto r = run_cli("claims " + seeds + " " + training, dir);
   REQUIRE(r.exit_code == 0);
   CHECK(r.out == slurp("results/claims.md"));
 }
