@@ -57,17 +57,8 @@ TrialGradients run_trial(const GradientCell& c, const Kernel& kernel, const Stre
 
   std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
   GradProbes grads(shape.rows());
-  BackwardArgs bwd{.shape = shape,
-                   .q = q.data(),
-                   .k = k.data(),
-                   .v = v.data(),
-                   .out = out.data(),
-                   .lse = lse.data(),
-                   .d_out = d_out.data(),
-                   .d_q = dq.data(),
-                   .d_k = dk.data(),
-                   .d_v = dv.data()};
-  bwd.scale = float(c.scale), bwd.causal = c.causal, bwd.probes = &grads;
+  BackwardArgs bwd = backward_of(fwd, d_out.data(), dq.data(), dk.data(), dv.data());
+  bwd.probes = &grads;
   kernel.backward(bwd);
 
   TrialGradients t;

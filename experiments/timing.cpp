@@ -83,19 +83,7 @@ std::function<void()> timed_call(const TimingCell& c, Tensors& t) {
   if (!c.needs_backward()) return [&c, f] { c.kernel.forward(f); };
   f.lse = t.lse.data();
   c.kernel.forward(f);  // the backward reads the forward's output and row log-sum-exp
-  const BackwardArgs b{.shape = c.shape,
-                       .q = t.q.data(),
-                       .k = t.k.data(),
-                       .v = t.v.data(),
-                       .out = t.out.data(),
-                       .lse = t.lse.data(),
-                       .d_out = t.d_out.data(),
-                       .d_q = t.d_q.data(),
-                       .d_k = t.d_k.data(),
-                       .d_v = t.d_v.data(),
-                       .scale = f.scale,
-                       .causal = c.causal,
-                       .threads = c.threads};
+  const BackwardArgs b = backward_of(f, t.d_out.data(), t.d_q.data(), t.d_k.data(), t.d_v.data());
   if (c.direction == "backward") return [&c, b] { c.kernel.backward(b); };
   return [&c, f, b] { c.kernel.forward(f), c.kernel.backward(b); };
 }

@@ -176,18 +176,7 @@ Evaluation evaluate(const Parameters& p, const Batch& batch, const ModelShape& s
   const auto d_out = to_heads(d_y * p[kWO].transpose(), 1, s.heads, s.d_k);
 
   std::vector<float> d_q(q_heads.size()), d_k(k_heads.size()), d_v(v_heads.size());
-  BackwardArgs bwd{.shape = shape,
-                   .q = q_heads.data(),
-                   .k = k_heads.data(),
-                   .v = v_heads.data(),
-                   .out = out.data(),
-                   .lse = lse.data(),
-                   .d_out = d_out.data(),
-                   .d_q = d_q.data(),
-                   .d_k = d_k.data(),
-                   .d_v = d_v.data()};
-  bwd.scale = core.scale;
-  core.kernel->backward(bwd);
+  core.kernel->backward(backward_of(fwd, d_out.data(), d_q.data(), d_k.data(), d_v.data()));
 
   const Matrix dq = from_heads(d_q, 1, s.heads, s.d_k);
   const Matrix dk = from_heads(d_k, n, s.heads, s.d_k);

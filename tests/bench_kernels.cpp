@@ -99,19 +99,8 @@ void bench_backward(benchmark::State& state, const sdpa::Kernel* kern, std::int6
   Tensors t(shape);
   const sdpa::ForwardArgs fwd = forward_args(shape, t, threads);
   kern->forward(fwd);
-  const sdpa::BackwardArgs args{.shape = shape,
-                                .q = t.q.data(),
-                                .k = t.k.data(),
-                                .v = t.v.data(),
-                                .out = t.out.data(),
-                                .lse = t.lse.data(),
-                                .d_out = t.d_out.data(),
-                                .d_q = t.d_q.data(),
-                                .d_k = t.d_k.data(),
-                                .d_v = t.d_v.data(),
-                                .scale = fwd.scale,
-                                .causal = false,
-                                .threads = threads};
+  const sdpa::BackwardArgs args =
+      sdpa::backward_of(fwd, t.d_out.data(), t.d_q.data(), t.d_k.data(), t.d_v.data());
   time_calls(state, *kern, threads, 2.5 * sdpa::forward_flops(shape, false),
              [&] { kern->backward(args); });
 }

@@ -28,29 +28,32 @@ std::vector<float> floats(std::uint32_t stream, std::int64_t n) {
   return {x.begin(), x.end()};
 }
 
+// One forward and backward of a kernel on fp32 inputs.
+struct Run {
+  std::vector<float> out, lse, dq, dk, dv;
+};
+Run forward_backward(const sdpa::Kernel& kernel, const sdpa::Shape& s, const std::vector<float>& q,
+                     const std::vector<float>& k, const std::vector<float>& v,
+                     const std::vector<float>& d_out, double scale, bool causal, int threads,
+                     sdpa::GradProbes* probes) {
+  Run r{std::vector<float>(s.out_elements()), std::vector<float>(s.rows()),
+        std::vector<float>(q.size()), std::vector<float>(k.size()), std::vector<float>(v.size())};
+  sdpa::ForwardArgs fwd{
+      .shape = s, .q = q.data(), .k = k.data(), .v = v.data(), .out = r.out.data()};
+  fwd.lse = r.lse.data(), fwd.scale = float(scale), fwd.causal = causal, fwd.threads = threads;
+  kernel.forward(fwd);
+  auto bwd = sdpa::backward_of(fwd, d_out.data(), r.dq.data(), r.dk.data(), r.dv.data());
+  bwd.probes = probes;
+  kernel.backward(bwd);
+  return r;
+}
+
 // The fp64 reference kernel's gradient probes on fp32 inputs (the oracle for every probe).
 sdpa::GradProbes reference_probes(const sdpa::Shape& s, const std::vector<float>& q,
                                   const std::vector<float>& k, const std::vector<float>& v,
                                   const std::vector<float>& d_out, double scale, bool causal) {
-  const auto* reference = sdpa::find_kernel("reference");
-  std::vector<float> out(s.out_elements()), lse(s.rows());
-  sdpa::ForwardArgs fwd{.shape = s, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
-  fwd.lse = lse.data(), fwd.scale = float(scale), fwd.causal = causal;
-  reference->forward(fwd);
-  std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
   sdpa::GradProbes probes(s.rows());
-  sdpa::BackwardArgs bwd{.shape = s,
-                         .q = q.data(),
-                         .k = k.data(),
-                         .v = v.data(),
-                         .out = out.data(),
-                         .lse = lse.data(),
-                         .d_out = d_out.data(),
-                         .d_q = dq.data(),
-                         .d_k = dk.data(),
-                         .d_v = dv.data()};
-  bwd.scale = float(scale), bwd.causal = causal, bwd.probes = &probes;
-  reference->backward(bwd);
+  forward_backward(*sdpa::find_kernel("reference"), s, q, k, v, d_out, scale, causal, 1, &probes);
   return probes;
 }
 
@@ -119,25 +122,9 @@ TEST_CASE("every backward agrees with the fp64 reference on awkward shapes") {
       const auto ref =
           sdpa::reference_attention_backward(s, q64, k64, v64, do64, c.scale, c.causal);
 
-      std::vector<float> out(s.out_elements()), lse(s.rows());
-      sdpa::ForwardArgs fwd{
-          .shape = s, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
-      fwd.lse = lse.data(), fwd.scale = float(c.scale), fwd.causal = c.causal;
-      kernel.forward(fwd);
-      std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
       sdpa::GradProbes probes(s.rows());
-      sdpa::BackwardArgs bwd{.shape = s,
-                             .q = q.data(),
-                             .k = k.data(),
-                             .v = v.data(),
-                             .out = out.data(),
-                             .lse = lse.data(),
-                             .d_out = d_out.data(),
-                             .d_q = dq.data(),
-                             .d_k = dk.data(),
-                             .d_v = dv.data()};
-      bwd.scale = float(c.scale), bwd.causal = c.causal, bwd.threads = 2, bwd.probes = &probes;
-      kernel.backward(bwd);
+      const auto [out, lse, dq, dk, dv] =
+          forward_backward(kernel, s, q, k, v, d_out, c.scale, c.causal, 2, &probes);
 
       // Tolerance from fp32 rounding: each gradient entry sums up to n_kv (or n_q) products of
       // O(1) terms whose own rounding is ~d eps; 64 eps sqrt(n d) bounds the accumulated
@@ -183,31 +170,14 @@ TEST_CASE("every backward is bit-identical on 1 and 3 threads") {
       CAPTURE(causal);
       const auto q = floats(9, s.q_elements()), k = floats(10, s.k_elements()),
                  v = floats(11, s.v_elements()), d_out = floats(12, s.out_elements());
-      std::vector<float> out(s.out_elements()), lse(s.rows());
-      sdpa::ForwardArgs fwd{
-          .shape = s, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
-      fwd.lse = lse.data(), fwd.scale = 0.3f, fwd.causal = causal;
-      kernel.forward(fwd);
       std::vector<float> grads[2];
       sdpa::GradProbes probes[2] = {sdpa::GradProbes(s.rows()), sdpa::GradProbes(s.rows())};
       for (int t = 0; t < 2; ++t) {
-        std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
-        sdpa::BackwardArgs bwd{.shape = s,
-                               .q = q.data(),
-                               .k = k.data(),
-                               .v = v.data(),
-                               .out = out.data(),
-                               .lse = lse.data(),
-                               .d_out = d_out.data(),
-                               .d_q = dq.data(),
-                               .d_k = dk.data(),
-                               .d_v = dv.data()};
-        bwd.scale = 0.3f, bwd.causal = causal, bwd.threads = t == 0 ? 1 : 3,
-        bwd.probes = &probes[t];
-        kernel.backward(bwd);
-        grads[t] = dq;
-        grads[t].insert(grads[t].end(), dk.begin(), dk.end());
-        grads[t].insert(grads[t].end(), dv.begin(), dv.end());
+        const Run r =
+            forward_backward(kernel, s, q, k, v, d_out, 0.3, causal, t == 0 ? 1 : 3, &probes[t]);
+        grads[t] = r.dq;
+        grads[t].insert(grads[t].end(), r.dk.begin(), r.dk.end());
+        grads[t].insert(grads[t].end(), r.dv.begin(), r.dv.end());
       }
       CHECK(grads[0] == grads[1]);
       CHECK(probes[0].ds_sumsq == probes[1].ds_sumsq);
@@ -219,24 +189,8 @@ TEST_CASE("gradient probes: sum of dS^2 equals the row's score gradients") {
   // One query, two keys, V = [1, 0]: dS = p (dP - p.dP), with dP = [dO, 0].
   const sdpa::Shape s{1, 1, 2, 1, 1};
   const std::vector<float> q = {1}, k = {0, 4}, v = {1, 0}, d_out = {1};
-  const auto* kernel = sdpa::find_kernel("reference");
-  std::vector<float> out(1), lse(1), dq(1), dk(2), dv(2);
-  sdpa::ForwardArgs fwd{.shape = s, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
-  fwd.lse = lse.data();
-  kernel->forward(fwd);
   sdpa::GradProbes probes(1);
-  sdpa::BackwardArgs bwd{.shape = s,
-                         .q = q.data(),
-                         .k = k.data(),
-                         .v = v.data(),
-                         .out = out.data(),
-                         .lse = lse.data(),
-                         .d_out = d_out.data(),
-                         .d_q = dq.data(),
-                         .d_k = dk.data(),
-                         .d_v = dv.data()};
-  bwd.probes = &probes;
-  kernel->backward(bwd);
+  forward_backward(*sdpa::find_kernel("reference"), s, q, k, v, d_out, 1.0, false, 1, &probes);
   const double p0 = 1 / (1 + std::exp(4.0)), p1 = 1 - p0;  // softmax([0, 4])
   const double ds0 = p0 * (1 - p0), ds1 = p1 * (0 - p0);   // p_j (dP_j - sum p dP)
   CHECK(probes.ds_sumsq[0] == doctest::Approx(ds0 * ds0 + ds1 * ds1));

@@ -104,6 +104,25 @@ struct BackwardArgs {
   GradProbes* probes = nullptr;  // optional; sized shape.rows()
 };
 
+// The backward of a forward call: its shape, inputs, output, lse, scale, mask and threads, with
+// the upstream gradient and where dQ, dK, dV go (no probes). f.lse must be set.
+inline BackwardArgs backward_of(const ForwardArgs& f, const float* d_out, float* d_q, float* d_k,
+                                float* d_v) {
+  return {.shape = f.shape,
+          .q = f.q,
+          .k = f.k,
+          .v = f.v,
+          .out = f.out,
+          .lse = f.lse,
+          .d_out = d_out,
+          .d_q = d_q,
+          .d_k = d_k,
+          .d_v = d_v,
+          .scale = f.scale,
+          .causal = f.causal,
+          .threads = f.threads};
+}
+
 using ForwardFn = void (*)(const ForwardArgs&);
 using BackwardFn = void (*)(const BackwardArgs&);
 
