@@ -49,6 +49,7 @@ std::string cited(const json& exp, const Records& records) {
 double value(const json& stat) { return stat["value"].get<double>(); }
 
 std::string with_ci(const json& stat) {
+  if (stat["value"].is_null()) return "non-finite";  // how a result file stores inf or NaN
   const json& ci = stat["ci95"];
   if (ci[0].is_null() || ci[1].is_null()) return number(value(stat));  // one seed: no interval
   return number(value(stat)) + " [" + number(ci[0].get<double>()) + ", " +
@@ -365,6 +366,7 @@ std::optional<Claim> claim_training(const Sources& sources) {
               "seeds with non-finite steps: unscaled, 1/sqrt(d_k)",
               "unscaled vs 1/sqrt(d_k)"};
   std::vector<std::string> worse_from, not_worse, better_at, less_stable_at;
+  bool slower = false;
   std::int64_t nonfinite = 0;
   std::string cited_experiments;
   for (const auto& s : sources)
@@ -383,6 +385,7 @@ std::optional<Claim> claim_training(const Sources& sources) {
         for (const auto& p : pairs) {
           const json &u = *p.none, &k = *p.scaled;
           worse.emplace_back(p.d_k, p.verdict.worse);
+          slower = slower || p.verdict.slower;
           if (p.verdict.better) better_at.push_back(name + " d_k = " + number(p.d_k));
           if (p.verdict.less_stable) less_stable_at.push_back(name + " d_k = " + number(p.d_k));
           nonfinite += u["nonfinite_steps"]["total"].get<std::int64_t>() +
@@ -407,18 +410,20 @@ std::optional<Claim> claim_training(const Sources& sources) {
   c.verdict = worse_from.empty()                       ? Verdict::does_not_hold
               : not_worse.empty() && better_at.empty() ? Verdict::holds
                                                        : Verdict::holds_with_qualification;
-  c.reason = worse_from.empty()
-                 ? "unscaled attention is not resolvably worse at the largest d_k of any experiment"
-                 : "unscaled attention trains worse than 1/sqrt(d_k) in " + join(worse_from);
-  if (!not_worse.empty()) c.reason += "; not at the largest d_k in " + join(not_worse);
+  if (worse_from.empty()) {
+    c.reason = "unscaled attention is not resolvably worse at the largest d_k of any experiment";
+  } else {
+    c.reason = "unscaled attention trains worse than 1/sqrt(d_k) in " + join(worse_from);
+    if (!not_worse.empty()) c.reason += "; not at the largest d_k in " + join(not_worse);
+  }
   if (!better_at.empty()) c.reason += "; unscaled is better in some respect at " + join(better_at);
-  c.reason += less_stable_at.empty()
-                  ? nonfinite == 0
-                        ? "; no training step was non-finite in any seed, scaled or not: "
-                          "unscaled training is slower, not less stable"
-                        : "; non-finite steps occurred, but in no resolvably larger "
-                          "share of unscaled seeds"
-                  : "; less stable (more seeds with non-finite steps) at " + join(less_stable_at);
+  if (!less_stable_at.empty())
+    c.reason += "; less stable (more seeds with non-finite steps) at " + join(less_stable_at);
+  else if (nonfinite > 0)
+    c.reason += "; non-finite steps occurred, but in no resolvably larger share of unscaled seeds";
+  else
+    c.reason += std::string("; no training step was non-finite in any seed, scaled or not") +
+                (slower ? ": unscaled training is slower, not less stable" : "");
   c.source = cited_experiments + " (every cell with scale none or sqrt_dk)";
   return c;
 }

@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -111,6 +112,11 @@ std::string figure(const std::string& name, const std::string& title,
       gp << "EOD\n";
     }
   const bool side_by_side = panels.size() > 1;
+  if (!side_by_side && !title.empty()) {  // one panel: the figure's title goes on it
+    Panel only = panels.front();
+    only.title = title + " (" + only.title + ")";
+    return figure(name, "", {only});
+  }
   if (side_by_side)
     body << "set multiplot layout 1," << panels.size() << " title " << quote(title)
          << " noenhanced\n";
@@ -156,6 +162,15 @@ double measured_peak(const std::vector<const json*>& records) {
     if (r->contains("peak") && (*r)["peak"].is_object())
       peak = std::max(peak, (*r)["peak"].value("fma_gflops", 0.0));
   return peak;
+}
+
+// The top of a y axis from 0 that shows every value, its interval and the peak line.
+double ceiling(const std::string& stat, const std::vector<const json*>& records) {
+  double top = measured_peak(records);
+  for (const json* r : records)
+    for (const json& x : {(*r)[stat]["value"], (*r)[stat]["ci95"][1]})
+      if (x.is_number()) top = std::max(top, x.get<double>());
+  return 1.1 * top;
 }
 
 std::vector<Spec> specs_for(const std::string& kind) {
@@ -220,7 +235,7 @@ std::vector<Spec> specs_for(const std::string& kind) {
                std::ostringstream d;
                d << "set arrow from graph 0, first " << peak << " to graph 1, first " << peak
                  << " nohead dt 2 lc 'black'\nset label 'measured FMA peak' at graph 0.02, first "
-                 << peak << " offset 0,0.6\nset yrange [0:" << peak * 1.1 << "]\n";
+                 << peak << " offset 0,0.6\nset yrange [0:" << ceiling("gflops", records) << "]\n";
                return d.str();
              }}};
   return {};
@@ -272,14 +287,6 @@ struct Figure {
   std::vector<double> ceilings = {};  // per panel, the highest of its values and its peak line
 };
 
-double ceiling(const Spec& spec, const std::vector<const json*>& records) {
-  double top = measured_peak(records);
-  for (const json* r : records)
-    for (const json& x : {(*r)[spec.stat]["value"], (*r)[spec.stat]["ci95"][1]})
-      if (x.is_number()) top = std::max(top, x.get<double>());
-  return top;
-}
-
 }  // namespace
 
 Output write_plots(const std::vector<report::ResultFile>& results, const std::string& dir) {
@@ -327,13 +334,15 @@ Output write_plots(const std::vector<report::ResultFile>& results, const std::st
                              "",
                              {spec_panel(spec, title + group, groups[g].records)}});
           if (!spec.compare_machines || machines.size() < 2) continue;
-          const std::string name = experiment + "-" + spec.suffix + "-machines" + suffix;
+          // Matched by experiment and group, whatever the order of groups in each file.
+          const std::string across = experiment + group + " on each machine";
           auto it = std::find_if(across_machines.begin(), across_machines.end(),
-                                 [&](const Figure& f) { return f.name == name; });
+                                 [&](const Figure& f) { return f.title == across; });
           if (it == across_machines.end())
-            it = across_machines.insert(it, {name, experiment + group + " on each machine", {}});
+            it = across_machines.insert(
+                it, {experiment + "-" + spec.suffix + "-machines" + suffix, across, {}});
           it->panels.push_back(spec_panel(spec, id, groups[g].records));
-          it->ceilings.push_back(ceiling(spec, groups[g].records));
+          it->ceilings.push_back(ceiling(spec.stat, groups[g].records));
         }
       }
     }
@@ -341,7 +350,7 @@ Output write_plots(const std::vector<report::ResultFile>& results, const std::st
   // Side by side on one y scale from 0, so the machines compare at a glance.
   for (auto& f : across_machines) {
     if (f.panels.size() < 2) continue;
-    const double top = 1.1 * *std::max_element(f.ceilings.begin(), f.ceilings.end());
+    const double top = *std::max_element(f.ceilings.begin(), f.ceilings.end());
     for (auto& p : f.panels) p.decorate += "set yrange [0:" + std::to_string(top) + "]\n";
     figures.push_back(std::move(f));
   }

@@ -138,7 +138,10 @@ ExperimentKind gradient_experiment() {
           [](const json& p) {
             const double n_q = p["n_q"], n_kv = p["n_kv"], d_k = p["d_k"], d_v = p["d_v"];
             const double d_model = p["inputs"] == "projected" ? double(p["d_model"]) : 0.0;
-            return 8.0 * (n_q + n_kv) * (d_k + d_v) + 8.0 * n_kv + 96.0 * n_q +
+            // Inputs and their gradients in fp32, flash's packed query blocks (Q and dO in
+            // blocks of 48 rows, its kQueryBlock), probes, projections.
+            return 8.0 * (n_q + n_kv) * (d_k + d_v) +
+                   4.0 * (std::ceil(n_q / 48) * 48) * (d_k + d_v + 2) + 8.0 * n_kv + 96.0 * n_q +
                    16.0 * d_model * d_k;
           },
       .check = kernels_without_backward,

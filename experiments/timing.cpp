@@ -250,7 +250,10 @@ ExperimentKind timing_experiment() {
             const bool backward = p["direction"] != "forward";
             const double elements = bh * (n_q * (d_k + d_v + 1) + n_kv * (d_k + d_v));
             const double threads = resolve_threads(p["threads"], default_threads());
-            return 4.0 * elements * (backward ? 2.2 : 1.0) / threads;
+            // A backward adds dO and the gradients (as much again) and, in flash, its query
+            // blocks packed once (Q and dO in blocks of 48 rows, its kQueryBlock).
+            const double packed = bh * std::ceil(n_q / 48) * 48 * (d_k + d_v + 2);
+            return 4.0 * (backward ? 2 * elements + packed : elements) / threads;
           },
       .check = check_timing,
   };

@@ -16,6 +16,7 @@
 // about 3.5 forwards where the FLOP convention counts 2.5.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string_view>
 #include <vector>
@@ -264,6 +265,7 @@ void QueryBlockGradients(const BackwardArgs& a, const QueryBlock& blk, const Que
 
 template <class P>
 void TiledBackward(const BackwardArgs& a) {
+  static_assert(kB % P::kLanes == 0, "a query block is whole vectors");
   const Shape& s = a.shape;
   const std::int64_t ld_k = round_up(s.d_k, P::kLanes), ld_v = round_up(s.d_v, P::kLanes);
   const std::int64_t key_tiles = (s.n_kv + kKeyBlock - 1) / kKeyBlock;

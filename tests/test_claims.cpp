@@ -153,7 +153,16 @@ TEST_CASE("claim 10 (training) comes from a training result; its verdict follows
       set_stat(r["steps_to_target"]["censored_mean"], 30);
       set_stat(r["nonfinite_steps"]["seed_fraction"], 0);
     }
-  CHECK(claim_10(t)->verdict == Verdict::does_not_hold);
+  const auto none = claim_10(t);
+  CHECK(none->verdict == Verdict::does_not_hold);
+  CHECK(none->reason.find("slower") == std::string::npos);
+  // A diverged run stores its non-finite loss as null: reported, not an error.
+  json diverged = t;
+  diverged["experiments"][0]["records"][0]["final_loss"] = {{"value", nullptr},
+                                                            {"ci95", {nullptr, nullptr}}};
+  const auto with_null = claim_10(diverged);
+  REQUIRE(with_null.has_value());
+  CHECK(with_null->rows[0][4] == "non-finite");
   // Unscaled slower at the largest d_k of both experiments: it holds.
   auto slow_unscaled_at_64 = [](json& e) {
     for (auto& r : e["records"])

@@ -55,7 +55,8 @@ std::string schema_errors(const std::string& result_text) {
 TEST_CASE("run writes a result file that matches results/schema.json and prints tables") {
   TempDir dir;
   dir.write("tiny.json", kTinyConfig);
-  const auto r = run_cli("run " + (dir / "tiny.json").string() + " -o " + (dir / "r.json").string(), dir);
+  const auto r =
+      run_cli("run " + (dir / "tiny.json").string() + " -o " + (dir / "r.json").string(), dir);
   CAPTURE(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("### variance: v") != std::string::npos);
@@ -89,7 +90,9 @@ TEST_CASE("the same config and seed give identical statistics on 1 and 2 threads
 
 TEST_CASE("a bad config exits 2, names file and path, and writes nothing") {
   TempDir dir;
-  dir.write("bad.json", R"({"name": "b", "seed": 1, "experiments": [{"name": "v", "kind": "variance", "d_k": 0}]})");
+  dir.write(
+      "bad.json",
+      R"({"name": "b", "seed": 1, "experiments": [{"name": "v", "kind": "variance", "d_k": 0}]})");
   const std::string out = (dir / "r.json").string();
   const auto r = run_cli("run " + (dir / "bad.json").string() + " -o " + out, dir);
   CHECK(r.exit_code == 2);
@@ -99,6 +102,20 @@ TEST_CASE("a bad config exits 2, names file and path, and writes nothing") {
   CHECK_FALSE(std::filesystem::exists(out));
   CHECK(run_cli("validate " + (dir / "bad.json").string(), dir).exit_code == 2);
   CHECK(run_cli("run " + (dir / "missing.json").string(), dir).exit_code == 2);
+}
+
+TEST_CASE("every shipped config validates") {
+  TempDir dir;
+  int configs = 0;
+  for (const auto& f : std::filesystem::directory_iterator("configs")) {
+    if (f.path().extension() != ".json" || f.path().filename() == "schema.json") continue;
+    CAPTURE(f.path().string());
+    const auto r = run_cli("validate " + f.path().string(), dir);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find(": valid (") != std::string::npos);
+    ++configs;
+  }
+  CHECK(configs >= 5);  // quick, seeds, hardware, training, paper
 }
 
 TEST_CASE("validate, list, info, --version and --help") {
@@ -130,7 +147,8 @@ TEST_CASE("validate, list, info, --version and --help") {
 TEST_CASE("report regenerates the tables from a result file alone") {
   TempDir dir;
   dir.write("tiny.json", kTinyConfig);
-  const auto r = run_cli("run " + (dir / "tiny.json").string() + " -o " + (dir / "r.json").string(), dir);
+  const auto r =
+      run_cli("run " + (dir / "tiny.json").string() + " -o " + (dir / "r.json").string(), dir);
   REQUIRE(r.exit_code == 0);
   const auto rep = run_cli("report " + (dir / "r.json").string(), dir);
   CHECK(rep.exit_code == 0);
@@ -139,7 +157,8 @@ TEST_CASE("report regenerates the tables from a result file alone") {
   dir.write("trunc.json", sdpa::testing::slurp(dir / "r.json").substr(0, 200));
   const auto t = run_cli("report " + (dir / "trunc.json").string(), dir);
   CHECK(t.exit_code == 2);
-  CHECK(t.err.find((dir / "trunc.json").string() + ": not a complete JSON document") != std::string::npos);
+  CHECK(t.err.find((dir / "trunc.json").string() + ": not a complete JSON document") !=
+        std::string::npos);
 }
 
 namespace {
@@ -213,7 +232,8 @@ TEST_CASE("timing runs: schema, machine.peak, Google Benchmark's JSON, then comp
 
   const auto bad = run_cli("compare " + a + " " + (dir / "missing.json").string(), dir);
   CHECK(bad.exit_code == 2);
-  CHECK(bad.err == "error: " + (dir / "missing.json").string() + ": cannot open result file: No such file or directory\n");
+  CHECK(bad.err == "error: " + (dir / "missing.json").string() +
+                       ": cannot open result file: No such file or directory\n");
   CHECK(run_cli("compare " + a, dir).exit_code != 0);  // a comparison needs two files
 }
 
