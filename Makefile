@@ -25,10 +25,10 @@ test: build
 bench: build
 	$(BUILD)/tests/bench_kernels
 
-# Reference results of this machine (about five minutes: run it on an idle machine, timings
+# Reference results of this machine (about six minutes: run it on an idle machine, timings
 # are in it), and the tables, plots and claims generated from them. `make report` regenerates
 # only the tables, plots and claims from the committed files.
-RESULT_CONFIGS ?= quick seeds hardware training
+RESULT_CONFIGS ?= quick seeds hardware training paper
 results: build
 	$(eval MACHINE := $(shell $(BIN) info --machine-id))
 	@for c in $(RESULT_CONFIGS); do \
