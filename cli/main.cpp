@@ -122,8 +122,10 @@ int report(const ReportOptions& o) {
 
 int claims(const std::vector<std::string>& files, const std::string& output) {
   std::vector<sdpa::json> results;
+  results.reserve(files.size());
   for (const auto& f : files) results.push_back(sdpa::report::read_result_file(f));
   std::vector<sdpa::claims::Source> sources;
+  sources.reserve(files.size());
   for (std::size_t i = 0; i < files.size(); ++i) sources.push_back({&results[i], files[i]});
   const std::string text = sdpa::claims::markdown(sdpa::claims::evaluate(sources), files);
   if (output.empty())
