@@ -36,10 +36,13 @@ results: build
 	done
 	@$(MAKE) report
 
+# Reference results are results/<machine>/<config>.json; runs named <config>-<UTC time>.json
+# (what `sdpa-bench run` writes by default, e.g. `make run`) are a user's own and left out.
+REFERENCE_RESULTS = $(shell ls results/*/*.json | grep -Ev -- '-[0-9]{8}T[0-9]{6}Z\.json$$')
 report: build
-	$(BIN) report results/*/*.json --format both --plots --out results
-	$(BIN) claims $(firstword $(wildcard results/*/seeds.json)) \
-	  $(firstword $(wildcard results/*/training.json)) -o results/claims.md
+	$(BIN) report $(REFERENCE_RESULTS) --format both --plots --out results
+	$(BIN) claims $(firstword $(filter %/seeds.json,$(REFERENCE_RESULTS))) \
+	  $(firstword $(filter %/training.json,$(REFERENCE_RESULTS))) -o results/claims.md
 
 # libFuzzer targets (fuzz/), each run for FUZZ_SECONDS from its seeds in fuzz/corpus/<target>/;
 # what they learn goes to build/fuzz/corpus/, a crash to build/fuzz/crash-* (and fails).

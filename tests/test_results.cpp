@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -16,14 +17,19 @@ using sdpa::testing::TempDir;
 
 namespace {
 
-// results/<machine-id>/*.json, sorted as the shell's glob in `make results` sorts them.
+// results/<machine-id>/*.json, sorted as the shell's glob in `make report` sorts them, less the
+// runs `sdpa-bench run` names by default (<config>-<UTC time>.json, e.g. from `make run`): those
+// are a user's own, not reference results.
 std::vector<std::string> committed_result_files() {
+  static const std::regex own_run(".*-[0-9]{8}T[0-9]{6}Z\\.json");
   std::vector<std::string> files;
   for (const auto& machine : fs::directory_iterator("results"))
     if (machine.is_directory() && machine.path().filename() != "plots" &&
         machine.path().filename() != "csv")
       for (const auto& f : fs::directory_iterator(machine.path()))
-        if (f.path().extension() == ".json") files.push_back(f.path().string());
+        if (f.path().extension() == ".json" &&
+            !std::regex_match(f.path().filename().string(), own_run))
+          files.push_back(f.path().string());
   std::sort(files.begin(), files.end());
   return files;
 }
