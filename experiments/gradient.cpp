@@ -138,11 +138,14 @@ ExperimentKind gradient_experiment() {
           [](const json& p) {
             const double n_q = p["n_q"], n_kv = p["n_kv"], d_k = p["d_k"], d_v = p["d_v"];
             const double d_model = p["inputs"] == "projected" ? double(p["d_model"]) : 0.0;
-            // Inputs and their gradients in fp32, flash's packed query blocks (Q and dO in
-            // blocks of 48 rows, its kQueryBlock), probes, projections.
-            return 8.0 * (n_q + n_kv) * (d_k + d_v) +
-                   4.0 * (std::ceil(n_q / 48) * 48) * (d_k + d_v + 2) + 8.0 * n_kv + 96.0 * n_q +
-                   16.0 * d_model * d_k;
+            // Inputs and their gradients in fp32, flash's packed query blocks, probes,
+            // projections.
+            const Shape shape{.n_q = std::int64_t(n_q),
+                              .n_kv = std::int64_t(n_kv),
+                              .d_k = std::int64_t(d_k),
+                              .d_v = std::int64_t(d_v)};
+            return 8.0 * (n_q + n_kv) * (d_k + d_v) + flash_backward_workspace_bytes(shape) +
+                   8.0 * n_kv + 96.0 * n_q + 16.0 * d_model * d_k;
           },
       .check = kernels_without_backward,
   };

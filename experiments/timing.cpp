@@ -245,15 +245,21 @@ ExperimentKind timing_experiment() {
       // One cell's tensors, shared by its threads.
       .bytes_per_thread =
           [](const json& p) {
-            const double bh = p["batch_heads"], n_q = p["n_q"], n_kv = p["n_kv"];
-            const double d_k = p["d_k"], d_v = p["d_v"];
+            const Shape shape{.batch_heads = p["batch_heads"],
+                              .n_q = p["n_q"],
+                              .n_kv = p["n_kv"],
+                              .d_k = p["d_k"],
+                              .d_v = p["d_v"]};
+            const double bh = double(shape.batch_heads), n_q = double(shape.n_q);
+            const double n_kv = double(shape.n_kv), d = double(shape.d_k + shape.d_v);
             const bool backward = p["direction"] != "forward";
-            const double elements = bh * (n_q * (d_k + d_v + 1) + n_kv * (d_k + d_v));
+            const double elements = bh * (n_q * (d + 1) + n_kv * d);
             const double threads = resolve_threads(p["threads"], default_threads());
             // A backward adds dO and the gradients (as much again) and, in flash, its query
-            // blocks packed once (Q and dO in blocks of 48 rows, its kQueryBlock).
-            const double packed = bh * std::ceil(n_q / 48) * 48 * (d_k + d_v + 2);
-            return 4.0 * (backward ? 2 * elements + packed : elements) / threads;
+            // blocks packed once.
+            const double bytes =
+                backward ? 8.0 * elements + flash_backward_workspace_bytes(shape) : 4.0 * elements;
+            return bytes / threads;
           },
       .check = check_timing,
   };

@@ -44,7 +44,7 @@ constexpr std::int64_t kB = kQueryBlock;
 
 // Every query block in the layout the tiles read, packed once per call before both passes (a
 // key tile meets every query block, so packing per tile would repeat the transposes n_kv / 64
-// times). Extra memory: as much as Q and dO. Rows past a block are zero.
+// times). Extra memory: flash_backward_workspace_bytes. Rows past a block are zero.
 struct PackedQueries {
   PackedQueries(const Shape& s, std::int64_t blocks)
       : d_k(s.d_k),
@@ -60,38 +60,33 @@ struct PackedQueries {
   std::vector<float> delta;  // per block [kB]: D_i = dO_i . O_i
 };
 
-// Where block `index` lies in a PackedQueries.
+// Where block `index` lies in a PackedQueries: written by PackQueryBlock, read by the tiles.
 struct QueryTiles {
-  QueryTiles(const PackedQueries& p, std::int64_t index)
+  QueryTiles(PackedQueries& p, std::int64_t index)
       : q_t(p.q_t.data() + index * p.d_k * kB),
         do_t(p.do_t.data() + index * p.d_v * kB),
         shift(p.shift.data() + index * kB),
         delta(p.delta.data() + index * kB) {}
-  const float *q_t, *do_t, *shift, *delta;
+  float *q_t, *do_t, *shift, *delta;
 };
 
-void PackQueryBlock(const BackwardArgs& a, const QueryBlock& blk, std::int64_t index,
-                    PackedQueries& packed) {
+void PackQueryBlock(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& out) {
   const Shape& s = a.shape;
-  float* q_t = packed.q_t.data() + index * s.d_k * kB;
-  float* do_t = packed.do_t.data() + index * s.d_v * kB;
-  float* shift = packed.shift.data() + index * kB;
-  float* delta = packed.delta.data() + index * kB;
-  std::fill_n(shift, kB, std::numeric_limits<float>::infinity());
+  std::fill_n(out.shift, kB, std::numeric_limits<float>::infinity());
   for (std::int64_t i = 0; i < kB; ++i) {
     const std::int64_t r = blk.head * s.n_q + blk.first_row + i;
     const bool in_block = i < blk.rows;
     for (std::int64_t c = 0; c < s.d_k; ++c)
-      q_t[c * kB + i] = in_block ? a.scale * a.q[r * s.d_k + c] : 0.0f;
+      out.q_t[c * kB + i] = in_block ? a.scale * a.q[r * s.d_k + c] : 0.0f;
     float dot = 0;
     for (std::int64_t c = 0; c < s.d_v; ++c) {
       const float d_out = in_block ? a.d_out[r * s.d_v + c] : 0.0f;
-      do_t[c * kB + i] = d_out;
+      out.do_t[c * kB + i] = d_out;
       if (in_block) dot += d_out * a.out[r * s.d_v + c];
     }
-    delta[i] = dot;
+    out.delta[i] = dot;
     // A row that sees no key has lse = -inf; shifting by +inf makes its p = e^-inf = 0.
-    if (in_block && a.lse[r] != -std::numeric_limits<float>::infinity()) shift[i] = a.lse[r];
+    if (in_block && a.lse[r] != -std::numeric_limits<float>::infinity()) out.shift[i] = a.lse[r];
   }
 }
 
@@ -184,17 +179,17 @@ void StoreRows(const float* acc, std::int64_t ld, std::int64_t rows, std::int64_
 
 // Pass 1: dK and dV of one key tile, summed over every query block that sees it, in order.
 template <class P>
-void KeyTileGradients(const BackwardArgs& a, const PackedQueries& packed, std::int64_t head,
+void KeyTileGradients(const BackwardArgs& a, PackedQueries& packed, std::int64_t head,
                       std::int64_t key0, std::int64_t ld_k, std::int64_t ld_v, BackwardScratch& w) {
   const Shape& s = a.shape;
   const std::int64_t nk = std::min(kKeyBlock, s.n_kv - key0);
-  const std::int64_t blocks_per_head = (s.n_q + kB - 1) / kB;
+  const std::int64_t per_head = query_blocks_per_head(s);
   std::fill(w.d_key.begin(), w.d_key.end(), 0.0f);
   std::fill(w.d_value.begin(), w.d_value.end(), 0.0f);
-  for (std::int64_t b = 0; b < blocks_per_head; ++b) {
-    const QueryBlock blk{.head = head, .first_row = b * kB, .rows = std::min(kB, s.n_q - b * kB)};
+  for (std::int64_t b = head * per_head; b < (head + 1) * per_head; ++b) {
+    const QueryBlock blk = query_block(s, b);
     if (visible_keys(s, a.causal, blk.first_row + blk.rows - 1) <= key0) continue;  // masked
-    ScoreGradientTile<P>(a, blk, QueryTiles(packed, head * blocks_per_head + b), key0, nk, w);
+    ScoreGradientTile<P>(a, blk, QueryTiles(packed, b), key0, nk, w);
     const std::int64_t r0 = head * s.n_q + blk.first_row;
     Accumulate<P>(nk, blk.rows, w.p_t.data(), kB, 1, a.d_out + r0 * s.d_v, s.d_v, s.d_v,
                   w.b_pack.data(), w.d_value.data(), ld_v);
@@ -269,20 +264,15 @@ void TiledBackward(const BackwardArgs& a) {
   const Shape& s = a.shape;
   const std::int64_t ld_k = round_up(s.d_k, P::kLanes), ld_v = round_up(s.d_v, P::kLanes);
   const std::int64_t key_tiles = (s.n_kv + kKeyBlock - 1) / kKeyBlock;
-  const std::int64_t blocks_per_head = (s.n_q + kB - 1) / kB;
-  const std::int64_t query_blocks = s.batch_heads * blocks_per_head;
-  auto block = [&](std::int64_t index) {
-    const std::int64_t row0 = (index % blocks_per_head) * kB;
-    return QueryBlock{
-        .head = index / blocks_per_head, .first_row = row0, .rows = std::min(kB, s.n_q - row0)};
-  };
+  const std::int64_t query_blocks = s.batch_heads * query_blocks_per_head(s);
   PackedQueries packed(s, query_blocks);
   // Dynamic scheduling: under causal masking tiles see different amounts of work. Each output
   // row has one writer that reads inputs only, so the schedule cannot change a bit of it.
 #pragma omp parallel num_threads(a.threads)
   {
 #pragma omp for schedule(dynamic, 1)
-    for (std::int64_t b = 0; b < query_blocks; ++b) PackQueryBlock(a, block(b), b, packed);
+    for (std::int64_t b = 0; b < query_blocks; ++b)
+      PackQueryBlock(a, query_block(s, b), QueryTiles(packed, b));
     BackwardScratch w(ld_k, ld_v);
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t t = 0; t < s.batch_heads * key_tiles; ++t)
@@ -290,9 +280,9 @@ void TiledBackward(const BackwardArgs& a) {
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t b = 0; b < query_blocks; ++b) {
       if (a.probes)
-        QueryBlockGradients<P, true>(a, block(b), QueryTiles(packed, b), ld_k, w);
+        QueryBlockGradients<P, true>(a, query_block(s, b), QueryTiles(packed, b), ld_k, w);
       else
-        QueryBlockGradients<P, false>(a, block(b), QueryTiles(packed, b), ld_k, w);
+        QueryBlockGradients<P, false>(a, query_block(s, b), QueryTiles(packed, b), ld_k, w);
     }
   }
 }
@@ -316,4 +306,13 @@ BackwardFn flash_backward_fn(std::string_view isa) {
 }
 
 }  // namespace sdpa::detail
+
+namespace sdpa {
+
+double flash_backward_workspace_bytes(const Shape& s) {
+  const double blocks = double(s.batch_heads * detail::query_blocks_per_head(s));
+  return sizeof(float) * blocks * detail::kQueryBlock * double(s.d_k + s.d_v + 2);  // PackedQueries
+}
+
+}  // namespace sdpa
 #endif  // HWY_ONCE

@@ -68,8 +68,7 @@ BlockScratch carve_scratch(float* base, const Shape& s, std::int64_t key_tile,
 void for_each_query_block(const ForwardArgs& a, std::int64_t key_tile, std::int64_t ld_acc,
                           BlockFn fn) {
   const Shape& s = a.shape;
-  const std::int64_t blocks_per_head = (s.n_q + kQueryBlock - 1) / kQueryBlock;
-  const std::int64_t blocks = s.batch_heads * blocks_per_head;
+  const std::int64_t blocks = s.batch_heads * query_blocks_per_head(s);
   const std::int64_t floats = scratch_floats(s, key_tile, ld_acc);
   // Dynamic scheduling: under causal masking late blocks see more keys. Each block is written
   // by one thread from inputs only, so the schedule cannot change a single bit of the output.
@@ -78,13 +77,7 @@ void for_each_query_block(const ForwardArgs& a, std::int64_t key_tile, std::int6
     std::unique_ptr<float[], AlignedFree> mem(new (std::align_val_t(64)) float[floats]);
     const BlockScratch w = carve_scratch(mem.get(), s, key_tile, ld_acc);
 #pragma omp for schedule(dynamic, 1)
-    for (std::int64_t b = 0; b < blocks; ++b) {
-      QueryBlock blk;
-      blk.head = b / blocks_per_head;
-      blk.first_row = (b % blocks_per_head) * kQueryBlock;
-      blk.rows = std::min(kQueryBlock, s.n_q - blk.first_row);
-      fn(a, blk, key_tile, ld_acc, w);
-    }
+    for (std::int64_t b = 0; b < blocks; ++b) fn(a, query_block(s, b), key_tile, ld_acc, w);
   }
 }
 

@@ -5,6 +5,7 @@
 // set is the BlockFn a rung passes in (attention_tiles-inl.h). Internal to sdpa_kernels.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "sdpa/kernels.hpp"
@@ -26,6 +27,19 @@ struct QueryBlock {
   std::int64_t first_row = 0;  // first query row (within the head)
   std::int64_t rows = 0;       // rows in the block, <= kQueryBlock
 };
+
+// Blocks per head, and block `index` of all batch_heads x blocks_per_head (head-major): how
+// forward and backward cut the queries.
+inline std::int64_t query_blocks_per_head(const Shape& s) {
+  return (s.n_q + kQueryBlock - 1) / kQueryBlock;
+}
+inline QueryBlock query_block(const Shape& s, std::int64_t index) {
+  const std::int64_t per_head = query_blocks_per_head(s);
+  const std::int64_t first_row = (index % per_head) * kQueryBlock;
+  return {.head = index / per_head,
+          .first_row = first_row,
+          .rows = std::min(kQueryBlock, s.n_q - first_row)};
+}
 
 // One thread's scratch for one block, carved from a single aligned allocation. Every array
 // starts on a 64-byte boundary. Rows of `acc` and `v_pack` have `ld_acc` floats: d_v rounded up

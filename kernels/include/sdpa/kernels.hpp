@@ -178,6 +178,11 @@ const SimdTarget* find_simd_target(std::string_view isa);
 // about seconds / 5 each: the denominator of "% of peak".
 double measure_fma_peak(const SimdTarget& target, int threads, double seconds = 0.5);
 
+// Memory flash's backward allocates beyond its arguments and its threads' small scratch: the
+// query blocks packed once per call (Q and dO, in blocks of whole query tiles). Memory
+// estimates of experiments that run a backward count it.
+double flash_backward_workspace_bytes(const Shape& shape);
+
 // FLOPs of one forward (design, "Conventions"): 4 * N_q * N_kv * d per head, d the mean of
 // d_k and d_v, halved when causal. Backward is 2.5x forward.
 double forward_flops(const Shape& shape, bool causal);
