@@ -1,6 +1,7 @@
 // The claims report: a verdict for every claim, computed from the records it cites.
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <optional>
 
 #include "cli_runner.hpp"
@@ -13,40 +14,34 @@ using sdpa::claims::Verdict;
 
 namespace {
 
-// configs/seeds.json with every experiment shrunk to a few trials: same names, same claims.
+// A shipped config with every experiment shrunk by `shrink`, run once: same names, same claims.
+json run_shrunk(const std::string& config_path, const std::function<void(json&)>& shrink) {
+  sdpa::testing::TempDir dir;
+  json config = json::parse(sdpa::testing::slurp(config_path));
+  for (auto& e : config["experiments"]) shrink(e);
+  dir.write("config.json", config.dump());
+  const auto r = sdpa::testing::run_cli(
+      "run " + (dir / "config.json").string() + " -o " + (dir / "r.json").string(), dir);
+  REQUIRE(r.exit_code == 0);
+  return sdpa::report::read_result_file((dir / "r.json").string());
+}
+
+// configs/seeds.json with a few trials per experiment.
 const json& small_seeds_result() {
-  static const json result = [] {
-    sdpa::testing::TempDir dir;
-    json config = json::parse(sdpa::testing::slurp("configs/seeds.json"));
-    for (auto& e : config["experiments"]) {
-      e["trials"] = e["name"] == "claim3-2x2" ? 4000 : 3;
-      if (e["kind"] != "variance") e["n_q"] = 2;
-    }
-    dir.write("seeds.json", config.dump());
-    const auto r = sdpa::testing::run_cli(
-        "run " + (dir / "seeds.json").string() + " -o " + (dir / "r.json").string(), dir);
-    REQUIRE(r.exit_code == 0);
-    return sdpa::report::read_result_file((dir / "r.json").string());
-  }();
+  static const json result = run_shrunk("configs/seeds.json", [](json& e) {
+    e["trials"] = e["name"] == "claim3-2x2" ? 4000 : 3;
+    if (e["kind"] != "variance") e["n_q"] = 2;
+  });
   return result;
 }
 
-// configs/training.json with short runs and two d_k per experiment: same experiments.
+// configs/training.json with short runs and two d_k per experiment.
 const json& small_training_result() {
-  static const json result = [] {
-    sdpa::testing::TempDir dir;
-    json config = json::parse(sdpa::testing::slurp("configs/training.json"));
-    for (auto& e : config["experiments"]) {
-      e["d_k"] = {4, 64};
-      e["scale"] = {"none", "sqrt_dk"};
-      e["steps"] = 60, e["log_every"] = 20, e["seeds"] = 3, e["eval_size"] = 32;
-    }
-    dir.write("training.json", config.dump());
-    const auto r = sdpa::testing::run_cli(
-        "run " + (dir / "training.json").string() + " -o " + (dir / "t.json").string(), dir);
-    REQUIRE(r.exit_code == 0);
-    return sdpa::report::read_result_file((dir / "t.json").string());
-  }();
+  static const json result = run_shrunk("configs/training.json", [](json& e) {
+    e["d_k"] = {4, 64};
+    e["scale"] = {"none", "sqrt_dk"};
+    e["steps"] = 60, e["log_every"] = 20, e["seeds"] = 3, e["eval_size"] = 32;
+  });
   return result;
 }
 
