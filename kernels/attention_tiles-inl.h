@@ -178,8 +178,8 @@ void AttendBlock(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_t
   const Shape& s = a.shape;
   constexpr std::int64_t B = kQueryBlock;
   const std::int64_t key_end = begin_block(a, blk, w);
-  const float* k = a.k + blk.head * s.n_kv * s.d_k;
-  const float* v = a.v + blk.head * s.n_kv * s.d_v;
+  const float* k = a.k + s.kv_head(blk.head) * s.n_kv * s.d_k;
+  const float* v = a.v + s.kv_head(blk.head) * s.n_kv * s.d_v;
   for (std::int64_t key0 = 0; key0 < key_end; key0 += key_tile) {
     const std::int64_t nk = std::min(key_tile, key_end - key0);
     Gemm scores;

@@ -56,7 +56,8 @@ struct Case {
 
 std::string describe(const Case& c) {
   const Shape& s = c.shape;
-  return "bh=" + std::to_string(s.batch_heads) + " n_q=" + std::to_string(s.n_q) +
+  return "bh=" + std::to_string(s.batch_heads) + " group=" + std::to_string(s.group) +
+         " n_q=" + std::to_string(s.n_q) +
          " n_kv=" + std::to_string(s.n_kv) + " d_k=" + std::to_string(s.d_k) +
          " d_v=" + std::to_string(s.d_v) + (c.causal ? " causal" : "") +
          " scale=" + std::to_string(c.scale) + " std=" + std::to_string(c.input_std);
@@ -118,14 +119,14 @@ Problem make_problem(const Case& c) {
 
   std::vector<double> sc, a, p, e;
   for (std::int64_t r = 0; r < s.rows(); ++r) {
-    const std::int64_t b = r / s.n_q, i = r % s.n_q;
+    const std::int64_t kv = s.kv_head(r / s.n_q), i = r % s.n_q;
     const std::int64_t n = sdpa::visible_keys(s, c.causal, i);
     if (n == 0) continue;  // fully masked: exact zeros expected
     const float* q = pr.q.data() + r * s.d_k;
     sc.assign(n, 0);
     a.assign(n, 0);
     for (std::int64_t j = 0; j < n; ++j) {
-      const float* kj = pr.k.data() + (b * s.n_kv + j) * s.d_k;
+      const float* kj = pr.k.data() + (kv * s.n_kv + j) * s.d_k;
       for (std::int64_t x = 0; x < s.d_k; ++x) {
         sc[j] += double(q[x]) * kj[x];
         a[j] += std::abs(double(q[x]) * kj[x]);
@@ -187,7 +188,7 @@ Problem make_problem(const Case& c) {
       const double o = ref.out[r * s.d_v + x];
       double spread = 0, mass = 0;
       for (std::int64_t j = 0; j < n; ++j) {
-        const double vj = pr.v[(b * s.n_kv + j) * s.d_v + x];
+        const double vj = pr.v[(kv * s.n_kv + j) * s.d_v + x];
         spread += p[j] * std::abs(vj - o) * (e[j] + e_mean);
         mass += p[j] * std::abs(vj);
       }
@@ -349,6 +350,43 @@ TEST_CASE("every kernel matches the fp64 reference unscaled and at large magnitu
   }
 }
 
+TEST_CASE("every kernel matches the fp64 reference on grouped-query and decode shapes") {
+  // Query heads share K/V heads in groups (MHA: group 1; MQA: all heads one group), and few
+  // query rows per head take flash's decode path: the group's rows packed into one block (at
+  // most 16 rows: 4 heads x 5 rows make two blocks of 2 heads), keys in splits of whole
+  // 256-key tiles, at most 32 splits (9000 keys: 18 splits of 512, the last short), merged in
+  // order. With causal masking aligned to the end, a decode row sees the whole cache and the
+  // rows before it; with n_q > n_kv the first rows see nothing.
+  struct Grouped {
+    std::int64_t heads_q, group, n_q, n_kv, d_k, d_v;
+  };
+  const Grouped shapes[] = {
+      {6, 6, 1, 1, 64, 40},      // MQA, one key
+      {8, 4, 1, 1000, 64, 64},   // GQA, n_kv not a multiple of the 256-key split
+      {8, 1, 1, 300, 128, 128},  // MHA decode
+      {8, 4, 3, 700, 80, 48},    // speculative decode: 3 new tokens, 12 rows per block
+      {8, 4, 5, 513, 32, 24},    // 20 rows per group: two blocks of 10
+      {7, 7, 1, 260, 72, 40},    // a group of 7 (28 / 4 heads); d not whole vectors
+      {2, 1, 16, 40, 16, 8},     // 16 rows, the most of a decode block
+      {4, 2, 5, 2, 8, 3},        // n_q > n_kv: rows 0..2 see no key
+      {2, 2, 2, 9000, 1, 8},     // 36 tiles: 18 splits of two tiles
+      {6, 3, 100, 150, 32, 24},  // prefill with groups (query blocks of one head)
+      {4, 4, 60, 61, 48, 48},    // prefill, MQA
+  };
+  std::uint32_t seed = 500;
+  for (const Grouped& g : shapes)
+    for (bool causal : {false, true})
+      check_all_kernels({.shape = {.batch_heads = g.heads_q,
+                                   .n_q = g.n_q,
+                                   .n_kv = g.n_kv,
+                                   .d_k = g.d_k,
+                                   .d_v = g.d_v,
+                                   .group = g.group},
+                         .causal = causal,
+                         .seed = seed++,
+                         .threads = 2});
+}
+
 TEST_CASE("fully masked rows give output 0, lse -inf and empty probes") {
   // n_q = 5, n_kv = 2, causal: rows 0..2 see no key; rows 3 and 4 see one and two.
   const Shape s{.batch_heads = 2, .n_q = 5, .n_kv = 2, .d_k = 8, .d_v = 3};
@@ -383,24 +421,85 @@ TEST_CASE("fully masked rows give output 0, lse -inf and empty probes") {
 }
 
 TEST_CASE("the tiled rungs give the same bits on any thread count") {
-  const Shape s{.batch_heads = 3, .n_q = 100, .n_kv = 150, .d_k = 32, .d_v = 24};
-  const auto [q, k, v] = random_inputs(s, 1, 9);
-  for (const auto& kern : sdpa::kernel_registry()) {
-    // OpenBLAS and Eigen choose their own splits and make no such promise.
-    if (kern.family == "blas" || kern.family == "eigen") continue;
-    INFO(kern.name);
-    std::vector<float> one(s.out_elements()), three(s.out_elements());
-    for (auto [out, threads] : {std::pair{&one, 1}, std::pair{&three, 3}})
-      kern.forward({.shape = s,
-                    .q = q.data(),
-                    .k = k.data(),
-                    .v = v.data(),
-                    .out = out->data(),
-                    .scale = 0.2f,
-                    .causal = true,
-                    .threads = threads});
-    CHECK(one == three);
+  // Prefill, prefill with groups, and decode shapes whose splits outnumber the threads or not.
+  const Shape shapes[] = {{.batch_heads = 3, .n_q = 100, .n_kv = 150, .d_k = 32, .d_v = 24},
+                          {.batch_heads = 4, .n_q = 70, .n_kv = 90, .d_k = 16, .d_v = 8, .group = 2},
+                          {.batch_heads = 8, .n_q = 1, .n_kv = 2000, .d_k = 64, .d_v = 32, .group = 4},
+                          {.batch_heads = 3, .n_q = 4, .n_kv = 300, .d_k = 40, .d_v = 24, .group = 3}};
+  for (const Shape& s : shapes) {
+    const auto [q, k, v] = random_inputs(s, 1, 9);
+    for (const auto& kern : sdpa::kernel_registry()) {
+      // OpenBLAS and Eigen choose their own splits and make no such promise.
+      if (kern.family == "blas" || kern.family == "eigen") continue;
+      INFO(kern.name, " bh=", s.batch_heads, " group=", s.group, " n_q=", s.n_q);
+      struct Run {
+        std::vector<float> out, lse;
+        sdpa::RowProbes probes;
+      };
+      std::vector<Run> runs;
+      for (int threads : {1, 2, 3}) {
+        Run r{std::vector<float>(s.out_elements()), std::vector<float>(s.rows()),
+              sdpa::RowProbes(s.rows())};
+        kern.forward({.shape = s,
+                      .q = q.data(),
+                      .k = k.data(),
+                      .v = v.data(),
+                      .out = r.out.data(),
+                      .lse = r.lse.data(),
+                      .scale = 0.2f,
+                      .causal = true,
+                      .threads = threads,
+                      .probes = &r.probes});
+        runs.push_back(std::move(r));
+      }
+      for (std::size_t t = 1; t < runs.size(); ++t) {
+        CAPTURE(t + 1);
+        CHECK(runs[t].out == runs[0].out);
+        CHECK(runs[t].lse == runs[0].lse);
+        CHECK(runs[t].probes.entropy == runs[0].probes.entropy);
+        CHECK(runs[t].probes.sum_p2 == runs[0].probes.sum_p2);
+        CHECK(runs[t].probes.score_sumsq == runs[0].probes.score_sumsq);
+      }
+    }
   }
+}
+
+TEST_CASE("a grouped shape and its heads repeated per query head give the same attention") {
+  // GQA is MHA with each K/V head repeated over its group's query heads: the reference on the
+  // repeated tensors is an independent oracle for the indexing of K/V heads.
+  const Shape grouped{.batch_heads = 6, .n_q = 3, .n_kv = 20, .d_k = 8, .d_v = 5, .group = 3};
+  Shape repeated = grouped;
+  repeated.group = 1;
+  const auto [q, k, v] = random_inputs(grouped, 1, 11);
+  std::vector<double> k_rep, v_rep;
+  for (std::int64_t h = 0; h < grouped.batch_heads; ++h) {
+    const std::int64_t kv = grouped.kv_head(h);
+    k_rep.insert(k_rep.end(), k.begin() + kv * 20 * 8, k.begin() + (kv + 1) * 20 * 8);
+    v_rep.insert(v_rep.end(), v.begin() + kv * 20 * 5, v.begin() + (kv + 1) * 20 * 5);
+  }
+  const auto want = sdpa::reference_attention(repeated, widen(q), k_rep, v_rep, 0.3, true);
+  const auto got = sdpa::reference_attention(grouped, widen(q), widen(k), widen(v), 0.3, true);
+  CHECK(got.out == want.out);
+  CHECK(got.lse == want.lse);
+}
+
+TEST_CASE("shapes: grouped heads need batch_heads a multiple of the group") {
+  CHECK(Shape{.batch_heads = 8, .group = 4}.valid());
+  CHECK(Shape{.batch_heads = 8, .group = 4}.kv_batch_heads() == 2);
+  CHECK(Shape{.batch_heads = 8, .group = 4}.kv_head(5) == 1);
+  CHECK_FALSE(Shape{.batch_heads = 8, .group = 3}.valid());
+  CHECK_FALSE(Shape{.batch_heads = 8, .group = 0}.valid());
+  CHECK_FALSE(Shape{.batch_heads = 8, .n_kv = 0}.valid());
+}
+
+TEST_CASE("workspace: decode partials are counted, prefill holds none") {
+  // One partial output row of d_v floats per split, row and block at least.
+  const Shape decode{.batch_heads = 32, .n_q = 1, .n_kv = 16384, .d_k = 128, .d_v = 128, .group = 4};
+  CHECK(sdpa::flash_forward_workspace_bytes(decode) >= 4.0 * 32 * 32 * 128);
+  CHECK(sdpa::flash_forward_workspace_bytes({.batch_heads = 2, .n_q = 1024, .n_kv = 1024}) == 0);
+  // The peers' scores: one K/V head's stacked rows of n_kv at a time.
+  CHECK(sdpa::eigen_workspace_bytes(decode) >= 4.0 * 4 * 16384);
+  CHECK(sdpa::blas_workspace_bytes(decode) >= 4.0 * 4 * 16384);
 }
 
 TEST_CASE("the vectorised exp is within its documented accuracy over softmax's range") {
