@@ -25,7 +25,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <cstdlib>
+#include <utility>
 
 #include "attention_tiles-inl.h"
 #include "decode_blocks.hpp"
@@ -33,18 +33,19 @@
 
 HWY_BEFORE_NAMESPACE();
 namespace sdpa::detail::HWY_NAMESPACE {
-inline int g_variant = getenv("DECODE_VARIANT") ? atoi(getenv("DECODE_VARIANT")) : 0;
-inline std::int64_t g_tile = getenv("DECODE_TILE") ? atoi(getenv("DECODE_TILE")) : kDecodeTile;
 
-// Folds the first N of the L vectors x pairwise until x[0] holds, in lane t, the sum of the
-// lanes of the original x[t]. Unrolled at compile time so that x stays in registers.
-template <class P, std::int64_t N = P::kLanes>
-HWY_INLINE void TransposeSum(typename P::V (&x)[P::kLanes]) {
-  if constexpr (N > 1) {
-#pragma GCC unroll 16
-    for (std::int64_t t = 0; t < N / 2; ++t) x[t] = P::PairSums(x[2 * t + 1], x[2 * t]);
-    TransposeSum<P, N / 2>(x);
-  }
+// Folds the L vectors of dots (L floats each) pairwise, in place, until the first holds, in
+// lane t, the sum of the lanes of the original vector t; returns it. Through L1 rather than
+// registers: vectors may be sizeless (SVE), so no array of them exists, and the fold costs L - 1
+// pair sums against the L x d_k / L multiply-adds of the group's scores.
+template <class P>
+HWY_INLINE typename P::V TransposeSum(float* dots) {
+  constexpr std::int64_t L = P::kLanes;
+  for (std::int64_t n = L / 2; n >= 1; n /= 2)
+    for (std::int64_t t = 0; t < n; ++t)
+      P::Store(P::PairSums(P::Load(dots + (2 * t + 1) * L), P::Load(dots + 2 * t * L)),
+               dots + t * L);
+  return P::Load(dots);
 }
 
 // dots[t] (+)= q . k_t over N vectors of d, for the L keys k_t = k + t ld_k: one vector of
@@ -53,24 +54,28 @@ HWY_INLINE void TransposeSum(typename P::V (&x)[P::kLanes]) {
 // are independent, so out-of-order execution overlaps them). Unrolling over keys instead, to
 // keep all L sums in registers, made GCC hoist the L x N key addresses into stack slots and
 // reload one per multiply-add (measured: a third of the decode time).
+template <class P, std::size_t... U>
+HWY_INLINE void ScoreChunkOf(const float* q, const float* k, std::int64_t ld_k, bool first,
+                             float* dots, std::index_sequence<U...>) {
+  constexpr std::int64_t L = P::kLanes;
+  // The query's vectors are a parameter pack, not an array: SVE vectors are sizeless types,
+  // which arrays cannot hold. Inlined, or the pack would be passed on the stack.
+  [&](auto... qv) HWY_ATTR __attribute__((always_inline)) {
+    for (std::int64_t t = 0; t < L; ++t, k += ld_k) {
+      auto a0 = first ? P::Zero() : P::Load(dots + t * L), a1 = P::Zero();
+      ((void)(U % 2 == 0 ? (a0 = P::MulAdd(qv, P::Load(k + U * L), a0))
+                         : (a1 = P::MulAdd(qv, P::Load(k + U * L), a1))),
+       ...);
+      P::Store(P::Add(a0, a1), dots + t * L);
+    }
+  }
+  (P::Load(q + std::int64_t(U) * L)...);
+}
+
 template <class P, std::int64_t N>
 HWY_INLINE void ScoreChunk(const float* q, const float* k, std::int64_t ld_k, bool first,
                            float* dots) {
-  using V = typename P::V;
-  constexpr std::int64_t L = P::kLanes;
-  V qv[N];
-#pragma GCC unroll 16
-  for (std::int64_t u = 0; u < N; ++u) qv[u] = P::Load(q + u * L);
-  for (std::int64_t t = 0; t < L; ++t, k += ld_k) {
-    V a0 = first ? P::Zero() : P::Load(dots + t * L), a1 = P::Zero();
-#pragma GCC unroll 16
-    for (std::int64_t u = 0; u + 1 < N; u += 2) {
-      a0 = P::MulAdd(qv[u], P::Load(k + u * L), a0);
-      a1 = P::MulAdd(qv[u + 1], P::Load(k + (u + 1) * L), a1);
-    }
-    if constexpr (N % 2 == 1) a0 = P::MulAdd(qv[N - 1], P::Load(k + (N - 1) * L), a0);
-    P::Store(P::Add(a0, a1), dots + t * L);
-  }
+  ScoreChunkOf<P>(q, k, ld_k, first, dots, std::make_index_sequence<N>());
 }
 
 // The last d_vecs % kScoreChunk vectors of d: one instantiation per count.
@@ -90,16 +95,11 @@ HWY_INLINE void ScoreRemainder(std::int64_t n, const float* q, const float* k, s
 template <class P>
 HWY_INLINE typename P::V GroupScores(const float* q, const float* k, std::int64_t ld_k,
                                      std::int64_t d_vecs, float* dots) {
-  using V = typename P::V;
   constexpr std::int64_t L = P::kLanes, C = P::kScoreChunk;
   std::int64_t c = 0;
   for (; c + C <= d_vecs; c += C) ScoreChunk<P, C>(q + c * L, k + c * L, ld_k, c == 0, dots);
   ScoreRemainder<P>(d_vecs - c, q + c * L, k + c * L, ld_k, c == 0, dots);
-  V acc[L];
-#pragma GCC unroll 16
-  for (std::int64_t t = 0; t < L; ++t) acc[t] = P::Load(dots + t * L);
-  TransposeSum<P>(acc);
-  return acc[0];
+  return TransposeSum<P>(dots);
 }
 
 // S [rows][ld_s] = q [rows][w.ld_q] K^T for keys [0, nk) of k, in whole vectors of keys: lanes
@@ -109,20 +109,10 @@ HWY_INLINE typename P::V GroupScores(const float* q, const float* k, std::int64_
 // so that no load runs past K.
 template <class P>
 void ScoreRows(const DecodeScratch& w, std::int64_t rows, const float* k, std::int64_t d_k,
-               std::int64_t nk, const float* v, std::int64_t d_v) {
+               std::int64_t nk) {
   constexpr std::int64_t L = P::kLanes;
   const std::int64_t d_vecs = (d_k + L - 1) / L;
   for (std::int64_t j0 = 0; j0 < nk; j0 += L) {
-    if (g_variant & 1) {
-    const char* v_begin = reinterpret_cast<const char*>(v + j0 * d_v);
-    const char* v_end = reinterpret_cast<const char*>(v + std::min(j0 + L, nk) * d_v);
-    for (const char* line = v_begin; line < v_end; line += 64) __builtin_prefetch(line, 0, 2);
-    }
-    if (g_variant & 2) {
-    const char* k_begin = reinterpret_cast<const char*>(k + (j0 + 4 * L) * d_k);
-    const char* k_end = reinterpret_cast<const char*>(k + (j0 + 5 * L) * d_k);
-    for (const char* line = k_begin; line < k_end; line += 64) __builtin_prefetch(line, 0, 3);
-    }
     const float* group = k + j0 * d_k;
     std::int64_t ld_k = d_k;
     if (j0 + L > nk || d_k % L != 0) {
@@ -230,9 +220,9 @@ void DecodeSplit(const ForwardArgs& a, const DecodeGeometry& g, const DecodeBloc
   const float* v = a.v + blk.kv * s.n_kv * s.d_v;
   const std::int64_t first = split * g.keys_per_split;
   const std::int64_t end = std::min(s.n_kv, first + g.keys_per_split);
-  for (std::int64_t key0 = first; key0 < end; key0 += g_tile) {
-    const std::int64_t nk = std::min(g_tile, end - key0);
-    ScoreRows<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk, v + key0 * s.d_v, s.d_v);
+  for (std::int64_t key0 = first; key0 < end; key0 += kDecodeTile) {
+    const std::int64_t nk = std::min(kDecodeTile, end - key0);
+    ScoreRows<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk);
     SoftmaxRows<P, kProbe>(a, blk.rows, key0, nk, w);
     if constexpr (kProbe) fold_tile_probes(w, blk.rows);
     const Gemm values{.m = blk.rows,
@@ -249,7 +239,7 @@ void DecodeSplit(const ForwardArgs& a, const DecodeGeometry& g, const DecodeBloc
                       .ldc = g.ld_acc,
                       .init = key0 == first ? Gemm::Init::kZero : Gemm::Init::kLoadScaled,
                       .row_scale = w.rescale};
-    if (g_variant & 4) RunGemm<P, P::kMrO, P::kNvO>(values); else RunGemm<P, P::kMrD, P::kNvD>(values);
+    RunGemm<P, P::kMrD, P::kNvD>(values);
   }
   std::copy_n(w.max, blk.rows, out.max);
   std::copy_n(w.sum, blk.rows, out.sum);
@@ -270,7 +260,8 @@ void DecodeMerge(const ForwardArgs& a, const DecodeGeometry& g, const DecodeBloc
   constexpr std::int64_t L = P::kLanes;
   for (std::int64_t i = 0; i < blk.rows; ++i) {
     float m = -std::numeric_limits<float>::infinity();
-    for (std::int64_t c = 0; c < g.splits; ++c) m = std::max(m, partials.split(blk.index, c).max[i]);
+    for (std::int64_t c = 0; c < g.splits; ++c)
+      m = std::max(m, partials.split(blk.index, c).max[i]);
     RowResult row{.max = m, .sum = 0.0f, .acc = w.merged};
     std::fill_n(w.merged, g.ld_acc, 0.0f);
     for (std::int64_t c = 0; c < g.splits; ++c) {

@@ -50,8 +50,8 @@ void blas_forward(const ForwardArgs& a) {
       l[i] = sum;
       if (a.lse) a.lse[kv * rows + i] = visible ? m + std::log(sum) : -kInf;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(s.d_v), int(s.n_kv),
-                1.0f, p, int(s.n_kv), v, int(s.d_v), 0.0f, out, int(s.d_v));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(s.d_v), int(s.n_kv), 1.0f,
+                p, int(s.n_kv), v, int(s.d_v), 0.0f, out, int(s.d_v));
     for (std::int64_t i = 0; i < rows; ++i) {
       const float inv = l[i] > 0 ? 1.0f / l[i] : 0.0f;
       for (std::int64_t c = 0; c < s.d_v; ++c) out[i * s.d_v + c] *= inv;

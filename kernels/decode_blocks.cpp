@@ -49,7 +49,8 @@ DecodeBlock DecodeGeometry::block(std::int64_t index, const Shape& s) const {
   const std::int64_t heads = std::min(heads_per_block, s.group - first_head);
   return {.index = index,
           .kv = kv,
-          .first_row = (kv * s.group + first_head) * s.n_q, .rows = heads * s.n_q};
+          .first_row = (kv * s.group + first_head) * s.n_q,
+          .rows = heads * s.n_q};
 }
 
 std::int64_t DecodePartials::split_floats(const DecodeGeometry& g, bool probes) {

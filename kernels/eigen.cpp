@@ -23,9 +23,7 @@ namespace {
 
 // The layout eigen_product.cpp carves: scores of one K/V head's stacked rows, then shift, l and
 // 1/l per row.
-std::int64_t eigen_workspace_floats(const Shape& s) {
-  return peer_rows(s) * (s.n_kv + 3);
-}
+std::int64_t eigen_workspace_floats(const Shape& s) { return peer_rows(s) * (s.n_kv + 3); }
 
 // Probes live here, in a baseline translation unit: the ISA copies must not instantiate the
 // inline helpers that other units share (see eigen_product.cpp).

@@ -1,13 +1,13 @@
-// The roofline's loops timed on threads (sdpa/peak.hpp): measure_multiply_add and, over huge
-// pages, measure_triad.
+// The roofline's loops timed on threads (sdpa/peak.hpp): measure_multiply_add and
+// measure_triad.
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <utility>
 
-#include "sdpa/huge_pages.hpp"
 #include "sdpa/peak.hpp"
 
 namespace sdpa::peak {
@@ -32,15 +32,15 @@ std::vector<double> measure_multiply_add(std::string_view isa, int threads, int 
   std::vector<float> sink(std::size_t(std::max(1, threads)));
   std::int64_t steps = 4096;
   double t = 0;
-  while ((t = timed_parallel(1, [&](int, int) {
-            sink[0] = multiply_add_chains(isa, steps, kA, kB);
-          })) < 1e-3)
+  while ((t = timed_parallel(
+              1, [&](int, int) { sink[0] = multiply_add_chains(isa, steps, kA, kB); })) < 1e-3)
     steps *= 2;
   steps = std::max<std::int64_t>(1, std::llround(double(steps) * min_time / t));
   std::vector<double> gflops;
   for (int r = 0; r < repetitions; ++r) {
-    const double seconds = timed_parallel(
-        threads, [&](int i, int) { sink[std::size_t(i)] = multiply_add_chains(isa, steps, kA, kB); });
+    const double seconds = timed_parallel(threads, [&](int i, int) {
+      sink[std::size_t(i)] = multiply_add_chains(isa, steps, kA, kB);
+    });
     gflops.push_back(double(threads) * multiply_add_flops(isa, steps) / seconds / 1e9);
   }
   return gflops;
@@ -48,12 +48,12 @@ std::vector<double> measure_multiply_add(std::string_view isa, int threads, int 
 
 std::vector<double> measure_triad(std::string_view isa, int threads, double footprint_bytes,
                                   int repetitions, double min_time) {
-  const auto n = std::max<std::int64_t>(1 << 20, std::llround(footprint_bytes / (3 * sizeof(float))));
+  const auto n =
+      std::max<std::int64_t>(1 << 20, std::llround(footprint_bytes / (3 * sizeof(float))));
   // Uninitialised: each thread's first touch below places its slice's pages.
-  HugePageAllocator<float> alloc;
-  float* x = alloc.allocate(std::size_t(n));
-  float* y = alloc.allocate(std::size_t(n));
-  float* z = alloc.allocate(std::size_t(n));
+  const std::unique_ptr<float[]> x_mem(new float[std::size_t(n)]), y_mem(new float[std::size_t(n)]),
+      z_mem(new float[std::size_t(n)]);
+  float *x = x_mem.get(), *y = y_mem.get(), *z = z_mem.get();
   auto slice = [n](int i, int team) {
     return std::pair<std::int64_t, std::int64_t>{n * i / team, n * (i + 1) / team};
   };
@@ -75,7 +75,6 @@ std::vector<double> measure_triad(std::string_view isa, int threads, double foot
   gbs.reserve(std::size_t(std::max(0, repetitions)));
   for (int r = 0; r < repetitions; ++r)
     gbs.push_back(triad_bytes(n) * double(passes) / passes_of(passes) / 1e9);
-  for (float* p : {x, y, z}) alloc.deallocate(p, std::size_t(n));
   return gbs;
 }
 

@@ -43,9 +43,9 @@ void reference_forward(const ForwardArgs& a) {
   for (std::int64_t r = 0; r < s.rows(); ++r) {
     const std::int64_t kv = s.kv_head(r / s.n_q), i = r % s.n_q;
     const std::int64_t visible = visible_keys(s, a.causal, i);
-    const double lse = reference_row(s, a.q + r * s.d_k, a.k + kv * s.n_kv * s.d_k,
-                                     a.v + kv * s.n_kv * s.d_v, a.scale, visible, row_out.data(),
-                                     scores);
+    const double lse =
+        reference_row(s, a.q + r * s.d_k, a.k + kv * s.n_kv * s.d_k, a.v + kv * s.n_kv * s.d_v,
+                      a.scale, visible, row_out.data(), scores);
     for (std::int64_t c = 0; c < s.d_v; ++c) a.out[r * s.d_v + c] = float(row_out[c]);
     if (a.lse) a.lse[r] = float(lse);
     if (a.probes) {
@@ -104,8 +104,8 @@ void reference_backward(const BackwardArgs& a) {
   const Shape& s = a.shape;
 #pragma omp parallel for num_threads(a.threads) schedule(static)
   for (std::int64_t kv = 0; kv < s.kv_batch_heads(); ++kv)
-    reference_backward_group(s, kv, a.q, a.k, a.v, a.d_out, a.scale, a.causal, a.d_q, a.d_k,
-                             a.d_v, a.probes);
+    reference_backward_group(s, kv, a.q, a.k, a.v, a.d_out, a.scale, a.causal, a.d_q, a.d_k, a.d_v,
+                             a.probes);
 }
 
 }  // namespace

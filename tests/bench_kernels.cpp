@@ -7,7 +7,6 @@
 // models) are memory-bound: they report GB/s of K and V and % of the memory roof, the time to
 // read K and V once at the triad bandwidth measured at start-up in this binary:
 //   build/release/tests/bench_kernels --benchmark_filter='decode/flash/'
-// Tensors live on huge pages (sdpa/huge_pages.hpp), like the triad's arrays.
 // Timing is a benchmark, never a test assertion.
 #include <benchmark/benchmark.h>
 
@@ -21,7 +20,6 @@
 #include <utility>
 #include <vector>
 
-#include "sdpa/huge_pages.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/peak.hpp"
 
@@ -42,7 +40,7 @@ std::string peak_isa(const sdpa::Kernel& k) {
 }
 
 struct Tensors {
-  sdpa::HugePageVector<float> q, k, v, out, lse, d_out, d_q, d_k, d_v;
+  std::vector<float> q, k, v, out, lse, d_out, d_q, d_k, d_v;
   explicit Tensors(const sdpa::Shape& s) {
     std::mt19937 rng(1);
     std::normal_distribution<float> n01;
@@ -138,12 +136,8 @@ constexpr Heads kModels[] = {{"llama3-8b", 32, 8, 128},
                              {"gpt2", 12, 12, 64}};
 
 sdpa::Shape decode_shape(const Heads& h, std::int64_t n_q, std::int64_t cache) {
-  return {.batch_heads = h.q,
-          .n_q = n_q,
-          .n_kv = cache,
-          .d_k = h.d,
-          .d_v = h.d,
-          .group = h.q / h.kv};
+  return {
+      .batch_heads = h.q, .n_q = n_q, .n_kv = cache, .d_k = h.d, .d_v = h.d, .group = h.q / h.kv};
 }
 
 // Causal (the mask is aligned to the end: each of the n_q new tokens sees the cache and the
@@ -157,15 +151,17 @@ void bench_decode(benchmark::State& state, const sdpa::Kernel* kern, Heads heads
   args.causal = true;
   const double seconds = time_calls(state, *kern, threads, sdpa::forward_flops(shape, false),
                                     [&] { kern->forward(args); });
-  const double gbs = sizeof(float) * double(shape.k_elements() + shape.v_elements()) / seconds * 1e-9;
+  const double gbs =
+      sizeof(float) * double(shape.k_elements() + shape.v_elements()) / seconds * 1e-9;
   state.counters["KV_GB/s"] = gbs;
   state.counters["%roof"] = 100.0 * gbs / g_triad[threads];
 }
 
 void bench_triad(benchmark::State& state, int threads) {
   std::vector<double> gbs;
-  for (auto _ : state) gbs = sdpa::peak::measure_triad(sdpa::peak::supported_isas().back(), threads,
-                                                        kTriadFootprint, 20, 0.05);
+  for (auto _ : state)
+    gbs = sdpa::peak::measure_triad(sdpa::peak::supported_isas().back(), threads, kTriadFootprint,
+                                    20, 0.05);
   std::sort(gbs.begin(), gbs.end());
   state.counters["best_GB/s"] = gbs.back();
   state.counters["median_GB/s"] = gbs[gbs.size() / 2];

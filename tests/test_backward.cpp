@@ -99,9 +99,12 @@ TEST_CASE("reference backward matches central finite differences") {
 
 TEST_CASE("every backward agrees with the fp64 reference on awkward shapes") {
   const std::vector<Case> cases = {
-      {{1, 1, 1, 1, 1}, false, 1.0},       {{1, 1, 7, 8, 3}, false, 0.35},
-      {{2, 17, 17, 64, 80}, true, 0.125},  {{3, 5, 63, 80, 16}, true, 1.0},
-      {{1, 65, 33, 8, 8}, true, 0.5},      {{1, 40, 127, 128, 64}, false, 0.0884},
+      {{1, 1, 1, 1, 1}, false, 1.0},
+      {{1, 1, 7, 8, 3}, false, 0.35},
+      {{2, 17, 17, 64, 80}, true, 0.125},
+      {{3, 5, 63, 80, 16}, true, 1.0},
+      {{1, 65, 33, 8, 8}, true, 0.5},
+      {{1, 40, 127, 128, 64}, false, 0.0884},
       {{1, 50, 70, 160, 136}, true, 0.08},  // d_k, d_v past one depth chunk (128) of a Gemm
       // Grouped query heads (the sixth field: query heads per K/V head): GQA, MQA, decode-like
       // rows, one key, n_q > n_kv with causal masking.
@@ -110,6 +113,7 @@ TEST_CASE("every backward agrees with the fp64 reference on awkward shapes") {
       {{8, 1, 300, 64, 64, 4}, true, 0.125},
       {{4, 3, 1, 8, 8, 2}, false, 0.5},
       {{2, 5, 2, 8, 3, 2}, true, 0.5},
+      {{16, 1, 200, 32, 16, 8}, true, 0.2},  // batch 2 of MQA 8/1: dK, dV sum over 8 heads
   };
   for (const auto& kernel : sdpa::kernel_registry()) {
     if (!kernel.backward) continue;
@@ -141,7 +145,8 @@ TEST_CASE("every backward agrees with the fp64 reference on awkward shapes") {
       // rounding is ~d eps; 64 eps sqrt(n d) bounds the accumulated error of such sums of
       // unit-variance terms with room for the exp's ulps.
       const double eps = 1.1920929e-7;
-      const double n = double(std::max(s.group * s.n_q, s.n_kv)), d = double(std::max(s.d_k, s.d_v));
+      const double n = double(std::max(s.group * s.n_q, s.n_kv)),
+                   d = double(std::max(s.d_k, s.d_v));
       const double tol = 64 * eps * std::sqrt(n * d);
       auto max_error = [](const std::vector<float>& got, const std::vector<double>& want) {
         double e = 0;

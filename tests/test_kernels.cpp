@@ -57,10 +57,10 @@ struct Case {
 std::string describe(const Case& c) {
   const Shape& s = c.shape;
   return "bh=" + std::to_string(s.batch_heads) + " group=" + std::to_string(s.group) +
-         " n_q=" + std::to_string(s.n_q) +
-         " n_kv=" + std::to_string(s.n_kv) + " d_k=" + std::to_string(s.d_k) +
-         " d_v=" + std::to_string(s.d_v) + (c.causal ? " causal" : "") +
-         " scale=" + std::to_string(c.scale) + " std=" + std::to_string(c.input_std);
+         " n_q=" + std::to_string(s.n_q) + " n_kv=" + std::to_string(s.n_kv) +
+         " d_k=" + std::to_string(s.d_k) + " d_v=" + std::to_string(s.d_v) +
+         (c.causal ? " causal" : "") + " scale=" + std::to_string(c.scale) +
+         " std=" + std::to_string(c.input_std);
 }
 
 std::vector<float> normals(std::int64_t n, double std_dev, std::mt19937& rng) {
@@ -114,7 +114,8 @@ Problem make_problem(const Case& c) {
   w.out_tol.assign(s.out_elements(), 0);
   w.lse_tol.assign(s.rows(), 0);
   w.probes.resize(s.rows());
-  for (auto* t : {&w.entropy_tol, &w.max_weight_tol, &w.sum_tol, &w.sumsq_tol, &w.p2_tol, &w.p3_tol})
+  for (auto* t :
+       {&w.entropy_tol, &w.max_weight_tol, &w.sum_tol, &w.sumsq_tol, &w.p2_tol, &w.p3_tol})
     t->assign(s.rows(), 0);
 
   std::vector<double> sc, a, p, e;
@@ -358,30 +359,33 @@ TEST_CASE("every kernel matches the fp64 reference on grouped-query and decode s
   // order. With causal masking aligned to the end, a decode row sees the whole cache and the
   // rows before it; with n_q > n_kv the first rows see nothing.
   struct Grouped {
-    std::int64_t heads_q, group, n_q, n_kv, d_k, d_v;
+    std::int64_t batch, heads_q, heads_kv, n_q, n_kv, d_k, d_v;
   };
   const Grouped shapes[] = {
-      {6, 6, 1, 1, 64, 40},      // MQA, one key
-      {8, 4, 1, 1000, 64, 64},   // GQA, n_kv not a multiple of the 256-key split
-      {8, 1, 1, 300, 128, 128},  // MHA decode
-      {8, 4, 3, 700, 80, 48},    // speculative decode: 3 new tokens, 12 rows per block
-      {8, 4, 5, 513, 32, 24},    // 20 rows per group: two blocks of 10
-      {7, 7, 1, 260, 72, 40},    // a group of 7 (28 / 4 heads); d not whole vectors
-      {2, 1, 16, 40, 16, 8},     // 16 rows, the most of a decode block
-      {4, 2, 5, 2, 8, 3},        // n_q > n_kv: rows 0..2 see no key
-      {2, 2, 2, 9000, 1, 8},     // 36 tiles: 18 splits of two tiles
-      {6, 3, 100, 150, 32, 24},  // prefill with groups (query blocks of one head)
-      {4, 4, 60, 61, 48, 48},    // prefill, MQA
+      {1, 6, 1, 1, 1, 64, 40},      // MQA, one key
+      {1, 8, 1, 1, 1000, 64, 64},   // MQA 8/1, n_kv not a multiple of the 256-key split
+      {1, 8, 2, 1, 1000, 64, 64},   // GQA 8/2
+      {1, 8, 8, 1, 300, 128, 128},  // MHA decode
+      {3, 4, 4, 1, 333, 32, 48},    // MHA 4/4, batch 3, d_k != d_v
+      {2, 8, 1, 2, 777, 40, 24},    // batch 2 of MQA 8/1: 16 rows per group, one full block
+      {1, 8, 2, 3, 700, 80, 48},    // speculative decode: 3 new tokens, 12 rows per block
+      {1, 8, 2, 5, 513, 32, 24},    // 20 rows per group: two blocks of 10
+      {1, 7, 1, 1, 260, 72, 40},    // a group of 7 (28 / 4 heads); d not whole vectors
+      {1, 2, 2, 16, 40, 16, 8},     // 16 rows, the most of a decode block
+      {1, 4, 2, 5, 2, 8, 3},        // n_q > n_kv: rows 0..2 see no key
+      {1, 2, 1, 2, 9000, 1, 8},     // 36 tiles: 18 splits of two tiles
+      {2, 6, 2, 100, 150, 32, 24},  // prefill with groups (query blocks of one head), batch 2
+      {1, 4, 1, 60, 61, 48, 48},    // prefill, MQA
   };
   std::uint32_t seed = 500;
   for (const Grouped& g : shapes)
     for (bool causal : {false, true})
-      check_all_kernels({.shape = {.batch_heads = g.heads_q,
+      check_all_kernels({.shape = {.batch_heads = g.batch * g.heads_q,
                                    .n_q = g.n_q,
                                    .n_kv = g.n_kv,
                                    .d_k = g.d_k,
                                    .d_v = g.d_v,
-                                   .group = g.group},
+                                   .group = g.heads_q / g.heads_kv},
                          .causal = causal,
                          .seed = seed++,
                          .threads = 2});
@@ -422,10 +426,13 @@ TEST_CASE("fully masked rows give output 0, lse -inf and empty probes") {
 
 TEST_CASE("the tiled rungs give the same bits on any thread count") {
   // Prefill, prefill with groups, and decode shapes whose splits outnumber the threads or not.
-  const Shape shapes[] = {{.batch_heads = 3, .n_q = 100, .n_kv = 150, .d_k = 32, .d_v = 24},
-                          {.batch_heads = 4, .n_q = 70, .n_kv = 90, .d_k = 16, .d_v = 8, .group = 2},
-                          {.batch_heads = 8, .n_q = 1, .n_kv = 2000, .d_k = 64, .d_v = 32, .group = 4},
-                          {.batch_heads = 3, .n_q = 4, .n_kv = 300, .d_k = 40, .d_v = 24, .group = 3}};
+  const Shape shapes[] = {
+      {.batch_heads = 3, .n_q = 100, .n_kv = 150, .d_k = 32, .d_v = 24},
+      {.batch_heads = 4, .n_q = 70, .n_kv = 90, .d_k = 16, .d_v = 8, .group = 2},
+      {.batch_heads = 8, .n_q = 1, .n_kv = 2000, .d_k = 64, .d_v = 32, .group = 4},
+      {.batch_heads = 3, .n_q = 4, .n_kv = 300, .d_k = 40, .d_v = 24, .group = 3},
+      // MQA 8/1 in a batch of 2, 20 splits of two tiles, the last short
+      {.batch_heads = 16, .n_q = 1, .n_kv = 10000, .d_k = 32, .d_v = 16, .group = 8}};
   for (const Shape& s : shapes) {
     const auto [q, k, v] = random_inputs(s, 1, 9);
     for (const auto& kern : sdpa::kernel_registry()) {
@@ -494,7 +501,8 @@ TEST_CASE("shapes: grouped heads need batch_heads a multiple of the group") {
 
 TEST_CASE("workspace: decode partials are counted, prefill holds none") {
   // One partial output row of d_v floats per split, row and block at least.
-  const Shape decode{.batch_heads = 32, .n_q = 1, .n_kv = 16384, .d_k = 128, .d_v = 128, .group = 4};
+  const Shape decode{
+      .batch_heads = 32, .n_q = 1, .n_kv = 16384, .d_k = 128, .d_v = 128, .group = 4};
   CHECK(sdpa::flash_forward_workspace_bytes(decode) >= 4.0 * 32 * 32 * 128);
   CHECK(sdpa::flash_forward_workspace_bytes({.batch_heads = 2, .n_q = 1024, .n_kv = 1024}) == 0);
   // The peers' scores: one K/V head's stacked rows of n_kv at a time.

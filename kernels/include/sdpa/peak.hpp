@@ -50,7 +50,7 @@ std::vector<double> measure_multiply_add(std::string_view isa, int threads, int 
                                          double min_time);
 
 // Triad bandwidth in GB/s (triad_bytes per second), one sample per repetition: three arrays of
-// footprint_bytes together on huge pages (sdpa/huge_pages.hpp), each of `threads` OpenMP
+// footprint_bytes together, each of `threads` OpenMP
 // threads on its own slice, first touched by that thread (its pages on its memory node); one
 // warm-up pass, then each repetition times as many passes as fill min_time seconds. The
 // bandwidth is the best sample: a ceiling is what the machine can do, and every disturbance
