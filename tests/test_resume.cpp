@@ -13,6 +13,7 @@
 #include "sdpa/journal.hpp"
 
 using sdpa::testing::CommandResult;
+using sdpa::testing::emulated;
 using sdpa::testing::records_of;
 using sdpa::testing::run_cli;
 using sdpa::testing::slurp;
@@ -190,7 +191,7 @@ TEST_CASE("SIGINT and SIGTERM stop between cells with exit 130 and 143 and the r
     CHECK(r.err.find(" cells are in the journal; resume with:\n  " + command + "\n") !=
           std::string::npos);
     // The printed command is the one that finishes the run.
-    const int status = std::system((command + " >/dev/null 2>&1").c_str());
+    const int status = std::system((emulated(command) + " >/dev/null 2>&1").c_str());
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
     CHECK(records_of(slurp(f.result)) == f.reference);
