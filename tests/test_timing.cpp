@@ -53,6 +53,28 @@ TEST_CASE("timing: a kernel without a backward is refused for backward and both"
             advice);
 }
 
+TEST_CASE("timing: another machine's kernel validates and its cells are recorded as not run") {
+  // No CPU runs both the x86 and the Arm ISAs, so some known ISA is missing here.
+  std::string other;
+  for (const auto& isa : sdpa::peak::known_isas())
+    if (!sdpa::peak::isa_supported(isa) && other.empty()) other = "flash@" + isa;
+  REQUIRE(!other.empty());
+  CHECK(sdpa::kernel_elsewhere(other));
+  CHECK_FALSE(sdpa::kernel_elsewhere("flash"));
+  CHECK_FALSE(sdpa::kernel_elsewhere("flash@avx1024"));
+  CHECK_FALSE(sdpa::kernel_elsewhere("nosuch@avx2"));
+  const auto records = run_cells(R"({"name": "t", "kind": "timing", "kernel": ")" + other +
+                                 R"(", "n_q": 16, "n_kv": 16, "d_k": 8, "d_v": 8, "threads": 1,
+                                    "direction": "both"})");
+  REQUIRE(records.size() == 1);
+  CHECK(records[0]["skipped"] == "not run: this CPU or build has no " + other);
+  CHECK(records[0]["kernel_isa"] == other.substr(other.find('@') + 1));
+  CHECK_FALSE(records[0].contains("time_s"));
+  // Statistics need a kernel that runs here.
+  CHECK(error_of(R"({"name": "a", "kind": "variance", "kernel": ")" + other + R"(", "d_k": 4})")
+            .find("/experiments/0/kernel: unknown kernel \"" + other + "\"") != std::string::npos);
+}
+
 TEST_CASE("timing and roofline: schema messages") {
   CHECK(error_of(R"({"name": "a", "kind": "timing", "kernel": "naive", "threads": "many"})") ==
         "bad.json: /experiments/0/threads: expected a thread count (a positive integer or \"all\", "
