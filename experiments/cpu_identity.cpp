@@ -207,7 +207,7 @@ Identity identity() {
       __cpuid(leaf, a, b, c, d);
       brand += register_text({a, b, c, d});
     }
-    id.brand = trimmed(brand.c_str());  // the string ends at its first NUL
+    id.brand = trimmed(brand);  // padded with NULs or spaces
   }
 #elif defined(__aarch64__)
   if (const auto midr = read_midr()) id = decode_midr(*midr);
