@@ -198,11 +198,14 @@ json machine_fingerprint() {
 std::string machine_id(const json& machine) {
   std::string id = slug(machine["cpu_model"].get<std::string>());
   if (machine.contains("microarchitecture")) {
-    std::string core = machine["microarchitecture"].is_string()
-                           ? slug(machine["microarchitecture"].get<std::string>())
-                           : "family" + std::to_string(machine["family"].get<int>()) + "-model" +
-                                 std::to_string(machine["model"].get<int>());
-    if (("-" + id + "-").find("-" + core + "-") == std::string::npos) id += "-" + slug(core);
+    std::string core;
+    if (machine["microarchitecture"].is_string())
+      core = slug(machine["microarchitecture"].get<std::string>());
+    else if (!machine.contains("midr"))  // an unknown Arm core's model names its part already
+      core = "family" + std::to_string(machine["family"].get<int>()) + "-model" +
+             std::to_string(machine["model"].get<int>());
+    if (!core.empty() && ("-" + id + "-").find("-" + core + "-") == std::string::npos)
+      id += "-" + core;
   }
   const json& isa = machine["isa_extensions"];
   if (has(isa, "avx512f"))

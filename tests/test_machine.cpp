@@ -124,4 +124,13 @@ TEST_CASE("machine ids tell hosts of one machine type apart") {
   CHECK(sdpa::machine_id(arm) == "arm-neoverse-v1-sve-4c");
   arm["isa_extensions"] = {"asimd"};
   CHECK(sdpa::machine_id(arm) == "arm-neoverse-v1-neon-4c");
+  // An unknown Arm part: its model names it already (qemu's "max" CPU).
+  json qemu = {{"cpu_model", "implementer 0x0 part 0x51"},
+               {"microarchitecture", nullptr},
+               {"family", 8},
+               {"model", 0x51},
+               {"midr", "0x000f0510"},
+               {"logical_cores", 2},
+               {"isa_extensions", {"asimd", "sve", "sve2"}}};
+  CHECK(sdpa::machine_id(qemu) == "implementer-0x0-part-0x51-sve2-2c");
 }
