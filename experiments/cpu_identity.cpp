@@ -34,12 +34,14 @@ std::string trimmed(std::string s) {
   return s;
 }
 
+#ifndef SDPA_CPUID  // what cpuid tells x86, other architectures read from sysfs
 std::string first_line(const std::string& path) {
   std::ifstream in(path);
   std::string line;
   std::getline(in, line);
   return line;
 }
+#endif
 
 // AMD family 17h-1Ah models, as Linux sorts them into X86_FEATURE_ZEN1..5.
 constexpr Range kAmd17[] = {{0x08, 0x08, "Zen+"},  {0x18, 0x18, "Zen+"},  {0x00, 0x2f, "Zen"},
