@@ -5,7 +5,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 BIN    := $(BUILD)/cli/sdpa-bench
 
-.PHONY: setup configure build run test bench results report fuzz lint clean
+.PHONY: setup configure build run test test-arm64 bench results report fuzz lint clean
 
 setup:
 	@tools/setup.sh
@@ -21,6 +21,14 @@ run: build
 
 test: build
 	ctest --preset $(PRESET) -j $(JOBS)
+
+# The test suite cross-built for aarch64 (the arm64 preset, Debian's cross toolchain) and run
+# under qemu user emulation: NEON as a Neoverse N1, and the kernels again on SVE and SVE2.
+test-arm64:
+	@tools/setup.sh --arm64
+	@cmake --preset arm64 >/dev/null
+	@cmake --build build/arm64 -j $(JOBS)
+	ctest --preset arm64 -j $(JOBS)
 
 bench: build
 	$(BUILD)/tests/bench_kernels

@@ -106,9 +106,12 @@ std::vector<ExperimentPlan> make_plan(const Config& config);
 
 // ---- machine and build --------------------------------------------------------------------
 
-json machine_fingerprint();                   // CPU, cores, ISA extensions, caches, memory, OS
+// CPU (model, vendor, family, model, stepping, microarchitecture), cores, ISA extensions,
+// caches, memory, frequency governor, hypervisor, OS
+json machine_fingerprint();
 json suite_info();                            // version, git commit, build type, compiler and flags
-std::string machine_id(const json& machine);  // e.g. "amd-epyc-avx512-2c"
+std::string machine_id(const json& machine);  // e.g. "amd-epyc-zen-4-avx512-2c"
+std::string frequency_governor();             // cpufreq's scaling governor; "" when there is none
 double available_memory_bytes();
 int default_threads();  // the cores this process may use
 
