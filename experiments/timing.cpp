@@ -262,6 +262,7 @@ ExperimentKind timing_experiment() {
             return bytes / threads;
           },
       .check = check_timing,
+      .cell_check = nullptr,
   };
 }
 
