@@ -82,8 +82,7 @@ std::string folder_problem(const fs::path& folder) {
              std::to_string(NAME_MAX);
   std::string probe = (existing / ".sdpa-bench-probe-XXXXXX").string();
   const int fd = ::mkstemp(probe.data());
-  if (fd < 0)
-    return "cannot create files in " + existing.string() + ": " + std::strerror(errno);
+  if (fd < 0) return "cannot create files in " + existing.string() + ": " + std::strerror(errno);
   ::close(fd);
   ::unlink(probe.c_str());
   return "";
@@ -95,8 +94,7 @@ std::string folder_problem(const fs::path& folder) {
 }
 
 void check_not_empty(const std::string& option, const std::string& path, const char* expected) {
-  if (path.empty())
-    throw InputError(option + ": expected " + expected + ", found an empty string");
+  if (path.empty()) throw InputError(option + ": expected " + expected + ", found an empty string");
 }
 
 }  // namespace

@@ -268,8 +268,8 @@ std::string nesting_problem(const json& document) {
       if (!steps.empty()) steps.pop_back();
       continue;
     }
-    steps.push_back(pointer_step(top.node->is_object() ? top.next.key()
-                                                       : std::to_string(top.index)));
+    steps.push_back(
+        pointer_step(top.node->is_object() ? top.next.key() : std::to_string(top.index)));
     const json& child = *top.next++;
     ++top.index;
     if (!child.is_structured()) {

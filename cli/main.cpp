@@ -119,7 +119,8 @@ int report(const ReportOptions& o) {
   std::vector<std::pair<std::string, std::string>> files;  // written together, all or nothing
   if (o.format != "md") {
     csvs = sdpa::report::csv_files(results);
-    for (const auto& c : csvs) files.emplace_back((fs::path(o.out) / "csv" / c.name).string(), c.text);
+    for (const auto& c : csvs)
+      files.emplace_back((fs::path(o.out) / "csv" / c.name).string(), c.text);
   }
   std::vector<std::string> plot_names;
   if (o.plots) {
@@ -231,7 +232,8 @@ std::string usage_message(const CLI::ParseError& e, const CLI::App& app, int arg
   std::smatch m;
   if (std::regex_match(message, m, std::regex("(.*): 1 required TEXT missing")))
     message = m[1].str() + ": expected a value, found none";
-  else if (std::regex_match(message, m, std::regex("(.*): At least (\\d+) required but received (\\d+)")))
+  else if (std::regex_match(message, m,
+                            std::regex("(.*): At least (\\d+) required but received (\\d+)")))
     message = m[1].str() + ": expected at least " + m[2].str() + " values, found " + m[3].str();
   else if (std::regex_match(message, m, std::regex("(.*) is required")))
     message = "missing " + m[1].str();
@@ -251,8 +253,8 @@ void refuse_empty_values(const CLI::App& command) {
 void check_choice(const std::string& option, const std::string& value,
                   const std::vector<std::string>& choices) {
   if (std::find(choices.begin(), choices.end(), value) != choices.end()) return;
-  throw sdpa::InputError(option + ": expected one of " + sdpa::join_quoted(choices) +
-                         ", found \"" + value + "\"");
+  throw sdpa::InputError(option + ": expected one of " + sdpa::join_quoted(choices) + ", found \"" +
+                         value + "\"");
 }
 
 // Parses the command line and runs the subcommand; main turns what it throws into exit codes.

@@ -69,10 +69,10 @@ void expect_finite(const Operand& o) {
   const auto bad = std::find_if(d.begin(), d.end(), [](float x) { return !std::isfinite(x); });
   if (bad == d.end()) return;
   const std::int64_t i = bad - d.begin(), row = i / o.cols % o.rows, col = i % o.cols;
-  throw InputError(o.path + ": expected finite values, found " + number(*bad) +
-                   " at row " + std::to_string(row) + ", column " + std::to_string(col) +
-                   (o.array.shape.size() == 3 ? " of batch " + std::to_string(i / o.cols / o.rows)
-                                              : ""));
+  throw InputError(
+      o.path + ": expected finite values, found " + number(*bad) + " at row " +
+      std::to_string(row) + ", column " + std::to_string(col) +
+      (o.array.shape.size() == 3 ? " of batch " + std::to_string(i / o.cols / o.rows) : ""));
 }
 
 bool all_finite(const std::vector<float>& x) {
@@ -113,9 +113,10 @@ std::vector<std::string> attend(const AttendOptions& o) {
   if (d_out) expect_finite(*d_out);
   const double scale = o.scale.value_or(1.0 / std::sqrt(double(q.cols)));
   if (std::abs(scale) > FLT_MAX || (scale != 0 && std::abs(scale) < FLT_MIN))
-    throw InputError("--scale: expected 0 or a magnitude in fp32's normal range [1.18e-38, "
-                     "3.4e+38] (the kernels compute in fp32), found " +
-                     number(scale));
+    throw InputError(
+        "--scale: expected 0 or a magnitude in fp32's normal range [1.18e-38, "
+        "3.4e+38] (the kernels compute in fp32), found " +
+        number(scale));
 
   const Shape shape{q.batch, q.rows, k.rows, q.cols, v.cols};
   std::vector<float> out(shape.out_elements()), lse(shape.rows());

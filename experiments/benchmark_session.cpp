@@ -67,13 +67,14 @@ std::vector<std::string> split(const std::string& s, char separator) {
 void check_flag(const std::string& argument) {
   if (!starts_with(argument, "--")) return;
   const std::size_t equals = argument.find('=');
-  const std::string name = argument.substr(2, equals == std::string::npos ? std::string::npos
-                                                                          : equals - 2);
+  const std::string name =
+      argument.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
   const auto* flag = std::find_if(std::begin(kFlags), std::end(kFlags),
                                   [&](const Flag& f) { return name == f.name; });
   if (flag == std::end(kFlags)) return;
   const std::string option = "--" + name;
-  if (flag->accepts == Accepts::Nothing) throw InputError(option + ": not for `run`: " + flag->detail);
+  if (flag->accepts == Accepts::Nothing)
+    throw InputError(option + ": not for `run`: " + flag->detail);
   const bool bare = equals == std::string::npos;
   const std::string value = bare ? "" : argument.substr(equals + 1);
   auto refuse = [&](const std::string& expected) {

@@ -143,8 +143,8 @@ std::string NumberRange::text() const {
   if (min <= -1e308 && max >= 1e308) return integer ? what : "a finite number";
   if (max >= 1e308) return what + (min_exclusive ? " > " : " >= ") + number_text(min);
   if (integer) return what + " from " + number_text(min) + " to " + number_text(max);
-  return what + " in " + (min_exclusive ? "(" : "[") + number_text(min) + ", " +
-         number_text(max) + "]";
+  return what + " in " + (min_exclusive ? "(" : "[") + number_text(min) + ", " + number_text(max) +
+         "]";
 }
 
 NumberRange config_range(const std::string& pointer) {
@@ -165,9 +165,9 @@ double parse_number_option(const std::string& option, const std::string& text,
   errno = 0;
   const double x = text.empty() ? 0.0 : std::strtod(text.c_str(), &end);
   const bool whole = !text.empty() && end == text.c_str() + text.size() && !std::isspace(text[0]);
-  const bool in_range = whole && std::isfinite(x) && (range.min_exclusive ? x > range.min
-                                                                          : x >= range.min) &&
-                        x <= range.max && (!range.integer || x == std::floor(x));
+  const bool in_range = whole && std::isfinite(x) &&
+                        (range.min_exclusive ? x > range.min : x >= range.min) && x <= range.max &&
+                        (!range.integer || x == std::floor(x));
   if (!in_range)
     throw InputError(option + ": expected " + range.text() + ", found \"" + text + "\"");
   return x;

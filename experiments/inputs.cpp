@@ -100,7 +100,8 @@ std::string InputSpec::fp32_problem(double d_k, double scale) const {
                   "and %.3g, scale %g)",
                   score_max, d_k, q_max, k_max, scale);
   else if (std::min(q_rms, k_rms) < tiny || product < tiny)
-    remedy = "increase the standard deviations or the scale", std::snprintf(what, sizeof what,
+    remedy = "increase the standard deviations or the scale",
+    std::snprintf(what, sizeof what,
                   ": entries of about %.3g and %.3g (scale %g) make products of about %.3g, "
                   "below fp32's full precision (2^-102 = %.3g)",
                   q_rms, k_rms, scale, q_rms * k_rms * std::abs(scale), tiny);

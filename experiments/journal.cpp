@@ -34,8 +34,9 @@ const JsonSchema& header_schema() {
     return json{
         {"type", "object"},
         {"additionalProperties", false},
-        {"required", {"sdpa_bench_journal", "config_path", "config_sha256", "seed", "result",
-                      "started_at", "threads"}},
+        {"required",
+         {"sdpa_bench_journal", "config_path", "config_sha256", "seed", "result", "started_at",
+          "threads"}},
         {"properties",
          {{"sdpa_bench_journal", {{"const", kJournalVersion}}},
           {"config_path",

@@ -254,9 +254,8 @@ Array parse(const std::string& path, std::string_view bytes) {
 
 Array read(const std::string& path) {
   const InputFile file = InputFile::open(path, "array", "a .npy file");
-  const Header h =
-      parse_header(path, file.read(0, std::min<std::uint64_t>(file.size(), 12 + kMaxHeaderBytes)),
-                   file.size());
+  const Header h = parse_header(
+      path, file.read(0, std::min<std::uint64_t>(file.size(), 12 + kMaxHeaderBytes)), file.size());
   Array a = allocate(path, h);
   if (file.read_into(h.data_offset, reinterpret_cast<char*>(a.data.data()), h.data_bytes) !=
       h.data_bytes)

@@ -41,9 +41,7 @@ std::set<std::string> files_in(const fs::path& dir) {
 }
 
 // `[[[...]]]` nested `depth` levels deep.
-std::string nested(std::size_t depth) {
-  return std::string(depth, '[') + std::string(depth, ']');
-}
+std::string nested(std::size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 
 struct Refused {
   const TempDir& dir;
@@ -66,7 +64,8 @@ TEST_CASE("class 1: nesting 70 000 levels deep and -j 100000 are refused, not cr
   const std::string deep = (dir / "deep.json").string(), cfg = (dir / "cfg.json").string();
   dir.write("deep.json", nested(70000));
   dir.write("cfg.json", R"({"name": "t", "seed": 1, "experiments": [{"name": "v", "kind":
-    "variance", "d_k": )" + nested(70000) + "}]}");
+    "variance", "d_k": )" + nested(70000) +
+                            "}]}");
   dir.write("tiny.json", kTiny);
   const std::string tiny = (dir / "tiny.json").string(), out = (dir / "r.json").string();
   // A result file with a deep value where a record has a field.
@@ -84,8 +83,8 @@ TEST_CASE("class 1: nesting 70 000 levels deep and -j 100000 are refused, not cr
   refused.check("validate " + deep, deep + ": /0/0/0/0/0/0/0/0/..." + too_deep);
   refused.check("run " + cfg + " -o " + out, cfg + ": /experiments/0/d_k/0/0/0/0/0/..." + too_deep);
   refused.check("report " + (dir / "deep-result.json").string(),
-                (dir / "deep-result.json").string() +
-                    ": /experiments/0/records/1/extra/0/0/0/..." + too_deep);
+                (dir / "deep-result.json").string() + ": /experiments/0/records/1/extra/0/0/0/..." +
+                    too_deep);
   refused.check("run " + tiny + " -o " + out + " -j 100000",
                 "-j,--threads: expected an integer from 1 to 1024, found \"100000\"");
   refused.check("attend --q q.npy --k k.npy --v v.npy --out o -j 100000",
@@ -114,7 +113,8 @@ TEST_CASE("class 2: FIFOs and devices are refused by type, and times have a ceil
   REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
   const Refused refused{dir};
   refused.check("validate " + fifo, fifo + ": cannot read config: it is a FIFO, expected a file");
-  refused.check("report " + fifo, fifo + ": cannot read result file: it is a FIFO, expected a file");
+  refused.check("report " + fifo,
+                fifo + ": cannot read result file: it is a FIFO, expected a file");
   refused.check("validate /dev/zero",
                 "/dev/zero: cannot read config: it is a character device, expected a file");
   refused.check("attend --q " + fifo + " --k k.npy --v v.npy --out " + (dir / "o").string(),
@@ -128,8 +128,8 @@ TEST_CASE("class 2: FIFOs and devices are refused by type, and times have a ceil
 TEST_CASE("class 3: Google Benchmark's flags are checked before anything runs") {
   TempDir dir;
   dir.write("timing.json", kTiming);
-  const std::string run = "run " + (dir / "timing.json").string() + " -o " +
-                          (dir / "r.json").string() + " -- ";
+  const std::string run =
+      "run " + (dir / "timing.json").string() + " -o " + (dir / "r.json").string() + " -- ";
   const Refused refused{dir};
   refused.check(run + "--benchmark_repetitions=-5",
                 "--benchmark_repetitions: expected an integer from 1 to 10000, found \"-5\"");
@@ -141,8 +141,9 @@ TEST_CASE("class 3: Google Benchmark's flags are checked before anything runs") 
                 "--benchmark_filter: expected a regular expression (POSIX extended, as Google "
                 "Benchmark reads it; Unexpected character within '[...]' in regular "
                 "expression), found \"[\"");
-  refused.check(run + "--benchmark_filter=", "--benchmark_filter: expected a regular expression, "
-                                             "found \"\"");
+  refused.check(run + "--benchmark_filter=",
+                "--benchmark_filter: expected a regular expression, "
+                "found \"\"");
   refused.check(run + "--benchmark_enable_random_interleaving=maybe",
                 "--benchmark_enable_random_interleaving: expected true or false, found \"maybe\"");
   refused.check(run + "--benchmark_time_unit=h",
@@ -253,19 +254,26 @@ TEST_CASE("class 6: attend refuses d_k = 0, non-finite inputs or scale, overflow
 TEST_CASE("class 7: usage errors exit 2 and name the option or subcommand") {
   TempDir dir;
   dir.write("tiny.json", kTiny);
-  const std::string tiny = (dir / "tiny.json").string(), more = "\nRun with --help for more "
-                                                               "information.";
+  const std::string tiny = (dir / "tiny.json").string(), more =
+                                                             "\nRun with --help for more "
+                                                             "information.";
   const Refused refused{dir};
-  refused.check("run " + tiny + " -j 0", "-j,--threads: expected an integer from 1 to 1024, found \"0\"");
+  refused.check("run " + tiny + " -j 0",
+                "-j,--threads: expected an integer from 1 to 1024, found \"0\"");
   refused.check("run " + tiny + " -j two",
                 "-j,--threads: expected an integer from 1 to 1024, found \"two\"");
-  refused.check("frob", "unknown subcommand \"frob\"; expected one of run, validate, list, info, "
-                        "report, claims, compare, attend" + more);
-  refused.check("rnu " + tiny, "unknown subcommand \"rnu\" (did you mean \"run\"?); expected one "
-                               "of run, validate, list, info, report, claims, compare, attend" +
-                                   more);
-  refused.check("", "expected a subcommand (run, validate, list, info, report, claims, compare, "
-                    "attend), found none" + more);
+  refused.check("frob",
+                "unknown subcommand \"frob\"; expected one of run, validate, list, info, "
+                "report, claims, compare, attend" +
+                    more);
+  refused.check("rnu " + tiny,
+                "unknown subcommand \"rnu\" (did you mean \"run\"?); expected one "
+                "of run, validate, list, info, report, claims, compare, attend" +
+                    more);
+  refused.check("",
+                "expected a subcommand (run, validate, list, info, report, claims, compare, "
+                "attend), found none" +
+                    more);
   refused.check("run", "run: missing config" + more);
   refused.check("run " + tiny + " extra", "run: unexpected argument(s): extra" + more);
   refused.check("run " + tiny + " -o", "run: --output: expected a value, found none" + more);
@@ -347,30 +355,36 @@ TEST_CASE("class 9: journals are checked against the config, line by line") {
   };
   const std::string ok_header = f.header("1", "\"2026-01-01T00:00:00Z\"");
   check(f.header("0", "\"2026-01-01T00:00:00Z\""),
-        f.journal + ":1: corrupt journal line: /threads: expected a thread count from 1 to 1024 "
-                    "(results do not depend on it), found number 0");
+        f.journal +
+            ":1: corrupt journal line: /threads: expected a thread count from 1 to 1024 "
+            "(results do not depend on it), found number 0");
   check(f.header("null", "\"2026-01-01T00:00:00Z\""),
-        f.journal + ":1: corrupt journal line: /threads: expected a thread count from 1 to 1024 "
-                    "(results do not depend on it), found null");
+        f.journal +
+            ":1: corrupt journal line: /threads: expected a thread count from 1 to 1024 "
+            "(results do not depend on it), found null");
   check(f.header("1", "\"yesterday\""),
-        f.journal + ":1: corrupt journal line: /started_at: expected a UTC time such as "
-                    "\"2026-01-31T12:00:00Z\", found string \"yesterday\"");
+        f.journal +
+            ":1: corrupt journal line: /started_at: expected a UTC time such as "
+            "\"2026-01-31T12:00:00Z\", found string \"yesterday\"");
   // Another cell's record under this cell's index, with a valid checksum.
   check(ok_header + f.line(0, f.records[0]) + f.line(1, f.records[0]) + f.line(0, f.records[0]),
-        f.journal + ":3: corrupt journal line: its record is not that of cell 1 of experiment 0 "
-                    "(its cell index or parameters differ from the plan's)");
+        f.journal +
+            ":3: corrupt journal line: its record is not that of cell 1 of experiment 0 "
+            "(its cell index or parameters differ from the plan's)");
   // An edited value: the checksum no longer matches.
   std::string edited = f.line(1, f.records[1]);
   edited.replace(edited.find("\"seconds\":0.01"), 14, "\"seconds\":0.02");
   check(ok_header + f.line(0, f.records[0]) + edited + f.line(0, f.records[0]),
-        f.journal + ":3: corrupt journal line: /sha256: the checksum does not match the line's "
-                    "contents (edited or damaged)");
+        f.journal +
+            ":3: corrupt journal line: /sha256: the checksum does not match the line's "
+            "contents (edited or damaged)");
   // A journal of the previous format.
   std::string v1 = ok_header;
   v1.replace(v1.find("\"sdpa_bench_journal\": 2"), 23, "\"sdpa_bench_journal\": 1");
-  check(v1, f.journal + ":1: corrupt journal line: /sdpa_bench_journal: expected journal version "
-                        "2, found number 1 (written by another version of sdpa-bench: remove the "
-                        "journal to start afresh)");
+  check(v1, f.journal +
+                ":1: corrupt journal line: /sdpa_bench_journal: expected journal version "
+                "2, found number 1 (written by another version of sdpa-bench: remove the "
+                "journal to start afresh)");
 
   // A whole journal of correct lines resumes to the records of an uninterrupted run.
   f.dir.write("r.json.journal", ok_header + f.line(1, f.records[1]));
