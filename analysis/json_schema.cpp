@@ -133,11 +133,13 @@ class SchemaIndex {
     std::vector<std::pair<std::string, const json*>> props;
     if (node.contains("properties"))
       for (auto& [k, v] : node["properties"].items()) props.emplace_back(k, &v);
+    // An if/then adds the properties of its "then" when the document meets its "if"; each
+    // branch of an allOf adds its own.
+    if (node.contains("if") && node.contains("then") && condition_holds(node["if"], doc))
+      for (auto& p : properties(resolve(&node["then"]), doc)) props.push_back(p);
     if (node.contains("allOf"))
-      for (const auto& branch : node["allOf"]) {
-        if (!branch.contains("then") || !condition_holds(branch["if"], doc)) continue;
-        for (auto& p : properties(resolve(&branch["then"]), doc)) props.push_back(p);
-      }
+      for (const auto& branch : node["allOf"])
+        for (auto& p : properties(resolve(&branch), doc)) props.push_back(p);
     return props;
   }
 
@@ -192,11 +194,12 @@ class SchemaIndex {
   }
 
  private:
-  // The only conditions these schemas use: {"properties": {"kind": {"const": X}}}.
+  // The conditions that select properties: {"properties": {"kind": {"const": X}}}. Others
+  // (a statistic's "predicted is a number") add required keys, not properties.
   static bool condition_holds(const json& condition, const json& doc) {
-    if (!doc.is_object()) return false;
+    if (!doc.is_object() || !condition.contains("properties")) return false;
     for (auto& [k, v] : condition["properties"].items())
-      if (!doc.contains(k) || doc[k] != v["const"]) return false;
+      if (!v.contains("const") || !doc.contains(k) || doc[k] != v["const"]) return false;
     return true;
   }
 

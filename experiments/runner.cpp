@@ -141,13 +141,23 @@ void check_run(const Config& config, const std::vector<ExperimentPlan>& plans,
 }
 
 // A roofline cell finished before a resumption: its peak goes back into the machine section.
-void restore_peak(const ExperimentPlan& plan, const json& record, json& peaks) {
+// A journal's line is checked for its cell and checksum, not its record's fields: a missing
+// one is an InputError naming the line, not the JSON library's message.
+void restore_peak(const ExperimentPlan& plan, const JournalEntry& entry, const std::string& journal,
+                  json& peaks) {
+  const json& record = entry.record;
   if (plan.kind->name != "roofline" || !record.value("supported", false)) return;
-  store_peak(peaks, {{"isa", record["params"]["isa"]},
-                     {"threads", record["threads"]},
-                     {"fma_gflops", record["fma_gflops"]["value"]},
-                     {"triad_gbs", record["triad_gbs"]["value"]},
-                     {"source", "roofline"}});
+  try {
+    store_peak(peaks, {{"isa", record.at("params").at("isa")},
+                       {"threads", record.at("threads")},
+                       {"fma_gflops", record.at("fma_gflops").at("value")},
+                       {"triad_gbs", record.at("triad_gbs").at("value")},
+                       {"source", "roofline"}});
+  } catch (const json::exception&) {
+    throw InputError(journal + ":" + std::to_string(entry.line) +
+                     ": corrupt journal line: a supported roofline record needs /params/isa, "
+                     "/threads, /fma_gflops/value and /triad_gbs/value");
+  }
 }
 
 }  // namespace
@@ -240,7 +250,7 @@ std::string run_config(const Config& config, const RunOptions& options) {
     json records = json::array();
     for (const auto& cell : plan.cells) {
       if (const auto it = done.find({plan.index, cell.index}); it != done.end()) {
-        restore_peak(plan, it->second.record, shared.peaks);
+        restore_peak(plan, it->second, journal_path, shared.peaks);
         records.push_back(it->second.record);
         seconds += it->second.seconds;
         journaled_seconds += it->second.seconds;

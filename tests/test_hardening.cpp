@@ -425,12 +425,10 @@ TEST_CASE("class 9: a live run's journal is locked; a second run is told it is a
                            ": another run is writing this journal now (it holds its lock); wait "
                            "for it to finish or stop it, or give this run another -o\n");
   CHECK(slurp(journal).rfind(header, 0) == 0);  // neither run touched it
-  // Once the first run is gone, its journal resumes.
-  const auto after = run_cli({"run", "--resume", journal}, dir);
-  CAPTURE(after.err);
-  CHECK(after.exit_code == 0);
-  CHECK(fs::exists(result));
-  CHECK_FALSE(fs::exists(journal));
+  // Once the first run is gone, its lock is too: the journal can be resumed (which the tests
+  // of test_resume.cpp do; here it would recompute the long cell).
+  CHECK_FALSE(sdpa::journal_is_live(journal));
+  CHECK_NOTHROW(sdpa::JournalWriter::reopen(journal));
 }
 
 TEST_CASE("class 10: duplicate keys, empty values and library messages") {
