@@ -94,9 +94,15 @@ std::vector<sdpa::NamedPath> inputs_named(const std::vector<std::string>& files,
 int report(const ReportOptions& o) {
   if (o.out.empty() && (o.format != "md" || o.plots))
     throw sdpa::InputError("report: --format csv|both and --plots write files; give --out DIR");
-  if (!o.out.empty())
-    sdpa::check_output_folder("--out", o.out, {"README.md", "csv", "plots"},
-                              inputs_named(o.files, "a result file to report on"));
+  namespace fs = std::filesystem;
+  const auto inputs = inputs_named(o.files, "a result file to report on");
+  if (!o.out.empty()) {
+    sdpa::check_output_folder("--out", o.out, {"README.md"}, inputs);
+    if (o.format != "md")
+      sdpa::check_output_folder("--out", (fs::path(o.out) / "csv").string(), {}, inputs);
+    if (o.plots)
+      sdpa::check_output_folder("--out", (fs::path(o.out) / "plots").string(), {}, inputs);
+  }
   std::vector<sdpa::report::ResultFile> results;
   int status = 0;
   for (const auto& f : o.files) {
@@ -114,13 +120,14 @@ int report(const ReportOptions& o) {
     std::cout << sdpa::report::markdown(sdpa::report::tables(docs));
     return status;
   }
-  namespace fs = std::filesystem;
   std::vector<sdpa::report::CsvFile> csvs;
   std::vector<std::pair<std::string, std::string>> files;  // written together, all or nothing
   if (o.format != "md") {
     csvs = sdpa::report::csv_files(results);
     for (const auto& c : csvs)
       files.emplace_back((fs::path(o.out) / "csv" / c.name).string(), c.text);
+    for (const auto& [path, text] : files)  // their names are known only now
+      sdpa::check_output_file("--out", path, inputs);
   }
   std::vector<std::string> plot_names;
   if (o.plots) {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -269,14 +270,25 @@ JournalWriter JournalWriter::create(const std::string& path, const JournalHeader
   const int fd = ::mkstemp(temp.data());
   if (fd < 0) fail("create a temporary file for", path);
   JournalWriter writer(path, header.config_sha256, fd);
-  const bool linked = [&] {
+  bool linked = false;
+  int link_error = 0;
+  try {
     try_lock(fd, temp);
     ::fchmod(fd, 0644);
     write_whole(fd, line.dump() + "\n", temp);
     if (::fsync(fd) != 0) fail("flush", temp);
-    return ::link(temp.c_str(), path.c_str()) == 0;
-  }();
-  const int link_error = errno;
+    linked = ::link(temp.c_str(), path.c_str()) == 0;
+    link_error = errno;
+    // A file system without hard links: a rename, which replaces rather than fails, after a
+    // last look (a race with another run is then possible, not a half journal).
+    if (!linked && link_error != EEXIST && !fs::exists(path)) {
+      linked = std::rename(temp.c_str(), path.c_str()) == 0;
+      link_error = errno;
+    }
+  } catch (...) {
+    ::unlink(temp.c_str());
+    throw;
+  }
   ::unlink(temp.c_str());
   if (!linked && link_error == EEXIST)
     throw InputError(path + ": another run created this journal a moment ago");

@@ -131,12 +131,10 @@ TEST_CASE("class 3: Google Benchmark's flags are checked before anything runs") 
   const std::string run =
       "run " + (dir / "timing.json").string() + " -o " + (dir / "r.json").string() + " -- ";
   const Refused refused{dir};
-  refused.check(run + "--benchmark_repetitions=-5",
-                "--benchmark_repetitions: expected an integer from 1 to 10000, found \"-5\"");
-  refused.check(run + "--benchmark_repetitions=0",
-                "--benchmark_repetitions: expected an integer from 1 to 10000, found \"0\"");
-  refused.check(run + "--benchmark_repetitions=2.5",
-                "--benchmark_repetitions: expected an integer from 1 to 10000, found \"2.5\"");
+  for (const std::string n : {"-5", "0", "2.5", "10001"})
+    refused.check(
+        run + "--benchmark_repetitions=" + n,
+        "--benchmark_repetitions: expected an integer from 1 to 10000, found \"" + n + "\"");
   refused.check(run + "'--benchmark_filter=['",
                 "--benchmark_filter: expected a regular expression (POSIX extended, as Google "
                 "Benchmark reads it; Unexpected character within '[...]' in regular "
@@ -313,6 +311,15 @@ TEST_CASE("class 8: output paths are checked before any work") {
                     (dir / "folder").string() + " --kernel naive",
                 "--out " + (dir / "folder").string() + ": " + (dir / "folder/o.npy").string() +
                     ": it is --q (" + (dir / "folder/o.npy").string() + "); choose another file");
+
+  // A folder written before (csv/ and README.md exist) is one to write again.
+  REQUIRE(run_cli("run " + tiny + " -o " + out, dir).exit_code == 0);
+  const std::string report = "report " + out + " --format both --out " + (dir / "rep").string();
+  REQUIRE(run_cli(report, dir).exit_code == 0);
+  const auto again = run_cli(report, dir);
+  CAPTURE(again.err);
+  CHECK(again.exit_code == 0);
+  CHECK(fs::exists(dir / "rep/csv/v.csv"));
 }
 
 namespace {
