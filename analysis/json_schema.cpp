@@ -305,6 +305,7 @@ json parse_json_text(const std::string& text) {
   std::vector<Open> stack;
   auto steps = [&](const std::string* last_key) {
     std::vector<std::string> out;
+    out.reserve(stack.size());
     for (const auto& o : stack)
       out.push_back(pointer_step(o.object ? (&o == &stack.back() && last_key ? *last_key : o.key)
                                           : std::to_string(o.index)));

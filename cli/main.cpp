@@ -87,6 +87,7 @@ struct ReportOptions {
 std::vector<sdpa::NamedPath> inputs_named(const std::vector<std::string>& files,
                                           const std::string& role) {
   std::vector<sdpa::NamedPath> named;
+  named.reserve(files.size());
   for (const auto& f : files) named.push_back({f, role});
   return named;
 }
