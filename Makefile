@@ -54,8 +54,8 @@ report: build
 
 # libFuzzer targets (fuzz/), each run for FUZZ_SECONDS from its seeds in fuzz/corpus/<target>/;
 # what they learn goes to build/fuzz/corpus/, a crash to build/fuzz/crash-* (and fails).
-FUZZERS      ?= config result npy
-FUZZ_SECONDS ?= 20
+FUZZERS      ?= config result npy journal
+FUZZ_SECONDS ?= 120
 fuzz: setup
 	@cmake --preset fuzz >/dev/null
 	@cmake --build build/fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZERS))

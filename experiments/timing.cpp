@@ -266,6 +266,7 @@ ExperimentKind timing_experiment() {
             return bytes / threads;
           },
       .check = check_timing,
+      .cell_check = nullptr,
   };
 }
 

@@ -70,11 +70,8 @@ struct Fixture {
 
   // The line of the reference's record `cell` of experiment 0, as the journal writes it.
   std::string journal_line(std::size_t cell) const {
-    return sdpa::json({{"experiment", 0},
-                       {"cell", cell},
-                       {"seconds", 0.01},
-                       {"record", reference[0][cell]}})
-        .dump();
+    return sdpa::journal_line({0, std::int64_t(cell), 0.01, reference[0][cell]},
+                              sdpa::sha256_hex(kConfig));
   }
 
   void check_complete(const CommandResult& r) const {
@@ -309,16 +306,18 @@ TEST_CASE("read_journal: the header, whole lines and a cut-off end") {
   std::ofstream(path) << "";
   CHECK_THROWS_WITH_AS(sdpa::read_journal(path),
                        (path + ":1: corrupt journal: the file is empty").c_str(), sdpa::InputError);
-  std::ofstream(path) << "{\"sdpa_bench_journal\": 1, \"config_pa";
+  std::ofstream(path) << "{\"sdpa_bench_journal\": 2, \"config_pa";
   CHECK_THROWS_WITH_AS(
       sdpa::read_journal(path),
       (path + ":1: corrupt journal line: the line has no end (cut off mid-write)").c_str(),
       sdpa::InputError);
-  std::ofstream(path)
-      << "{\"sdpa_bench_journal\": 1, \"config_path\": \"c.json\", \"config_sha256\": "
-         "\"ab\", \"seed\": 3, \"result\": \"r.json\", \"started_at\": \"t\", "
-         "\"threads\": 2}\n{\"experiment\": 0, \"cell\": 4, \"seconds\": 1.5, "
-         "\"record\": {\"x\": 1}}\n{\"experiment\": 0, \"ce";
+  const std::string sha = sdpa::sha256_hex("c");
+  std::ofstream(path) << "{\"sdpa_bench_journal\": 2, \"config_path\": \"c.json\", "
+                         "\"config_sha256\": \"" + sha +
+                             "\", \"seed\": 3, \"result\": \"r.json\", \"started_at\": "
+                             "\"2026-01-01T00:00:00Z\", \"threads\": 2}\n" +
+                             sdpa::journal_line({0, 4, 1.5, {{"x", 1}}}, sha) +
+                             "\n{\"experiment\": 0, \"ce";
   const auto j = sdpa::read_journal(path);
   CHECK(j.header.config_path == "c.json");
   CHECK(j.header.seed == 3);
