@@ -266,8 +266,10 @@ void DecodeMerge(const ForwardArgs& a, const DecodeGeometry& g, const DecodeBloc
     std::fill_n(w.merged, g.ld_acc, 0.0f);
     for (std::int64_t c = 0; c < g.splits; ++c) {
       const DecodePartials::Split part = partials.split(blk.index, c);
-      if (!(part.sum[i] > 0)) continue;
-      const float weight = std::exp(part.max[i] - m);
+      if (part.sum[i] == 0) continue;  // NaN and inf (overflowed scores) go on to the output
+      // The split that holds the max weighs 1 even when that max is +inf (scores that overflow
+      // fp32), so the row's output is non-finite, as in the prefill path, not e^NaN-weighted.
+      const float weight = part.max[i] == m ? 1.0f : std::exp(part.max[i] - m);
       row.sum += weight * part.sum[i];
       const typename P::V vw = P::Set(weight);
       const float* acc = part.acc + i * g.ld_acc;

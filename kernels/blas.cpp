@@ -74,7 +74,8 @@ std::vector<Kernel> detail::blas_kernels() {
   return {{.name = "blas",
            .family = "blas",
            .isa = "openblas",
-           .description = "OpenBLAS cblas_sgemm products + row softmax, n_q x n_kv per head",
+           .description =
+               "OpenBLAS cblas_sgemm products + row softmax, scores of one K/V head at a time",
            .forward = &blas_dispatch}};
 }
 

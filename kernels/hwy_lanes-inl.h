@@ -21,12 +21,20 @@ namespace hn = hwy::HWY_NAMESPACE;
 struct HwyLanes {
   using D = hn::ScalableTag<float>;
   using V = hn::Vec<D>;
+  // Tile shapes and strides are compile-time, so only targets whose vector length is known
+  // when compiling qualify: SVE_256 and SVE2_128 are SVE at one length, checked at run time by
+  // Highway before it picks them; generic SVE is disabled (CMake).
+  static_assert(!HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SVE_256 || HWY_TARGET == HWY_SVE2_128);
+#if HWY_HAVE_SCALABLE
+  static constexpr std::int64_t kLanes = hn::Lanes(D());  // constexpr on these two targets
+#else
   static constexpr std::int64_t kLanes = hn::MaxLanes(D());
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  // 32 vector registers: tiles of 8x3 (S^T) and 6x4 (O) use 24 accumulators, plus the B row
-  // and one broadcast.
+#endif
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM_A64
+  // 32 vector registers (AVX-512; NEON and SVE on aarch64): tiles of 8x3 (S^T) and 6x4 (O) use
+  // 24 accumulators, plus the B row and one broadcast.
   static constexpr int kMrS = 8, kNvS = 3, kMrO = 6, kNvO = 4;
-  // Decode scores: 16 accumulators (one per key) and 8 vectors of the query.
+  // Decode scores: 8 vectors of the query in registers, two accumulators per key.
   static constexpr int kScoreChunk = 8;
   // Decode O += P V: rows of 128 values in one strip (3 x 8 accumulators), so each value row is
   // read front to back rather than in strips.
@@ -34,7 +42,7 @@ struct HwyLanes {
 #else
   // 16 registers: 6x2 tiles, 12 accumulators + 2 B vectors + 1 broadcast.
   static constexpr int kMrS = 6, kNvS = 2, kMrO = 6, kNvO = 2;
-  // Decode scores: one accumulator per lane's key (8 on AVX2, 4 on SSE4) and 4 of the query.
+  // Decode scores: 4 vectors of the query in registers, two accumulators per key.
   static constexpr int kScoreChunk = 4;
   // Decode O += P V: one row of 8 vectors per strip.
   static constexpr int kMrD = 1, kNvD = 8;

@@ -23,6 +23,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <string>
@@ -38,8 +39,8 @@ constexpr double kU = 0x1p-24;  // fp32 unit roundoff
 constexpr double kSafety = 2.0;
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-#ifdef SDPA_SANITIZE
-constexpr std::int64_t kLarge = 200;  // sizes shrink under the sanitizers, checks do not
+#if defined(SDPA_SANITIZE) || defined(SDPA_EMULATED)
+constexpr std::int64_t kLarge = 200;  // sizes shrink under the sanitizers and qemu, checks do not
 #else
 constexpr std::int64_t kLarge = 1000;
 #endif
@@ -299,6 +300,17 @@ TEST_CASE("the registry has every rung, a best entry per SIMD family and unique 
   }
 }
 
+TEST_CASE("the best SIMD target is the one the test run asks for") {
+  // The emulated arm64 runs (tests/CMakeLists.txt) set SDPA_EXPECT_ISA with the CPU they give
+  // qemu, so a run meant for SVE cannot pass on NEON alone.
+  const char* expected = std::getenv("SDPA_EXPECT_ISA");
+  if (expected == nullptr) return;
+  REQUIRE(!sdpa::simd_targets().empty());
+  CHECK(sdpa::simd_targets().front().isa == expected);
+  CHECK(sdpa::find_kernel("flash")->isa == expected);
+  CHECK(sdpa::find_kernel(std::string("flash@") + expected) != nullptr);
+}
+
 TEST_CASE("every kernel matches the fp64 reference on small and odd sizes") {
   // d_v differs from d_k in most rows of this table.
   const std::int64_t dims[][2] = {{1, 8}, {8, 1}, {64, 64}, {80, 17}, {128, 96}, {256, 256}};
@@ -421,6 +433,32 @@ TEST_CASE("fully masked rows give output 0, lse -inf and empty probes") {
     // A row that sees exactly one key copies its value with weight 1 and entropy 0.
     CHECK(probes.max_weight[3] == doctest::Approx(1.0));
     CHECK(probes.entropy[3] == doctest::Approx(0.0));
+  }
+}
+
+TEST_CASE("scores that overflow fp32 give a non-finite output, not an empty row") {
+  // q.k past fp32's range: the row is not fully masked, so its output must not read as one
+  // (0 with lse -inf); callers (attend) detect the overflow from the non-finite output. Decode
+  // (n_q = 3: flash's split path) and prefill (n_q = 60) shapes.
+  for (const std::int64_t n_q : {3, 60}) {
+    const Shape s{.batch_heads = 2, .n_q = n_q, .n_kv = 300, .d_k = 4, .d_v = 2, .group = 2};
+    std::vector<float> q(s.q_elements()), k(s.k_elements()), v(s.v_elements(), 1.0f);
+    for (std::size_t i = 0; i < q.size(); ++i) q[i] = 0.5f * float(1 + i % 3);
+    for (std::size_t i = 0; i < k.size(); ++i) k[i] = 1e38f * float(1 + i % 3);
+    for (const auto& kern : sdpa::kernel_registry()) {
+      if (kern.fp64) continue;  // the oracle computes in double: no overflow
+      INFO(kern.name, " n_q=", n_q);
+      std::vector<float> out(s.out_elements()), lse(s.rows());
+      kern.forward({.shape = s,
+                    .q = q.data(),
+                    .k = k.data(),
+                    .v = v.data(),
+                    .out = out.data(),
+                    .lse = lse.data(),
+                    .scale = 0.5f,
+                    .threads = 2});
+      CHECK(std::none_of(out.begin(), out.end(), [](float x) { return std::isfinite(x); }));
+    }
   }
 }
 
