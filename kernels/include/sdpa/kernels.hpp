@@ -218,5 +218,9 @@ void release_cached_workspaces();
 // FLOPs of one forward (design, "Conventions"): 4 * N_q * N_kv * d per head, d the mean of
 // d_k and d_v, halved when causal. Backward is 2.5x forward.
 double forward_flops(const Shape& shape, bool causal);
+// Bytes one forward must move (design, "Conventions for inference shapes"): Q, K, V and O at
+// their storage width (fp32), each counted once, K and V once per K/V head (not once per query
+// head reading them). Arithmetic intensity is forward_flops / forward_bytes.
+double forward_bytes(const Shape& shape);
 
 }  // namespace sdpa

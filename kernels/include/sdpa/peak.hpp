@@ -7,6 +7,7 @@
 // benchmarks alike.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -43,6 +44,13 @@ void triad(std::string_view isa, float* x, const float* y, const float* z, float
 // Bytes one triad over n elements moves by STREAM's count: read y and z, write x (the
 // write-allocate read of x is not counted, as in STREAM).
 inline double triad_bytes(std::int64_t n) { return 3.0 * sizeof(float) * double(n); }
+
+// The roof of a roofline at `intensity` FLOP per byte moved: the lower of the compute peak
+// (GFLOP/s) and of what the triad bandwidth (GB/s) can feed. A shape is memory-bound when
+// intensity x bandwidth is the lower one.
+inline double roof_gflops(double peak_gflops, double triad_gbs, double intensity) {
+  return std::min(peak_gflops, intensity * triad_gbs);
+}
 
 // Multiply-add GFLOP/s of multiply_add_chains on `threads` OpenMP threads, one sample per
 // repetition of about min_time seconds (steps calibrated on one thread). Precondition:
