@@ -171,16 +171,7 @@ void SoftmaxRows(const ForwardArgs& a, std::int64_t rows, std::int64_t key0, std
       const V p = P::Exp(P::Sub(x, vshift));
       P::Store(p, s + j);
       l = P::Add(l, p);
-      if constexpr (kProbe) {
-        const V xf = P::ZeroIfNotFinite(x);
-        s1 = P::Add(s1, xf);
-        s2 = P::MulAdd(xf, xf, s2);
-        t = P::MulAdd(p, P::ZeroIfNotFinite(P::Sub(x, vshift)), t);
-        bad = P::Add(bad, P::OneIfNotFinite(x));
-        const V pp = P::Mul(p, p);
-        p2 = P::Add(p2, pp);
-        p3 = P::MulAdd(pp, p, p3);
-      }
+      if constexpr (kProbe) AddProbeSums<P>(x, p, vshift, s1, s2, t, bad, p2, p3);
     }
     const float alpha = std::exp(m_old - shift);
     if constexpr (kProbe) {

@@ -118,6 +118,21 @@ void RunGemm(const Gemm& g) {
   }
 }
 
+// Probes: one vector of scores x and their weights p = e^{x - shift} added to the tile's sums
+// (fold_tile_probes' inputs): finite scores and their squares, p (x - shift), non-finite
+// scores, p^2 and p^3. Separate vectors, not a struct: SVE vectors are sizeless.
+template <class P, class V = typename P::V>
+HWY_INLINE void AddProbeSums(V x, V p, V shift, V& s1, V& s2, V& t, V& bad, V& p2, V& p3) {
+  const V xf = P::ZeroIfNotFinite(x);
+  s1 = P::Add(s1, xf);
+  s2 = P::MulAdd(xf, xf, s2);
+  t = P::MulAdd(p, P::ZeroIfNotFinite(P::Sub(x, shift)), t);
+  bad = P::Add(bad, P::OneIfNotFinite(x));
+  const V pp = P::Mul(p, p);
+  p2 = P::Add(p2, pp);
+  p3 = P::MulAdd(pp, p, p3);
+}
+
 // Lane-wise online softmax over one tile of S^T (nk keys x kQueryBlock queries), in place:
 // scores become p = e^{s - m_new}; m, l and alpha are updated per query. With kProbe the same
 // pass sums the finite scores, their squares, p (s - m_new) and the non-finite count.
@@ -147,16 +162,7 @@ void SoftmaxTile(std::int64_t nk, const BlockScratch& w) {
       const V p = P::Exp(P::Sub(x, shift));
       P::Store(p, s + j * B);
       l = P::Add(l, p);
-      if constexpr (kProbe) {
-        const V xf = P::ZeroIfNotFinite(x);
-        s1 = P::Add(s1, xf);
-        s2 = P::MulAdd(xf, xf, s2);
-        t = P::MulAdd(p, P::ZeroIfNotFinite(P::Sub(x, shift)), t);
-        bad = P::Add(bad, P::OneIfNotFinite(x));
-        const V pp = P::Mul(p, p);
-        p2 = P::Add(p2, pp);
-        p3 = P::MulAdd(pp, p, p3);
-      }
+      if constexpr (kProbe) AddProbeSums<P>(x, p, shift, s1, s2, t, bad, p2, p3);
     }
     if constexpr (kProbe) {
       P::Store(m_old, w.prev_max + g);
