@@ -4,15 +4,13 @@
 // disagrees by chance alone.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
+#include "sdpa/json.hpp"
 #include "sdpa/stats.hpp"
 
 namespace sdpa {
-
-using json = nlohmann::ordered_json;
 
 // theory: "exact", "asymptotic" or "approximate" (how far the prediction can be trusted),
 // or "none" when no prediction applies to this cell.
