@@ -63,7 +63,7 @@ fuzz: setup
 
 # clang-tidy (.clang-tidy, compile commands of build/release) on the project's sources, and
 # clang-format (.clang-format) on them and the fuzz targets.
-LINT_DIRS    := kernels input experiments analysis cli
+LINT_DIRS    := kernels input experiments analysis kinds cli
 LINT_SOURCES  = $(shell git ls-files --cached --others --exclude-standard $(addsuffix /*.cpp,$(LINT_DIRS)))
 FORMAT_FILES  = $(shell git ls-files --cached --others --exclude-standard \
                   $(foreach d,$(LINT_DIRS) fuzz,$(d)/*.cpp $(d)/*.hpp))
