@@ -56,14 +56,13 @@ std::vector<std::string> semantic_problems(const json& doc, int threads) {
         problems.push_back("/experiments/" + std::to_string(plan.index) + p);
   if (!problems.empty()) return problems;
 
-  // Memory: the largest cell of each experiment, once per thread running at the same time.
+  // Memory: the largest cell of each experiment (cells run one after another).
   const double available = available_memory_bytes();
   for (const auto& plan : plans) {
-    if (!plan.kind->bytes_per_thread) continue;
-    double worst = 0;
+    if (!plan.kind->memory_bytes) continue;
+    double need = 0;
     for (const auto& cell : plan.cells)
-      worst = std::max(worst, plan.kind->bytes_per_thread(cell.params));
-    const double need = worst * threads;
+      need = std::max(need, plan.kind->memory_bytes(cell.params, threads));
     if (need > 0.8 * available) {
       std::ostringstream msg;
       msg.precision(3);

@@ -41,6 +41,11 @@ struct InputSpec {
   theory::ScoreModel score_model(double d_k, double scale, std::int64_t n_q,
                                  std::int64_t n_k) const;
 
+  // Bytes of W_Q and W_K (in double) a trial of projected inputs draws; none for normal ones.
+  double weight_bytes(std::int64_t d_k) const {
+    return kind == "projected" ? 16.0 * double(d_model) * double(d_k) : 0.0;
+  }
+
   // Whether scores are i.i.d. across (query, key) pairs with the moments of score_model
   // (false for aligned pairs, whose dot products are shifted).
   bool independent_scores() const { return alignment == 0; }

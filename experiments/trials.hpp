@@ -3,11 +3,13 @@
 // and the cell parameters every attention experiment has.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "inputs.hpp"
 #include "scale.hpp"
 #include "sdpa/experiments.hpp"
+#include "sdpa/kernels.hpp"
 #include "sdpa/rng.hpp"
 #include "sdpa/stats.hpp"
 
@@ -37,6 +39,17 @@ std::vector<double> column(const std::vector<Result>& results, double Result::*f
 // independent, so the mean has a Student-t interval.
 inline json summary(const std::vector<double>& x) {
   return measured(stats::mean(x), stats::mean_ci(x), std::nullopt, "");
+}
+
+// The memory of a cell of `trials` trials on `threads` threads: `per_trial` bytes for each trial
+// running at once, and `result` bytes per trial kept until the cell's statistics are made.
+inline double trials_memory(double per_trial, double result, std::int64_t trials, int threads) {
+  return per_trial * double(std::min<std::int64_t>(threads, trials)) + result * double(trials);
+}
+
+// What a call of params["kernel"] allocates beyond its arguments (Kernel::workspace_bytes).
+inline double kernel_workspace(const json& params, const Shape& shape, Pass pass, int threads) {
+  return find_kernel(params["kernel"].get<std::string>())->workspace_bytes(shape, pass, threads);
 }
 
 // The parameters of a cell that runs attention over N = n_kv keys per query.

@@ -35,6 +35,11 @@ struct ScalarLanes {
 
 void blocked_forward(const ForwardArgs& a) { TiledForward<ScalarLanes>(a, a.shape.n_kv); }
 
+// Per thread, a block's scores over all n_kv keys and its scratch (query_blocks.hpp).
+double blocked_workspace(const Shape& s, Pass, int threads) {
+  return tiled_workspace_bytes(s, s.n_kv, ScalarLanes::kLanes, threads);
+}
+
 }  // namespace
 }  // namespace sdpa::detail::HWY_NAMESPACE
 
@@ -45,7 +50,8 @@ std::vector<Kernel> detail::blocked_kernels() {
            .family = "blocked",
            .isa = "scalar",
            .description = "cache-blocked scalar C++: register-tile micro-kernel, block of scores",
-           .forward = &detail::HWY_NAMESPACE::blocked_forward}};
+           .forward = &detail::HWY_NAMESPACE::blocked_forward,
+           .workspace = &detail::HWY_NAMESPACE::blocked_workspace}};
 }
 
 }  // namespace sdpa

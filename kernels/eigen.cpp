@@ -33,13 +33,21 @@ void eigen_forward(const ForwardArgs& a) {
       a.probes->nonfinite[r] += count_nonfinite(a.out + r * a.shape.d_v, a.shape.d_v);
 }
 
+// The n_q x n_kv score matrix (one, reused for every head) and three vectors of n_q; Eigen's
+// GEMM packing buffers, bounded by its cache blocking, are not counted.
+double eigen_workspace(const Shape& s, Pass, int) {
+  return 4.0 * double(s.n_q) * double(s.n_kv + 3);
+}
+
 Kernel eigen_entry(const char* isa, ForwardFn forward) {
   return {
       .name = std::string("eigen@") + isa,
       .family = "eigen",
       .isa = isa,
       .description = std::string("Eigen products + row softmax, n_q x n_kv per head (") + isa + ")",
-      .forward = forward};
+      .forward = forward,
+      .workspace = &eigen_workspace,
+      .same_bits_on_any_threads = false};
 }
 
 }  // namespace

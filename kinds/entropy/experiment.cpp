@@ -136,16 +136,16 @@ ExperimentKind entropy_experiment() {
       .axes = {"kernel", "inputs", "init", "d_model", "mean_q", "std_q", "mean_k", "std_k",
                "alignment", "n_q", "trials", "n_kv", "d_k", "scale"},
       .run_cell = run_entropy_cell,
-      .bytes_per_thread =
-          [](const json& p) {
-            const double n_q = p["n_q"], n_kv = p["n_kv"], d_k = p["d_k"];
-            const double d_model = p["inputs"] == "projected" ? double(p["d_model"]) : 0.0;
-            // Q, K, V, output, lse, probes and one row of scores in the widest kernel; and the
-            // cell's per-trial results (TrialRows and their columns: shared by the threads,
-            // counted per thread to stay on the safe side).
-            const double trials = p["trials"];
-            return 4.0 * (n_q + n_kv) * d_k + 8.0 * n_kv + 48.0 * n_q + 16.0 * d_model * d_k +
-                   96.0 * trials;
+      .memory_bytes =
+          [](const json& p, int threads) {
+            const AttentionCell c(p);
+            const double n_q = double(c.n_q), n_kv = double(c.n_kv), d_k = double(c.d_k);
+            // Per trial: Q, K, V (d_v = 1), output, lse, probes, W_Q and W_K in double, and the
+            // kernel's workspace; per trial kept: TrialRows and their columns.
+            const double trial =
+                4.0 * (n_q + n_kv) * d_k + 4.0 * n_kv + 64.0 * n_q + c.inputs.weight_bytes(c.d_k) +
+                kernel_workspace(p, {1, c.n_q, c.n_kv, c.d_k, 1}, Pass::forward, 1);
+            return trials_memory(trial, 96.0, c.trials, threads);
           },
       .check = nullptr,
   };

@@ -51,11 +51,10 @@ ExperimentKind roofline_experiment() {
       .description = "peak multiply-add FLOP/s and triad bandwidth per ISA and thread count",
       .axes = {"threads", "isa"},
       .run_cell = run_roofline_cell,
-      // The triad's arrays are shared by the cell's threads.
-      .bytes_per_thread =
-          [](const json& p) {
-            const double threads = resolve_threads(p["threads"], default_threads());
-            return p["llc_multiple"].get<double>() * last_level_cache_bytes() / threads;
+      // The triad's arrays, shared by the cell's threads.
+      .memory_bytes =
+          [](const json& p, int) {
+            return p["llc_multiple"].get<double>() * last_level_cache_bytes();
           },
       .check = nullptr,
   };

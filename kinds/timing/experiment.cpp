@@ -5,6 +5,7 @@
 // affinity), so a noisy cell is seen as noisy rather than as slow.
 #include <sched.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <memory>
@@ -21,11 +22,6 @@
 namespace sdpa {
 namespace {
 
-double direction_factor(const std::string& direction) {
-  // Backward costs 2.5 forwards (design, "Conventions"); "both" times one of each.
-  return direction == "forward" ? 1.0 : direction == "backward" ? 2.5 : 3.5;
-}
-
 struct TimingCell {
   const Kernel& kernel;
   Shape shape;
@@ -41,7 +37,25 @@ struct TimingCell {
         threads(resolve_threads(p["threads"], run_threads)) {}
 
   bool needs_backward() const { return direction != "forward"; }
-  double flops() const { return forward_flops(shape, causal) * direction_factor(direction); }
+  // "both" times one call of each.
+  double flops() const {
+    return (direction == "backward" ? 0 : kernel.flops(shape, causal, Pass::forward)) +
+           (direction == "forward" ? 0 : kernel.flops(shape, causal, Pass::backward));
+  }
+  // The tensors, and the larger workspace of the calls made: a backward cell calls the forward
+  // once before it is timed.
+  double memory_bytes() const {
+    const double bh = double(shape.batch_heads), n_q = double(shape.n_q);
+    const double n_kv = double(shape.n_kv), d = double(shape.d_k + shape.d_v);
+    const double elements = bh * (n_q * (d + 1) + n_kv * d);  // Q, K, V, O and lse
+    // A backward adds dO and the gradients: as much again.
+    const double tensors = (needs_backward() ? 8.0 : 4.0) * elements;
+    const double forward = kernel.workspace_bytes(shape, Pass::forward, threads);
+    return tensors +
+           (needs_backward()
+                ? std::max(forward, kernel.workspace_bytes(shape, Pass::backward, threads))
+                : forward);
+  }
   // Google Benchmark's name of the cell, so --benchmark_filter can pick cells.
   std::string name() const {
     return kernel.name + "/" + direction + "/bh:" + std::to_string(shape.batch_heads) +
@@ -242,25 +256,8 @@ ExperimentKind timing_experiment() {
       .axes = {"kernel", "direction", "causal", "threads", "batch_heads", "n_q", "n_kv", "d_k",
                "d_v"},
       .run_cell = run_timing_cell,
-      // One cell's tensors, shared by its threads.
-      .bytes_per_thread =
-          [](const json& p) {
-            const Shape shape{.batch_heads = p["batch_heads"],
-                              .n_q = p["n_q"],
-                              .n_kv = p["n_kv"],
-                              .d_k = p["d_k"],
-                              .d_v = p["d_v"]};
-            const double bh = double(shape.batch_heads), n_q = double(shape.n_q);
-            const double n_kv = double(shape.n_kv), d = double(shape.d_k + shape.d_v);
-            const bool backward = p["direction"] != "forward";
-            const double elements = bh * (n_q * (d + 1) + n_kv * d);
-            const double threads = resolve_threads(p["threads"], default_threads());
-            // A backward adds dO and the gradients (as much again) and, in flash, its query
-            // blocks packed once.
-            const double bytes =
-                backward ? 8.0 * elements + flash_backward_workspace_bytes(shape) : 4.0 * elements;
-            return bytes / threads;
-          },
+      .memory_bytes = [](const json& p,
+                         int threads) { return TimingCell(p, threads).memory_bytes(); },
       .check = check_timing,
   };
 }

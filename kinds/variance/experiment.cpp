@@ -168,14 +168,17 @@ ExperimentKind variance_experiment() {
       .axes = {"kernel", "inputs", "init", "d_model", "n_q", "n_k", "mean_q", "std_q", "mean_k",
                "std_k", "alignment", "trials", "d_k", "scale"},
       .run_cell = run_variance_cell,
-      .bytes_per_thread =
-          [](const json& p) {
-            const double n_q = p["n_q"], n_k = p["n_k"], d_k = p["d_k"], trials = p["trials"];
-            const double d_model = p["inputs"] == "projected" ? double(p["d_model"]) : 0.0;
-            // Inputs and probes per thread, and the cell's per-trial moments and statistics
-            // (shared by the threads, counted per thread to stay on the safe side).
-            return 4.0 * (n_q + n_k) * d_k + 4.0 * (n_k + n_q) + 40.0 * n_q + 16.0 * d_model * d_k +
-                   96.0 * trials;
+      .memory_bytes =
+          [](const json& p, int threads) {
+            const VarianceCell c(p);
+            const double n_q = double(c.n_q), n_k = double(c.n_k), d_k = double(c.d_k);
+            // Per trial: Q, K, V (d_v = 1), the output, probes and aligned dot products, W_Q
+            // and W_K for projected inputs, and the kernel's workspace; per trial kept: its
+            // moments and their columns.
+            const double trial = 4.0 * (n_q + n_k) * d_k + 4.0 * (n_k + n_q) + 64.0 * n_q +
+                                 c.inputs.weight_bytes(c.d_k) +
+                                 kernel_workspace(p, {1, c.n_q, c.n_k, c.d_k, 1}, Pass::forward, 1);
+            return trials_memory(trial, 96.0, c.trials, threads);
           },
       .check = check_variance,
   };

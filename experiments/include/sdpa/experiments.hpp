@@ -74,8 +74,10 @@ struct ExperimentKind {
   std::vector<std::string> axes;
   // Runs one cell and returns its record (measured values beside their predictions).
   std::function<json(const CellContext&)> run_cell;
-  // Bytes one cell holds at once per thread, so a config too big for the machine is refused.
-  std::function<double(const json& params)> bytes_per_thread;
+  // Bytes one cell holds at once when the run has `threads` threads (its inputs, every running
+  // trial's tensors and its kernel's workspace, the results it keeps), so a config too big for
+  // the machine is refused before anything runs.
+  std::function<double(const json& params, int threads)> memory_bytes;
   // Checks that need more than the schema (e.g. n_q == n_k for aligned inputs), on the
   // experiment's parameters with defaults filled in; each returned string is
   // "<json path below the experiment>: <message>".
