@@ -56,8 +56,8 @@ Allocated allocated_by(Call call) {
 void* operator new(std::size_t n) { return counted(std::malloc(n)); }
 void* operator new[](std::size_t n) { return counted(std::malloc(n)); }
 void* operator new(std::size_t n, std::align_val_t a) {
-  return counted(std::aligned_alloc(std::size_t(a), (n + std::size_t(a) - 1) / std::size_t(a) *
-                                                        std::size_t(a)));
+  return counted(std::aligned_alloc(std::size_t(a),
+                                    (n + std::size_t(a) - 1) / std::size_t(a) * std::size_t(a)));
 }
 void* operator new[](std::size_t n, std::align_val_t a) { return operator new(n, a); }
 void operator delete(void* p) noexcept { uncounted(p); }
@@ -183,4 +183,3 @@ TEST_CASE("every kernel's workspace formula covers what its calls allocate, and 
     }
   }
 }
-
