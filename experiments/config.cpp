@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "config_schema_text.hpp"
+#include "grid.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/input_file.hpp"
 #include "sdpa/json_schema.hpp"
@@ -14,10 +15,31 @@
 namespace sdpa {
 namespace {
 
+// Old parameter names (ExperimentKind::renamed) in a config: each is read under its new name
+// with a note, or is a problem when the new name is given too.
+struct OldNames {
+  std::vector<std::string> problems, notes;
+};
+OldNames old_names(const json& doc) {
+  OldNames out;
+  const auto& experiments = doc["experiments"];
+  for (std::size_t i = 0; i < experiments.size(); ++i)
+    for (const auto& [old, now] : find_experiment_kind(experiments[i]["kind"])->renamed) {
+      if (!experiments[i].contains(old)) continue;
+      const std::string at = "/experiments/" + std::to_string(i) + "/" + old + ": \"" + old +
+                             "\" is the old name of \"" + now + "\"";
+      if (experiments[i].contains(now))
+        out.problems.push_back(at + "; give only \"" + now + "\"");
+      else
+        out.notes.push_back(at + " (read as " + now + "); rename it");
+    }
+  return out;
+}
+
 // Checks the schema cannot express: names that must be unique, kernels from the registry,
 // each kind's own rules, and memory the machine does not have.
 std::vector<std::string> semantic_problems(const json& doc, int threads) {
-  std::vector<std::string> problems;
+  std::vector<std::string> problems = old_names(doc).problems;
   std::set<std::string> names;
   const auto& experiments = doc["experiments"];
   for (std::size_t i = 0; i < experiments.size(); ++i) {
@@ -27,14 +49,12 @@ std::vector<std::string> semantic_problems(const json& doc, int threads) {
     if (!names.insert(name).second)
       problems.push_back(at + "/name: duplicate experiment name \"" + name + "\"");
     if (e.contains("kernel")) {
-      const json list = e["kernel"].is_array() ? e["kernel"] : json::array({e["kernel"]});
+      const json list = grid_values(e["kernel"]);
       for (std::size_t j = 0; j < list.size(); ++j) {
         const std::string k = list[j];
         if (find_kernel(k)) continue;
         const std::string hint = closest(k, kernel_names());
-        problems.push_back(at + "/kernel" +
-                           (e["kernel"].is_array() ? "/" + std::to_string(j) : "") +
-                           ": unknown kernel \"" + k + "\"" +
+        problems.push_back(at + grid_path(e, "kernel", j) + ": unknown kernel \"" + k + "\"" +
                            (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
                            "; kernels on this machine: " + join_quoted(kernel_names()));
       }
@@ -118,6 +138,7 @@ Config parse_config(const std::string& path, const std::string& text) {
   const int threads = c.document.value("threads", default_threads());
   problems = semantic_problems(c.document, threads);
   if (!problems.empty()) throw InputError::from_lines(prefixed(path, problems));
+  c.notes = prefixed(path, old_names(c.document).notes);
   c.name = c.document["name"];
   c.seed = c.document["seed"].get<std::uint64_t>();
   c.sha256 = sha256_hex(text);

@@ -172,7 +172,7 @@ TEST_CASE("duplicate experiment names") {
 TEST_CASE("semantic checks: aligned inputs and memory") {
   CHECK(error_of(with_experiment(R"("d_k": 4, "alignment": 0.5, "n_q": 3)")) ==
         "bad.json: /experiments/0/alignment: aligned inputs pair query i with key i, so n_q and "
-        "n_k must be one and the same value; found n_q [3] and n_k [64]");
+        "n_kv must be one and the same value; found n_q [3] and n_kv [64]");
   const std::string msg =
       error_of(with_experiment(R"("d_k": 1000000, "n_q": 1000000, "n_k": 1000000)"));
   CHECK(msg.rfind("bad.json: /experiments/0: needs about ", 0) == 0);
@@ -196,4 +196,20 @@ TEST_CASE("a grid too large to expand is refused before it is expanded") {
                                  "], \"n_k\": [1, 2, 3, 4, 5, 6], \"scale\": \"none\"")) ==
         "bad.json: /experiments/0: the grid has 240000 cells (the product of the lengths of its "
         "lists), expected at most 100000");
+}
+
+TEST_CASE("variance's old n_k is read as n_kv, with a note; both at once are refused") {
+  const auto old = sdpa::parse_config("old.json", with_experiment(R"("d_k": 4, "n_k": [8, 16])"));
+  CHECK(old.notes == std::vector<std::string>{
+                         "old.json: /experiments/0/n_k: \"n_k\" is the old name of \"n_kv\" (read "
+                         "as n_kv); rename it"});
+  const auto now = sdpa::parse_config("new.json", with_experiment(R"("d_k": 4, "n_kv": [8, 16])"));
+  CHECK(now.notes.empty());
+  // The same grid, in the same order: the same cells (and so the same random streams).
+  const auto a = sdpa::make_plan(old)[0], b = sdpa::make_plan(now)[0];
+  REQUIRE(a.cells.size() == 4);  // n_kv 8 and 16, each with the two default scales
+  for (std::size_t i = 0; i < a.cells.size(); ++i) CHECK(a.cells[i].params == b.cells[i].params);
+  CHECK_FALSE(a.params.contains("n_k"));
+  CHECK(error_of(with_experiment(R"("d_k": 4, "n_k": 8, "n_kv": 8)")) ==
+        "bad.json: /experiments/0/n_k: \"n_k\" is the old name of \"n_kv\"; give only \"n_kv\"");
 }

@@ -16,7 +16,7 @@ using sdpa::testing::TempDir;
 namespace {
 
 const char* kConfig = R"({"name": "r", "seed": 5, "experiments": [
-  {"name": "v", "kind": "variance", "d_k": [2, 8], "n_q": 4, "n_k": 4, "trials": 20, "scale": ["none", "sqrt_dk"]},
+  {"name": "v", "kind": "variance", "d_k": [2, 8], "n_q": 4, "n_kv": 4, "trials": 20, "scale": ["none", "sqrt_dk"]},
   {"name": "e", "kind": "entropy", "d_k": [4, 16], "n_kv": 32, "n_q": 2, "trials": 3, "scale": ["none", "sqrt_dk"]},
   {"name": "g", "kind": "gradient", "d_k": [4, 16], "n_kv": 32, "n_q": 2, "trials": 3, "scale": ["none", "sqrt_dk"]}]})";
 

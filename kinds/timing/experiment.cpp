@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "benchmark_session.hpp"
+#include "checks.hpp"
 #include "kinds.hpp"
 #include "peak_measure.hpp"
 #include "sdpa/kernels.hpp"
@@ -219,30 +220,21 @@ json run_timing_cell(const CellContext& ctx) {
   return record;
 }
 
-std::string quoted_list(const std::vector<std::string>& words) {
-  std::string s;
-  for (const auto& w : words) s += (s.empty() ? "\"" : ", \"") + w + "\"";
-  return s;
-}
-
 // A kernel without a backward cannot be timed backward: refused before anything runs.
 std::vector<std::string> check_timing(const json& e) {
-  auto values = [&](const char* key) { return e[key].is_array() ? e[key] : json::array({e[key]}); };
-  std::vector<std::string> lacking, with;
-  for (const auto& name : values("kernel"))
+  std::vector<std::string> lacking;
+  for (const auto& name : grid_values(e["kernel"]))
     if (!find_kernel(name.get<std::string>())->backward) lacking.push_back(name);
-  for (const auto& k : kernel_registry())
-    if (k.backward) with.push_back(k.name);
+  const std::vector<std::string> with = kernels_with_backward();
   std::vector<std::string> problems;
-  const json directions = values("direction");
+  const json directions = grid_values(e["direction"]);
   for (std::size_t d = 0; d < directions.size() && !lacking.empty(); ++d) {
     if (directions[d] == "forward") continue;
-    problems.push_back(
-        "/direction" + (e["direction"].is_array() ? "/" + std::to_string(d) : std::string()) +
-        ": direction " + directions[d].dump() + " needs a backward pass, but kernel(s) " +
-        quoted_list(lacking) + " have none; time them \"forward\" only" +
-        (with.empty() ? " (no kernel on this machine has a backward)"
-                      : " or choose one of " + quoted_list(with)));
+    problems.push_back(grid_path(e, "direction", d) + ": direction " + directions[d].dump() +
+                       " needs a backward pass, but kernel(s) " + join_quoted(lacking) +
+                       " have none; time them \"forward\" only" +
+                       (with.empty() ? " (no kernel on this machine has a backward)"
+                                     : " or choose one of " + join_quoted(with)));
   }
   return problems;
 }

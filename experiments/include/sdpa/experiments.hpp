@@ -29,6 +29,9 @@ struct Config {        // NOLINT(bugprone-exception-escape)
   json document;       // the parsed config, verbatim
   std::string name;
   std::uint64_t seed = 0;
+  // Lines for the user that are not errors: "<file>: <json path>: ..." (an old parameter name
+  // read under its new one).
+  std::vector<std::string> notes;
 };
 
 // Reads, parses and validates a config (schema, then semantic checks). Throws InputError
@@ -72,6 +75,9 @@ struct ExperimentKind {
   std::string description;
   // Parameters that may be lists, in plan order (the last varies fastest).
   std::vector<std::string> axes;
+  // Parameters renamed, {old, new}: a config giving the old name is read as if it gave the new
+  // one, with a note (Config::notes).
+  std::vector<std::pair<std::string, std::string>> renamed = {};
   // Runs one cell and returns its record (measured values beside their predictions).
   std::function<json(const CellContext&)> run_cell;
   // Bytes one cell holds at once when the run has `threads` threads (its inputs, every running
