@@ -5,7 +5,7 @@
 #include <set>
 #include <sstream>
 
-#include "config_schema_text.hpp"
+#include "config_schema_parts.hpp"
 #include "grid.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/input_file.hpp"
@@ -114,7 +114,16 @@ std::vector<std::string> prefixed(const std::string& path, std::vector<std::stri
 }  // namespace
 
 const json& config_schema() {
-  static const json schema = json::parse(kConfigSchemaText);
+  static const json schema = [] {
+    json s = assemble_schema(
+        kConfigSchemaBase, kConfigSchemaParts, "", "experiment",
+        [](const std::string& ref) { return json{{"$ref", ref}}; },
+        "Assembled by sdpa-bench from kinds/config.schema.json and each kind's "
+        "kinds/<kind>/config.schema.json (`make schemas` writes it here); edit those.");
+    json& kinds = s["definitions"]["experiment"]["properties"]["kind"]["enum"];
+    for (const SchemaText& part : kConfigSchemaParts) kinds.push_back(part.kind);
+    return s;
+  }();
   return schema;
 }
 
@@ -132,7 +141,7 @@ Config parse_config(const std::string& path, const std::string& text) {
   } catch (const json::exception& e) {  // e.g. a number too large for a double
     throw InputError(path + ": not valid JSON: " + json_error_message(e));
   }
-  static const JsonSchema schema(kConfigSchemaText);
+  static const JsonSchema schema(config_schema().dump());
   auto problems = schema.problems(c.document);
   if (!problems.empty()) throw InputError::from_lines(prefixed(path, problems));
   const int threads = c.document.value("threads", default_threads());

@@ -12,7 +12,6 @@
 #include <optional>
 
 #include "benchmark_session.hpp"
-#include "peak_measure.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/journal.hpp"
 
@@ -154,16 +153,6 @@ std::map<CellKey, JournalEntry> resumable_cells(const std::string& journal,
   return done;
 }
 
-// A roofline cell finished before a resumption: its peak goes back into the machine section.
-void restore_peak(const ExperimentPlan& plan, const json& record, json& peaks) {
-  if (plan.kind->name != "roofline" || !record.value("supported", false)) return;
-  store_peak(peaks, {{"isa", record["params"]["isa"]},
-                     {"threads", record["threads"]},
-                     {"fma_gflops", record["fma_gflops"]["value"]},
-                     {"triad_gbs", record["triad_gbs"]["value"]},
-                     {"source", "roofline"}});
-}
-
 }  // namespace
 
 std::string default_result_folder() { return "results/" + machine_id(machine_fingerprint()); }
@@ -241,7 +230,7 @@ std::string run_config(const Config& config, const RunOptions& options) {
     json records = json::array();
     for (const auto& cell : plan.cells) {
       if (const auto it = done.find({plan.index, cell.index}); it != done.end()) {
-        restore_peak(plan, it->second.record, shared.peaks);
+        if (plan.kind->resumed) plan.kind->resumed(it->second.record, shared);
         records.push_back(it->second.record);
         seconds += it->second.seconds;
         journaled_seconds += it->second.seconds;

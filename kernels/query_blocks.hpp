@@ -97,8 +97,9 @@ void mask_tile(const Shape& s, const QueryBlock& blk, std::int64_t key0, std::in
 void fold_tile_probes(const BlockScratch& w);
 
 // Writes the block's output rows (acc / l), lse = m + ln l and probes; H = ln l - t'/l, which is
-// the design's m + ln l - (sum e^{s-m} s)/l with m taken out of the sum (no cancellation when |m|
-// is large), and max weight = e^{m-m}/l = 1/l. Rows that see no key get 0, -inf and zero probes.
+// m + ln l - (sum e^{s-m} s)/l (docs/design.md, "Probes") with m taken out of the sum (no
+// cancellation when |m| is large), and max weight = e^{m-m}/l = 1/l. Rows that see no key get
+// 0, -inf and zero probes.
 void finish_block(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_end,
                   std::int64_t ld_acc, const BlockScratch& w);
 

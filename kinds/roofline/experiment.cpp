@@ -56,6 +56,15 @@ ExperimentKind roofline_experiment() {
           [](const json& p, int) {
             return p["llc_multiple"].get<double>() * last_level_cache_bytes();
           },
+      .resumed =
+          [](const json& record, RunShared& shared) {
+            if (!record.value("supported", false)) return;
+            store_peak(shared.peaks, {{"isa", record["params"]["isa"]},
+                                      {"threads", record["threads"]},
+                                      {"fma_gflops", record["fma_gflops"]["value"]},
+                                      {"triad_gbs", record["triad_gbs"]["value"]},
+                                      {"source", "roofline"}});
+          },
       .check = nullptr,
   };
 }

@@ -12,6 +12,10 @@
 
 namespace sdpa {
 
+// The version of results/schema.json: written into every result file, and the only one read
+// (a file of another version is refused by name).
+inline constexpr int kResultSchemaVersion = 1;
+
 // theory: "exact", "asymptotic" or "approximate" (how far the prediction can be trusted),
 // or "none" when no prediction applies to this cell.
 inline json measured(double value, stats::Interval ci, std::optional<double> predicted,

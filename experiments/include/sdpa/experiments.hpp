@@ -40,7 +40,8 @@ Config load_config(const std::string& path);
 // The same on text already in memory (tests, fuzzing); `path` only labels messages.
 Config parse_config(const std::string& path, const std::string& text);
 
-// configs/schema.json, compiled into the binary.
+// The schema configs are checked against (configs/schema.json is a copy, for editors):
+// kinds/config.schema.json with each kind's config.schema.json, assembled at start-up.
 const json& config_schema();
 
 // ---- experiment kinds ---------------------------------------------------------------------
@@ -84,6 +85,9 @@ struct ExperimentKind {
   // trial's tensors and its kernel's workspace, the results it keeps), so a config too big for
   // the machine is refused before anything runs.
   std::function<double(const json& params, int threads)> memory_bytes;
+  // A cell finished before a resumption (its record from the journal): what running it put in
+  // the run's shared state, put back (a roofline cell's peak). Absent where there is nothing.
+  std::function<void(const json& record, RunShared& shared)> resumed = nullptr;
   // Checks that need more than the schema (e.g. n_q == n_k for aligned inputs), on the
   // experiment's parameters with defaults filled in; each returned string is
   // "<json path below the experiment>: <message>".
@@ -154,7 +158,5 @@ std::string default_result_folder();
 void write_file_atomically(const std::string& path, const std::string& text);
 
 std::string sha256_hex(const std::string& bytes);
-
-inline constexpr int kResultSchemaVersion = 1;
 
 }  // namespace sdpa

@@ -158,7 +158,7 @@ struct Kernel {
   double workspace_bytes(const Shape& shape, Pass pass, int threads) const {
     return workspace(shape, pass, threads);
   }
-  // The FLOPs a call is credited with: the design's convention, the same for every kernel so
+  // The FLOPs a call is credited with (docs/design.md, "Conventions"), the same for every kernel so
   // that GFLOP/s compare across kernels (flash's backward does about 3.5 forwards of work and is
   // credited 2.5, see kernels/flash_backward.cpp).
   double flops(const Shape& shape, bool causal, Pass pass) const {
