@@ -2,13 +2,19 @@
 // "<json path below the experiment>: <message>", as ExperimentKind::check does.
 #pragma once
 
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "grid.hpp"
+#include "inputs.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/json_schema.hpp"
 #include "sdpa/kernels.hpp"
+#include "trials.hpp"
 
 namespace sdpa {
 
@@ -20,6 +26,33 @@ inline std::vector<std::string> kernels_with_backward() {
   return names;
 }
 
+// The JSON path of the value a cell took of a grid parameter.
+inline std::string cell_path(const json& params, const json& cell, const std::string& key) {
+  const json values = grid_values(params[key]);
+  const auto at = std::find(values.begin(), values.end(), cell[key]);
+  return grid_path(params, key, std::size_t(at - values.begin()));
+}
+
+// A scale the kernels would not receive as it is: outside fp32's normal range it becomes inf
+// or 0, or loses precision, when converted. "" when it is inside.
+inline std::string scale_range_problem(const json& params, const json& cell, double scale) {
+  if (std::abs(scale) >= FLT_MIN && std::abs(scale) <= FLT_MAX) return "";
+  char value[64];
+  std::snprintf(value, sizeof value, "%g", scale);
+  return cell_path(params, cell, "scale") + ": scale " + cell["scale"].dump() +
+         (cell["scale"].is_string() ? " is " + std::string(value) : "") + " at d_k " +
+         cell["d_k"].dump() + ", outside fp32's normal range [1.18e-38, 3.4e+38], where the " +
+         "kernels compute";
+}
+
+// The cell check of kinds whose cells draw Q and K and run a kernel on them (AttentionCell):
+// the scale, the entries and the scores inside fp32's range.
+inline std::string attention_cell_problem(const json& params, const json& cell) {
+  const AttentionCell c(cell);
+  if (std::string p = scale_range_problem(params, cell, c.scale); !p.empty()) return p;
+  return c.inputs.fp32_problem(double(c.d_k), c.scale);
+}
+
 // Every kernel named in params["kernel"] must have a backward; the message lists those that do.
 inline std::vector<std::string> kernels_without_backward(const json& params) {
   std::vector<std::string> problems;
@@ -27,9 +60,9 @@ inline std::vector<std::string> kernels_without_backward(const json& params) {
   for (std::size_t i = 0; i < kernels.size(); ++i) {
     const Kernel* k = find_kernel(kernels[i].get<std::string>());
     if (k && !k->backward)
-      problems.push_back(grid_path(params, "kernel", i) + ": kernel " + kernels[i].dump() +
-                         " has no backward; kernels with one: " +
-                         join_quoted(kernels_with_backward()));
+      problems.push_back(
+          grid_path(params, "kernel", i) + ": kernel " + kernels[i].dump() +
+          " has no backward; kernels with one: " + join_quoted(kernels_with_backward()));
   }
   return problems;
 }

@@ -2,6 +2,10 @@
 // checks a schema cannot express. Every problem becomes one line naming the file, the JSON
 // path, what was expected and what was found.
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 
@@ -52,7 +56,9 @@ std::vector<std::string> semantic_problems(const json& doc, int threads) {
       const json list = grid_values(e["kernel"]);
       for (std::size_t j = 0; j < list.size(); ++j) {
         const std::string k = list[j];
-        if (find_kernel(k)) continue;
+        // A timing config may name another machine's kernels (its cells are recorded as not
+        // run), so one config compares x86 and Arm; statistics need a kernel that runs here.
+        if (find_kernel(k) || (e["kind"] == "timing" && kernel_elsewhere(k))) continue;
         const std::string hint = closest(k, kernel_names());
         problems.push_back(at + grid_path(e, "kernel", j) + ": unknown kernel \"" + k + "\"" +
                            (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
@@ -76,7 +82,78 @@ std::vector<std::string> semantic_problems(const json& doc, int threads) {
         problems.push_back("/experiments/" + std::to_string(plan.index) + p);
   if (!problems.empty()) return problems;
 
-  // Memory: the largest cell of each experiment (cells run one after another).
+  // Each cell's values in range: the first cell out of range per experiment (the others of
+  // a grid usually share its problem).
+  for (const auto& plan : plans) {
+    if (!plan.kind->cell_check) continue;
+    std::size_t bad = 0;
+    std::string first;
+    for (const auto& cell : plan.cells)
+      if (std::string p = plan.kind->cell_check(plan.params, cell.params); !p.empty())
+        if (bad++ == 0) first = std::move(p);
+    if (bad > 0)
+      problems.push_back("/experiments/" + std::to_string(plan.index) + first +
+                         (bad > 1 ? " (and " + std::to_string(bad - 1) + " more cell(s))" : ""));
+  }
+  if (!problems.empty()) return problems;
+  return memory_problems(plans, threads);
+}
+
+std::string number_text(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+std::vector<std::string> prefixed(const std::string& path, std::vector<std::string> lines) {
+  for (auto& l : lines) l = path + ": " + l;
+  return lines;
+}
+
+}  // namespace
+
+const json& config_schema() {
+  static const json schema = [] {
+    json s = assemble_schema(
+        kConfigSchemaBase, kConfigSchemaParts, "", "experiment",
+        [](const std::string& ref) {
+          return json{{"$ref", ref}};
+        },
+        "Assembled by sdpa-bench from kinds/config.schema.json and each kind's "
+        "kinds/<kind>/config.schema.json (`make schemas` writes it here); edit those.");
+    json& kinds = s["definitions"]["experiment"]["properties"]["kind"]["enum"];
+    for (const SchemaText& part : kConfigSchemaParts) kinds.push_back(part.kind);
+    return s;
+  }();
+  return schema;
+}
+
+Config parse_config(const std::string& path, const std::string& text) {
+  Config c;
+  c.path = path;
+  c.text = text;
+  try {
+    c.document = parse_json_text(text);
+  } catch (const JsonTextError& e) {
+    throw InputError(e.in_file(path));
+  }
+  static const JsonSchema schema(config_schema().dump());
+  auto problems = schema.problems(c.document);
+  if (!problems.empty()) throw InputError::from_lines(prefixed(path, problems));
+  const int threads = c.document.value("threads", default_threads());
+  problems = semantic_problems(c.document, threads);
+  if (!problems.empty()) throw InputError::from_lines(prefixed(path, problems));
+  c.notes = prefixed(path, old_names(c.document).notes);
+  c.name = c.document["name"];
+  c.seed = c.document["seed"].get<std::uint64_t>();
+  c.sha256 = sha256_hex(text);
+  return c;
+}
+
+std::vector<std::string> memory_problems(const std::vector<ExperimentPlan>& plans, int threads) {
+  // The largest cell of each experiment (cells run one after another), by its kind's estimate
+  // for the cell's kernel and the threads running at once.
+  std::vector<std::string> problems;
   const double available = available_memory_bytes();
   for (const auto& plan : plans) {
     if (!plan.kind->memory_bytes) continue;
@@ -95,63 +172,43 @@ std::vector<std::string> semantic_problems(const json& doc, int threads) {
   return problems;
 }
 
-std::pair<std::size_t, std::size_t> line_and_column(const std::string& text, std::size_t byte) {
-  std::size_t line = 1, column = 1;
-  for (std::size_t i = 0; i < byte && i < text.size(); ++i) {
-    if (text[i] == '\n')
-      line++, column = 1;
-    else
-      column++;
-  }
-  return {line, column};
+std::string NumberRange::text() const {
+  const std::string what = integer ? "an integer" : "a number";
+  if (min <= -1e308 && max >= 1e308) return integer ? what : "a finite number";
+  if (max >= 1e308) return what + (min_exclusive ? " > " : " >= ") + number_text(min);
+  if (integer) return what + " from " + number_text(min) + " to " + number_text(max);
+  return what + " in " + (min_exclusive ? "(" : "[") + number_text(min) + ", " + number_text(max) +
+         "]";
 }
 
-std::vector<std::string> prefixed(const std::string& path, std::vector<std::string> lines) {
-  for (auto& l : lines) l = path + ": " + l;
-  return lines;
+NumberRange config_range(const std::string& pointer) {
+  const json& node = config_schema().at(json::json_pointer(pointer));
+  NumberRange r;
+  r.integer = node.value("type", "") == "integer";
+  if (node.contains("minimum")) r.min = node["minimum"];
+  if (node.contains("exclusiveMinimum")) r.min = node["exclusiveMinimum"], r.min_exclusive = true;
+  if (node.contains("maximum")) r.max = node["maximum"];
+  return r;
 }
 
-}  // namespace
-
-const json& config_schema() {
-  static const json schema = [] {
-    json s = assemble_schema(
-        kConfigSchemaBase, kConfigSchemaParts, "", "experiment",
-        [](const std::string& ref) { return json{{"$ref", ref}}; },
-        "Assembled by sdpa-bench from kinds/config.schema.json and each kind's "
-        "kinds/<kind>/config.schema.json (`make schemas` writes it here); edit those.");
-    json& kinds = s["definitions"]["experiment"]["properties"]["kind"]["enum"];
-    for (const SchemaText& part : kConfigSchemaParts) kinds.push_back(part.kind);
-    return s;
-  }();
-  return schema;
+double parse_number_option(const std::string& option, const std::string& text,
+                           const NumberRange& range) {
+  // strtod reads what a user types ("0.5", "1e-3", "20"), and also "inf", "nan" and hex,
+  // which the range and the integer test then refuse.
+  char* end = nullptr;
+  errno = 0;
+  const double x = text.empty() ? 0.0 : std::strtod(text.c_str(), &end);
+  const bool whole = !text.empty() && end == text.c_str() + text.size() && !std::isspace(text[0]);
+  const bool in_range = whole && std::isfinite(x) &&
+                        (range.min_exclusive ? x > range.min : x >= range.min) && x <= range.max &&
+                        (!range.integer || x == std::floor(x));
+  if (!in_range)
+    throw InputError(option + ": expected " + range.text() + ", found \"" + text + "\"");
+  return x;
 }
 
-Config parse_config(const std::string& path, const std::string& text) {
-  Config c;
-  c.path = path;
-  c.text = text;
-  try {
-    c.document = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // nlohmann reports the byte after the error; users want a line and a column.
-    auto [line, column] = line_and_column(text, e.byte > 0 ? e.byte - 1 : 0);
-    throw InputError(path + ":" + std::to_string(line) + ":" + std::to_string(column) +
-                     ": not valid JSON: " + json_error_message(e));
-  } catch (const json::exception& e) {  // e.g. a number too large for a double
-    throw InputError(path + ": not valid JSON: " + json_error_message(e));
-  }
-  static const JsonSchema schema(config_schema().dump());
-  auto problems = schema.problems(c.document);
-  if (!problems.empty()) throw InputError::from_lines(prefixed(path, problems));
-  const int threads = c.document.value("threads", default_threads());
-  problems = semantic_problems(c.document, threads);
-  if (!problems.empty()) throw InputError::from_lines(prefixed(path, problems));
-  c.notes = prefixed(path, old_names(c.document).notes);
-  c.name = c.document["name"];
-  c.seed = c.document["seed"].get<std::uint64_t>();
-  c.sha256 = sha256_hex(text);
-  return c;
+int parse_threads_option(const std::string& option, const std::string& text) {
+  return int(parse_number_option(option, text, config_range("/properties/threads")));
 }
 
 Config load_config(const std::string& path) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "checks.hpp"
 #include "kinds.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/stats.hpp"
@@ -149,6 +150,7 @@ ExperimentKind entropy_experiment() {
             return trials_memory(trial, 96.0, c.trials, threads);
           },
       .check = nullptr,
+      .cell_check = attention_cell_problem,
   };
 }
 

@@ -150,6 +150,7 @@ ExperimentKind gradient_experiment() {
             return trials_memory(trial, 128.0, c.trials, threads);
           },
       .check = kernels_without_backward,
+      .cell_check = attention_cell_problem,
   };
 }
 

@@ -56,16 +56,24 @@ ExperimentKind roofline_experiment() {
           [](const json& p, int) {
             return p["llc_multiple"].get<double>() * last_level_cache_bytes();
           },
+      // A cell finished before a resumption: its peak goes back into the machine section.
       .resumed =
           [](const json& record, RunShared& shared) {
             if (!record.value("supported", false)) return;
-            store_peak(shared.peaks, {{"isa", record["params"]["isa"]},
-                                      {"threads", record["threads"]},
-                                      {"fma_gflops", record["fma_gflops"]["value"]},
-                                      {"triad_gbs", record["triad_gbs"]["value"]},
-                                      {"source", "roofline"}});
+            try {
+              store_peak(shared.peaks, {{"isa", record.at("params").at("isa")},
+                                        {"threads", record.at("threads")},
+                                        {"fma_gflops", record.at("fma_gflops").at("value")},
+                                        {"triad_gbs", record.at("triad_gbs").at("value")},
+                                        {"source", "roofline"}});
+            } catch (const json::exception&) {
+              throw InputError(
+                  "a supported roofline record needs /params/isa, /threads, "
+                  "/fma_gflops/value and /triad_gbs/value");
+            }
           },
       .check = nullptr,
+      .cell_check = nullptr,
   };
 }
 

@@ -24,42 +24,48 @@ namespace sdpa {
 namespace {
 
 struct TimingCell {
-  const Kernel& kernel;
+  std::string kernel_name;
+  const Kernel* kernel;  // null for another machine's kernel (kernel_elsewhere): not run
   Shape shape;
   bool causal;
   std::string direction;
   int threads;
 
   TimingCell(const json& p, int run_threads)
-      : kernel(*find_kernel(p["kernel"].get<std::string>())),
+      : kernel_name(p["kernel"]),
+        kernel(find_kernel(kernel_name)),
         shape{p["batch_heads"], p["n_q"], p["n_kv"], p["d_k"], p["d_v"]},
         causal(p["causal"]),
         direction(p["direction"]),
         threads(resolve_threads(p["threads"], run_threads)) {}
 
   bool needs_backward() const { return direction != "forward"; }
-  // "both" times one call of each.
+  // "both" times one call of each. Another machine's kernel is credited by the same convention
+  // (Kernel::flops is one formula for every kernel), so its record compares with that machine's.
   double flops() const {
-    return (direction == "backward" ? 0 : kernel.flops(shape, causal, Pass::forward)) +
-           (direction == "forward" ? 0 : kernel.flops(shape, causal, Pass::backward));
+    const Kernel elsewhere{};
+    const Kernel& k = kernel ? *kernel : elsewhere;
+    return (direction == "backward" ? 0 : k.flops(shape, causal, Pass::forward)) +
+           (direction == "forward" ? 0 : k.flops(shape, causal, Pass::backward));
   }
   // The tensors, and the larger workspace of the calls made: a backward cell calls the forward
-  // once before it is timed.
+  // once before it is timed. Nothing for another machine's kernel: the cell is not run.
   double memory_bytes() const {
+    if (!kernel) return 0;
     const double bh = double(shape.batch_heads), n_q = double(shape.n_q);
     const double n_kv = double(shape.n_kv), d = double(shape.d_k + shape.d_v);
     const double elements = bh * (n_q * (d + 1) + n_kv * d);  // Q, K, V, O and lse
     // A backward adds dO and the gradients: as much again.
     const double tensors = (needs_backward() ? 8.0 : 4.0) * elements;
-    const double forward = kernel.workspace_bytes(shape, Pass::forward, threads);
+    const double forward = kernel->workspace_bytes(shape, Pass::forward, threads);
     return tensors +
            (needs_backward()
-                ? std::max(forward, kernel.workspace_bytes(shape, Pass::backward, threads))
+                ? std::max(forward, kernel->workspace_bytes(shape, Pass::backward, threads))
                 : forward);
   }
   // Google Benchmark's name of the cell, so --benchmark_filter can pick cells.
   std::string name() const {
-    return kernel.name + "/" + direction + "/bh:" + std::to_string(shape.batch_heads) +
+    return kernel_name + "/" + direction + "/bh:" + std::to_string(shape.batch_heads) +
            "/nq:" + std::to_string(shape.n_q) + "/nkv:" + std::to_string(shape.n_kv) +
            "/dk:" + std::to_string(shape.d_k) + "/dv:" + std::to_string(shape.d_v) +
            "/causal:" + (causal ? "1" : "0") + "/threads:" + std::to_string(threads);
@@ -95,22 +101,15 @@ std::function<void()> timed_call(const TimingCell& c, Tensors& t) {
   f.scale = float(1 / std::sqrt(double(c.shape.d_k)));
   f.causal = c.causal;
   f.threads = c.threads;
-  if (!c.needs_backward()) return [&c, f] { c.kernel.forward(f); };
+  if (!c.needs_backward()) return [&c, f] { c.kernel->forward(f); };
   f.lse = t.lse.data();
-  c.kernel.forward(f);  // the backward reads the forward's output and row log-sum-exp
+  c.kernel->forward(f);  // the backward reads the forward's output and row log-sum-exp
   const BackwardArgs b = backward_of(f, t.d_out.data(), t.d_q.data(), t.d_k.data(), t.d_v.data());
-  if (c.direction == "backward") return [&c, b] { c.kernel.backward(b); };
-  return [&c, f, b] { c.kernel.forward(f), c.kernel.backward(b); };
+  if (c.direction == "backward") return [&c, b] { c.kernel->backward(b); };
+  return [&c, f, b] { c.kernel->forward(f), c.kernel->backward(b); };
 }
 
 // ---- conditions of the measurement
-
-std::string first_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
 
 json load_average() {
   std::ifstream in("/proc/loadavg");
@@ -137,7 +136,7 @@ std::string affinity() {
 }
 
 json environment_at_start() {
-  std::string governor = first_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor");
+  std::string governor = frequency_governor();
   const std::string scaling = governor.empty()            ? "unknown"
                               : governor == "performance" ? "off"
                                                           : "on";
@@ -166,12 +165,12 @@ json time_statistics(const BenchmarkRuns& runs) {
 // The share of the machine's peak for the kernel's ISA at this thread count: from a roofline
 // measured earlier in the run, else measured now (briefly), never assumed.
 void add_peak(json& record, const TimingCell& c, double gflops, RunShared& shared) {
-  const std::string isa = peak_isa_for(c.kernel.isa);
+  const std::string isa = peak_isa_for(c.kernel->isa);
   if (isa.empty()) {
     record["percent_of_peak"] = nullptr;
     record["peak"] = nullptr;
     record["peak_note"] =
-        "no peak measured: no roofline ISA for kernel ISA \"" + c.kernel.isa + "\"";
+        "no peak measured: no roofline ISA for kernel ISA \"" + c.kernel->isa + "\"";
     return;
   }
   if (!find_peak(shared.peaks, isa, c.threads)) {
@@ -185,6 +184,13 @@ void add_peak(json& record, const TimingCell& c, double gflops, RunShared& share
 
 json run_timing_cell(const CellContext& ctx) {
   const TimingCell c(ctx.cell.params, ctx.threads);
+  if (!c.kernel)
+    return {{"threads", c.threads},
+            {"kernel_isa", c.kernel_name.substr(c.kernel_name.find('@') + 1)},
+            {"flops", c.flops()},
+            {"benchmark_name", c.name()},
+            {"skipped", "not run: this CPU or build has no " + c.kernel_name},
+            {"environment", environment_at_start()}};
   RunShared alone;  // outside a run (tests): peaks and a session of this cell's own
   RunShared& shared = ctx.shared ? *ctx.shared : alone;
   std::unique_ptr<BenchmarkSession> own;
@@ -196,7 +202,7 @@ json run_timing_cell(const CellContext& ctx) {
   Tensors tensors(c, {ctx.seed, ctx.experiment, std::uint32_t(ctx.cell.index), 0});
   const auto call = timed_call(c, tensors);
 
-  json record = {{"threads", c.threads}, {"kernel_isa", c.kernel.isa}, {"flops", c.flops()}};
+  json record = {{"threads", c.threads}, {"kernel_isa", c.kernel->isa}, {"flops", c.flops()}};
   json environment = environment_at_start();
   const BenchmarkRuns runs = session.run(c.name(), call, settings);
   environment["load_average_end"] = load_average();
@@ -223,8 +229,10 @@ json run_timing_cell(const CellContext& ctx) {
 // A kernel without a backward cannot be timed backward: refused before anything runs.
 std::vector<std::string> check_timing(const json& e) {
   std::vector<std::string> lacking;
-  for (const auto& name : grid_values(e["kernel"]))
-    if (!find_kernel(name.get<std::string>())->backward) lacking.push_back(name);
+  for (const auto& name : grid_values(e["kernel"])) {
+    const Kernel* k = find_kernel(name.get<std::string>());  // null: another machine's
+    if (k && !k->backward) lacking.push_back(name);
+  }
   const std::vector<std::string> with = kernels_with_backward();
   std::vector<std::string> problems;
   const json directions = grid_values(e["direction"]);
@@ -251,6 +259,7 @@ ExperimentKind timing_experiment() {
       .memory_bytes = [](const json& p,
                          int threads) { return TimingCell(p, threads).memory_bytes(); },
       .check = check_timing,
+      .cell_check = nullptr,
   };
 }
 

@@ -254,6 +254,10 @@ ExperimentKind training_experiment() {
             return trials_memory(seed, 0, c.seeds, threads);
           },
       .check = check_training,
+      .cell_check =
+          [](const json& params, const json& cell) {
+            return scale_range_problem(params, cell, TrainingCell(cell).scale);
+          },
   };
 }
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "grid.hpp"
+#include "checks.hpp"
 #include "kinds.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/rng.hpp"
@@ -159,12 +159,14 @@ ExperimentKind variance_experiment() {
             // Per trial: Q, K, V (d_v = 1), the output, probes and aligned dot products, W_Q
             // and W_K for projected inputs, and the kernel's workspace; per trial kept: its
             // moments and their columns.
-            const double trial = 4.0 * (n_q + n_kv) * d_k + 4.0 * (n_kv + n_q) + 64.0 * n_q +
-                                 c.inputs.weight_bytes(c.d_k) +
-                                 kernel_workspace(p, {1, c.n_q, c.n_kv, c.d_k, 1}, Pass::forward, 1);
+            const double trial =
+                4.0 * (n_q + n_kv) * d_k + 4.0 * (n_kv + n_q) + 64.0 * n_q +
+                c.inputs.weight_bytes(c.d_k) +
+                kernel_workspace(p, {1, c.n_q, c.n_kv, c.d_k, 1}, Pass::forward, 1);
             return trials_memory(trial, 96.0, c.trials, threads);
           },
       .check = check_variance,
+      .cell_check = attention_cell_problem,
   };
 }
 
