@@ -21,15 +21,6 @@ std::string csv_field(const std::string& s) {
 
 namespace {
 
-std::string csv_number(double x) {
-  char buf[40];
-  if (x == std::floor(x) && std::abs(x) < 1e15)
-    std::snprintf(buf, sizeof buf, "%.0f", x);
-  else
-    std::snprintf(buf, sizeof buf, "%.17g", x);
-  return buf;
-}
-
 void flatten(const json& v, const std::string& key,
              std::vector<std::pair<std::string, std::string>>& out) {
   const auto field = [&](const std::string& name) { return key.empty() ? name : key + "." + name; };
@@ -40,7 +31,7 @@ void flatten(const json& v, const std::string& key,
     flatten(v[0], key + "_low", out);
     flatten(v[1], key + "_high", out);
   } else if (v.is_number()) {
-    out.emplace_back(key, csv_number(v.get<double>()));
+    out.emplace_back(key, number(v.get<double>(), 17));
   } else if (v.is_string()) {
     out.emplace_back(key, v.get<std::string>());
   } else if (v.is_null()) {

@@ -9,15 +9,14 @@
 
 namespace sdpa::report {
 
-std::string number(double x) {
+std::string number(double x, int significant) {
   if (std::isnan(x)) return "nan";
   if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-  char buf[32];
-  // Whole numbers (sizes, counts) print in full; everything else with 4 significant digits.
+  char buf[40];
   if (x == std::floor(x) && std::abs(x) < 1e15)
     std::snprintf(buf, sizeof buf, "%.0f", x);
   else
-    std::snprintf(buf, sizeof buf, "%.4g", x);
+    std::snprintf(buf, sizeof buf, "%.*g", significant, x);
   return buf;
 }
 

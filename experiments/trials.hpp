@@ -69,6 +69,13 @@ struct AttentionCell {
         inputs(InputSpec::from(p)) {}
 
   theory::ScoreModel model() const { return inputs.score_model(double(d_k), scale, n_q, n_kv); }
+
+  // Bytes one trial of a forward-only kind holds: Q and K in fp32, W_Q and W_K of projected
+  // inputs, its kernel's forward workspace (d_v = 1), and `own`, what the kind adds to them.
+  double forward_trial_bytes(double own) const {
+    return 4.0 * double(n_q + n_kv) * double(d_k) + inputs.weight_bytes(d_k) + own +
+           find_kernel(kernel)->workspace_bytes({1, n_q, n_kv, d_k, 1}, Pass::forward, 1);
+  }
 };
 
 }  // namespace sdpa

@@ -155,15 +155,10 @@ ExperimentKind variance_experiment() {
       .memory_bytes =
           [](const json& p, int threads) {
             const AttentionCell c(p);
-            const double n_q = double(c.n_q), n_kv = double(c.n_kv), d_k = double(c.d_k);
-            // Per trial: Q, K, V (d_v = 1), the output, probes and aligned dot products, W_Q
-            // and W_K for projected inputs, and the kernel's workspace; per trial kept: its
-            // moments and their columns.
-            const double trial =
-                4.0 * (n_q + n_kv) * d_k + 4.0 * (n_kv + n_q) + 64.0 * n_q +
-                c.inputs.weight_bytes(c.d_k) +
-                kernel_workspace(p, {1, c.n_q, c.n_kv, c.d_k, 1}, Pass::forward, 1);
-            return trials_memory(trial, 96.0, c.trials, threads);
+            // Per trial, beside Q, K, W and the workspace: V (d_v = 1), the output, probes and
+            // aligned dot products; per trial kept: its moments and their columns.
+            const double own = 4.0 * double(c.n_kv + c.n_q) + 64.0 * double(c.n_q);
+            return trials_memory(c.forward_trial_bytes(own), 96.0, c.trials, threads);
           },
       .check = check_variance,
       .cell_check = attention_cell_problem,

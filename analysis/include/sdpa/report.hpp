@@ -59,8 +59,9 @@ std::string index_markdown(const std::vector<ResultFile>& results,
                            const std::vector<std::string>& plot_names,
                            const std::vector<CsvFile>& csvs);
 
-// Fixed formatting shared by every table: 4 significant digits.
-std::string number(double x);
+// Fixed formatting shared by every table: whole numbers (sizes, counts) in full, everything else
+// with `significant` digits (4 in tables; 17 in CSV files, which round-trip a double).
+std::string number(double x, int significant = 4);
 // A time with its unit: "812.3 ns", "45.6 µs", "1.234 ms", "2.5 s".
 std::string duration(double seconds);
 // A timing cell's shape from its params: "batch_heads×n_q×n_kv, d d_k/d_v[, causal]".

@@ -94,8 +94,9 @@ struct CellContext {
   RunShared* shared = nullptr;  // null outside a run (tests): kinds that need it make their own
 };
 
-// An experiment kind is one file in experiments/ with one entry point, plus one line in
-// kinds.cpp. Its parameters, their types and defaults live in configs/schema.json.
+// The writing side of an experiment kind: <kind>_experiment() in kinds/<kind>/experiment.cpp,
+// listed by one line in kinds/kinds.cmake (docs/design.md, "Experiment kinds"). Its parameters,
+// their types and defaults live in kinds/<kind>/config.schema.json.
 struct ExperimentKind {
   std::string name;
   std::string description;
