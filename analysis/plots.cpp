@@ -171,7 +171,8 @@ Output write_plots(const std::vector<report::ResultFile>& results, const std::st
       const std::string experiment = e["name"];
       const std::string title = experiment + (machine.empty() ? "" : " [" + id + "]");
       if (kind->figures)
-        for (auto& f : kind->figures(e, machine + experiment, title)) figures.push_back(std::move(f));
+        for (auto& f : kind->figures(e, machine + experiment, title))
+          figures.push_back(std::move(f));
       std::string fixed;
       for (const auto& spec : kind->curves) {
         const auto groups =

@@ -1,9 +1,9 @@
 // The registry of the reading side: one entry per kind of kinds/kinds.cmake, each from its
 // kinds/<kind>/report.cpp. experiments/kinds.cpp is the writing side's registry, made from the
 // same list; a test checks the two against each other.
-#include "kind_report.hpp"
-
 #include <stdexcept>
+
+#include "kind_report.hpp"
 
 namespace sdpa::report {
 

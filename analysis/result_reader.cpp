@@ -5,8 +5,8 @@
 #include "sdpa/input_error.hpp"
 #include "sdpa/input_file.hpp"
 #include "sdpa/json_schema.hpp"
-#include "sdpa/schema_parts.hpp"
 #include "sdpa/report.hpp"
+#include "sdpa/schema_parts.hpp"
 
 namespace sdpa::report {
 
@@ -62,6 +62,5 @@ json parse_result_file(const std::string& path, const std::string& text) {
 json read_result_file(const std::string& path) {
   return parse_result_file(path, read_input_file(path, "result file"));
 }
-
 
 }  // namespace sdpa::report

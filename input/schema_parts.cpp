@@ -4,8 +4,8 @@
 
 namespace sdpa {
 
-json assemble_schema(const char* base, std::span<const SchemaText> parts,
-                     const std::string& suffix, const std::string& dispatch,
+json assemble_schema(const char* base, std::span<const SchemaText> parts, const std::string& suffix,
+                     const std::string& dispatch,
                      const std::function<json(const std::string& ref)>& then,
                      const std::string& comment) {
   json schema = json::parse(base);

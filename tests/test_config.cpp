@@ -19,14 +19,15 @@ std::string error_of(const std::string& text) {
 
 // A valid config with one experiment whose body is `fields` (after name and kind).
 std::string with_experiment(const std::string& fields) {
-  return R"({"name": "t", "seed": 1, "experiments": [{"name": "a", "kind": "variance", )" +
-         fields + "}]}";
+  return R"({"name": "t", "seed": 1, "experiments": [{"name": "a", "kind": "variance", )" + fields +
+         "}]}";
 }
 
 }  // namespace
 
 TEST_CASE("a valid config is accepted and hashed") {
-  const auto c = sdpa::parse_config("ok.json", with_experiment(R"("d_k": [1, 2], "scale": ["none", 0.5])"));
+  const auto c =
+      sdpa::parse_config("ok.json", with_experiment(R"("d_k": [1, 2], "scale": ["none", 0.5])"));
   CHECK(c.name == "t");
   CHECK(c.seed == 1);
   CHECK(c.sha256.size() == 64);
@@ -74,23 +75,31 @@ TEST_CASE("wrong types") {
   CHECK(error_of(with_experiment(R"("d_k": [1, "a"])")) ==
         "bad.json: /experiments/0/d_k/1: expected a positive integer or a non-empty list of "
         "positive integers, found string \"a\"");
-  CHECK(error_of(R"({"name": "t", "seed": "42", "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
-        "bad.json: /seed: expected a non-negative integer (the key of every random stream), "
-        "found string \"42\"");
+  CHECK(
+      error_of(
+          R"({"name": "t", "seed": "42", "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
+      "bad.json: /seed: expected a non-negative integer (the key of every random stream), "
+      "found string \"42\"");
 }
 
 TEST_CASE("seed not an integer") {
-  CHECK(error_of(R"({"name": "t", "seed": 1.5, "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
-        "bad.json: /seed: expected a non-negative integer (the key of every random stream), "
-        "found number 1.5");
-  CHECK(error_of(R"({"name": "t", "seed": -1, "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
-        "bad.json: /seed: expected a non-negative integer (the key of every random stream), "
-        "found number -1");
+  CHECK(
+      error_of(
+          R"({"name": "t", "seed": 1.5, "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
+      "bad.json: /seed: expected a non-negative integer (the key of every random stream), "
+      "found number 1.5");
+  CHECK(
+      error_of(
+          R"({"name": "t", "seed": -1, "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
+      "bad.json: /seed: expected a non-negative integer (the key of every random stream), "
+      "found number -1");
 }
 
 TEST_CASE("unknown keys suggest the closest valid key") {
-  CHECK(error_of(R"({"name": "t", "sed": 1, "seed": 1, "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
-        "bad.json: /sed: unknown key \"sed\" (did you mean \"seed\"?)");
+  CHECK(
+      error_of(
+          R"({"name": "t", "sed": 1, "seed": 1, "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
+      "bad.json: /sed: unknown key \"sed\" (did you mean \"seed\"?)");
   CHECK(error_of(with_experiment(R"("d_k": 1, "kernal": "naive")")) ==
         "bad.json: /experiments/0/kernal: unknown key \"kernal\" (did you mean \"kernel\"?)");
   CHECK(error_of(with_experiment(R"("d_k": 1, "zzzzzz": 1)")) ==
@@ -99,10 +108,13 @@ TEST_CASE("unknown keys suggest the closest valid key") {
 
 TEST_CASE("unknown experiment kind lists the valid ones") {
   std::string kinds;
-  for (const auto& k : sdpa::experiment_kinds()) kinds += (kinds.empty() ? "\"" : ", \"") + k.name + "\"";
-  CHECK(error_of(R"({"name": "t", "seed": 1, "experiments": [{"name": "a", "kind": "varience"}]})") ==
-        "bad.json: /experiments/0/kind: expected an experiment kind (see `sdpa-bench list`), one "
-        "of " + kinds + ", found string \"varience\"");
+  for (const auto& k : sdpa::experiment_kinds())
+    kinds += (kinds.empty() ? "\"" : ", \"") + k.name + "\"";
+  CHECK(
+      error_of(R"({"name": "t", "seed": 1, "experiments": [{"name": "a", "kind": "varience"}]})") ==
+      "bad.json: /experiments/0/kind: expected an experiment kind (see `sdpa-bench list`), one "
+      "of " +
+          kinds + ", found string \"varience\"");
 }
 
 TEST_CASE("the schema knows exactly the registered experiment kinds") {
@@ -146,10 +158,12 @@ TEST_CASE("zero, negative and empty") {
 }
 
 TEST_CASE("missing keys and bad scale schemes") {
-  CHECK(error_of(R"({"name": "t", "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
-        "bad.json: /: missing required key \"seed\"");
-  CHECK(error_of(R"({"name": "t", "seed": 1, "experiments": [{"name": "a", "kind": "variance"}]})") ==
-        "bad.json: /experiments/0: missing required key \"d_k\"");
+  CHECK(
+      error_of(R"({"name": "t", "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
+      "bad.json: /: missing required key \"seed\"");
+  CHECK(
+      error_of(R"({"name": "t", "seed": 1, "experiments": [{"name": "a", "kind": "variance"}]})") ==
+      "bad.json: /experiments/0: missing required key \"d_k\"");
   CHECK(error_of(with_experiment(R"("d_k": 1, "scale": "sqrt")")) ==
         "bad.json: /experiments/0/scale: expected a scale scheme (\"none\", \"sqrt_dk\", \"dk\", "
         "\"log_n\" or a positive number) or a non-empty list of them, found string \"sqrt\"");

@@ -29,7 +29,8 @@ std::string readme_section(const std::string& heading) {
 
 // The paths a text names in backquotes: words with a '/' and a file's ending.
 std::vector<std::string> paths_in(const std::string& text) {
-  static const std::regex path("`([A-Za-z0-9_<>./-]+/[A-Za-z0-9_<>.-]+\\.(cpp|hpp|json|cmake|txt))`");
+  static const std::regex path(
+      "`([A-Za-z0-9_<>./-]+/[A-Za-z0-9_<>.-]+\\.(cpp|hpp|json|cmake|txt))`");
   std::set<std::string> found;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), path); it != std::sregex_iterator();
        ++it)
@@ -66,7 +67,8 @@ TEST_CASE("every section of docs/design.md that a source cites exists") {
   // (docs/design.md, "Section"), also inside a string literal (\"Section\").
   static const std::regex cited("docs/design\\.md, \\\\?\"([^\"\\\\]+)\\\\?\"");
   int citations = 0;
-  for (const char* dir : {"kernels", "input", "experiments", "analysis", "kinds", "cli", "tools", "tests"})
+  for (const char* dir :
+       {"kernels", "input", "experiments", "analysis", "kinds", "cli", "tools", "tests"})
     for (const auto& f : fs::recursive_directory_iterator(dir)) {
       const std::string ext = f.path().extension().string();
       if (ext != ".cpp" && ext != ".hpp" && ext != ".h") continue;
@@ -95,7 +97,8 @@ TEST_CASE("README's steps for adding an experiment kind name files every kind ha
       continue;
     }
     ++per_kind;
-    for (const auto& k : sdpa::experiment_kinds()) CHECK_MESSAGE(fs::exists(with(p, "<kind>", k.name)), k.name);
+    for (const auto& k : sdpa::experiment_kinds())
+      CHECK_MESSAGE(fs::exists(with(p, "<kind>", k.name)), k.name);
   }
   CHECK(per_kind >= 4);  // experiment.cpp, report.cpp, config.schema.json, record.schema.json
   // The list the steps add a line to holds every kind.
@@ -108,7 +111,8 @@ TEST_CASE("README's steps for adding a kernel name the places every kernel file 
   const auto paths = paths_in(readme_section("Adding a kernel"));
   const auto variants = kernel_variants();
   REQUIRE_FALSE(variants.empty());
-  const std::string registry = slurp("kernels/registry.cpp"), cmake = slurp("kernels/CMakeLists.txt");
+  const std::string registry = slurp("kernels/registry.cpp"),
+                    cmake = slurp("kernels/CMakeLists.txt");
   for (const auto& p : paths) {
     CAPTURE(p);
     if (p.find("<variant>") == std::string::npos) {

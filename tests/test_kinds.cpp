@@ -40,9 +40,7 @@ TEST_CASE("each kind's schema parts describe every parameter its plan reads, and
 }
 
 TEST_CASE("configs/schema.json and results/schema.json are the schemas assembled from kinds/") {
-  const auto committed = [](const char* path) {
-    return json::parse(sdpa::testing::slurp(path));
-  };
+  const auto committed = [](const char* path) { return json::parse(sdpa::testing::slurp(path)); };
   CHECK_MESSAGE(committed("configs/schema.json") == sdpa::config_schema(),
                 "configs/schema.json is out of date: run `make schemas`");
   CHECK_MESSAGE(committed("results/schema.json") == sdpa::report::result_schema(),

@@ -313,7 +313,8 @@ TEST_CASE("read_journal: the header, whole lines and a cut-off end") {
       sdpa::InputError);
   const std::string sha = sdpa::sha256_hex("c");
   std::ofstream(path) << "{\"sdpa_bench_journal\": 2, \"config_path\": \"c.json\", "
-                         "\"config_sha256\": \"" + sha +
+                         "\"config_sha256\": \"" +
+                             sha +
                              "\", \"seed\": 3, \"result\": \"r.json\", \"started_at\": "
                              "\"2026-01-01T00:00:00Z\", \"threads\": 2}\n" +
                              sdpa::journal_line({0, 4, 1.5, {{"x", 1}}}, sha) +

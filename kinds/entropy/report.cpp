@@ -2,10 +2,10 @@
 // writes (their contract: record.schema.json beside it). Entropy beside
 // ln N - sigma^2/2 per d_k, max weight and overflow; the entropy plot marks ln N and the
 // freezing point of the unscaled series.
+#include <sstream>
+
 #include "kind_report.hpp"
 #include "tables.hpp"
-
-#include <sstream>
 
 namespace sdpa::report {
 namespace {
@@ -37,7 +37,6 @@ std::vector<Table> entropy_tables(const json& experiment, const std::string& sou
                           kAgreesNote,
                       "entropy");
 }
-
 
 // ln N, and the freezing point sigma^2 = 2 ln N of the unscaled series, on the entropy plot.
 std::string entropy_markers(const std::vector<const json*>& records) {

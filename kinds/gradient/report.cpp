@@ -37,16 +37,15 @@ std::vector<Table> gradient_tables(const json& experiment, const std::string& so
 KindReport gradient_report() {
   return {.name = "gradient",
           .tables = gradient_tables,
-          .curves = {{.suffix = "jacobian",
-                      .stat = "jacobian_fro2",
-                      .ylabel = "||J||_F^2, softmax Jacobian per row",
-                      .logy = true,
-                      .theory = [](const json& r) {
-                        return plots::predicted_field(r["jacobian_fro2"]);
-                      }},
-                     {.suffix = "participation",
-                      .stat = "participation",
-                      .ylabel = "share of keys with |dS| > 1e-3 max |dS|"}}};
+          .curves = {
+              {.suffix = "jacobian",
+               .stat = "jacobian_fro2",
+               .ylabel = "||J||_F^2, softmax Jacobian per row",
+               .logy = true,
+               .theory = [](const json& r) { return plots::predicted_field(r["jacobian_fro2"]); }},
+              {.suffix = "participation",
+               .stat = "participation",
+               .ylabel = "share of keys with |dS| > 1e-3 max |dS|"}}};
 }
 
 }  // namespace sdpa::report

@@ -2,10 +2,10 @@
 // writes (their contract: record.schema.json beside it). One row per cell,
 // and throughput against N per kernel with the measured FMA peak (per machine side by side
 // when several); these records measure the machine.
+#include <sstream>
+
 #include "kind_report.hpp"
 #include "tables.hpp"
-
-#include <sstream>
 
 namespace sdpa::report {
 namespace {
@@ -43,7 +43,6 @@ std::vector<Table> timing_tables(const json& experiment, const std::string& sour
       "loops with the baseline SSE2. Noisy: CV (stddev / mean of the repetitions) above 5 %.";
   return {std::move(t)};
 }
-
 
 // The machine's measured FMA peak for these cells, as a horizontal line.
 std::string peak_line(const std::vector<const json*>& records) {

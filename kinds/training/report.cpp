@@ -2,12 +2,11 @@
 // writes (their contract: record.schema.json beside it). Per d_k and
 // scale scheme: speed to the target, final quality, attention statistics and stability; the
 // verdict of unscaled against sqrt_dk; held-out loss against step, as tables and plots.
-#include "kind_report.hpp"
-#include "tables.hpp"
-
 #include <map>
 #include <optional>
 
+#include "kind_report.hpp"
+#include "tables.hpp"
 #include "training_verdict.hpp"
 
 namespace sdpa::report {
@@ -137,7 +136,6 @@ std::vector<Table> training_tables(const json& experiment, const std::string& so
   return out;
 }
 
-
 // Training: held-out loss against step, one line per scale scheme, at the smallest and the
 // largest d_k of each group, side by side.
 std::vector<plots::Panel> loss_panels(const std::vector<const json*>& records) {
@@ -152,10 +150,10 @@ std::vector<plots::Panel> loss_panels(const std::vector<const json*>& records) {
   std::vector<plots::Panel> panels;
   for (const double d_k : shown) {
     plots::Panel panel{.title = "d_k = " + number(d_k),
-                .xlabel = "training step",
-                .ylabel = "held-out loss (nats), mean across seeds",
-                .logx = false,  // linear y too: a band whose low end is <= 0 has no log
-                .bands = true};
+                       .xlabel = "training step",
+                       .ylabel = "held-out loss (nats), mean across seeds",
+                       .logx = false,  // linear y too: a band whose low end is <= 0 has no log
+                       .bands = true};
     for (const json* r : records) {
       if ((*r)["params"]["d_k"].get<double>() != d_k) continue;
       plots::Series series{.title = "c = " + label((*r)["params"]["scale"])};
@@ -163,7 +161,8 @@ std::vector<plots::Panel> loss_panels(const std::vector<const json*>& records) {
       const json& loss = (*r)["curves"]["loss"];
       for (std::size_t i = 0; i < steps.size(); ++i)
         series.rows.push_back(steps[i].dump() + " " + plots::data(loss["mean"][i]) + " " +
-                              plots::data(loss["ci95"][i][0]) + " " + plots::data(loss["ci95"][i][1]) + " NaN");
+                              plots::data(loss["ci95"][i][0]) + " " +
+                              plots::data(loss["ci95"][i][1]) + " NaN");
       panel.series.push_back(std::move(series));
     }
     panels.push_back(std::move(panel));

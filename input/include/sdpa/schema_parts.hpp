@@ -26,8 +26,8 @@ struct SchemaText {
 //    "then": then(<"#/definitions/<kind><suffix>">)}.
 // The base's "$comment" (which says how it is assembled) becomes `comment`. A part that is not
 // JSON, or a definition name given twice, is a programming error (std::logic_error).
-json assemble_schema(const char* base, std::span<const SchemaText> parts,
-                     const std::string& suffix, const std::string& dispatch,
+json assemble_schema(const char* base, std::span<const SchemaText> parts, const std::string& suffix,
+                     const std::string& dispatch,
                      const std::function<json(const std::string& ref)>& then,
                      const std::string& comment);
 
