@@ -68,6 +68,13 @@ void blas_dispatch(const ForwardArgs& a) {
     blas_forward<false>(a);
 }
 
+// The probabilities of one K/V head's stacked rows and their sums, kept between calls of one
+// shape (cached_scratch.hpp). OpenBLAS's own buffers are allocated once, when the library
+// starts, not per call.
+double blas_workspace(const Shape& s, Pass, int) {
+  return sizeof(float) * double(blas_workspace_floats(s));
+}
+
 }  // namespace
 
 std::vector<Kernel> detail::blas_kernels() {
@@ -76,11 +83,9 @@ std::vector<Kernel> detail::blas_kernels() {
            .isa = "openblas",
            .description =
                "OpenBLAS cblas_sgemm products + row softmax, scores of one K/V head at a time",
-           .forward = &blas_dispatch}};
-}
-
-double blas_workspace_bytes(const Shape& s) {
-  return sizeof(float) * double(blas_workspace_floats(s));
+           .forward = &blas_dispatch,
+           .workspace = &blas_workspace,
+           .same_bits_on_any_threads = false}};
 }
 
 }  // namespace sdpa

@@ -111,9 +111,10 @@ void for_each_decode_split(const ForwardArgs& a, DecodeSplitFn split_fn, DecodeM
   }
 }
 
-}  // namespace sdpa::detail
-
-double sdpa::flash_forward_workspace_bytes(const Shape& s) {
-  if (!detail::is_decode_shape(s)) return 0;  // prefill: each thread's small block scratch only
-  return sizeof(float) * double(detail::DecodePartials::floats(detail::DecodeGeometry(s), true));
+double decode_workspace_bytes(const Shape& s, int threads) {
+  const DecodeGeometry g(s);
+  return sizeof(float) * double(DecodePartials::floats(g, true) +
+                                std::int64_t(threads) * decode_scratch_floats(s, g));
 }
+
+}  // namespace sdpa::detail

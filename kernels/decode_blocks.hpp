@@ -30,7 +30,7 @@ inline constexpr std::int64_t kDecodeTile = 256;
 // K and V (kDecodeTile x (d_k + d_v) per tile), and the partials stay small.
 inline constexpr std::int64_t kMaxSplits = 32;
 // Partial output rows are padded to this many floats: a multiple of every target's lanes, so
-// one layout (and flash_forward_workspace_bytes) serves every target.
+// one layout (and decode_workspace_bytes) serves every target.
 inline constexpr std::int64_t kPartialAlign = 16;
 
 bool is_decode_shape(const Shape& s);
@@ -92,6 +92,11 @@ struct DecodeScratch : RowStats {
 };
 std::int64_t decode_scratch_floats(const Shape& s, const DecodeGeometry& g);
 DecodeScratch carve_decode_scratch(float* base, const Shape& s, const DecodeGeometry& g);
+
+// Bytes the decode path holds on `threads` threads: the partials of every split (kept between
+// calls of one shape; counted with the probes' sums, an upper bound without them) and each
+// thread's scratch.
+double decode_workspace_bytes(const Shape& s, int threads);
 
 // The fused kernel's work on one split: fills partials.split(block, split).
 using DecodeSplitFn = void (*)(const ForwardArgs&, const DecodeGeometry&, const DecodeBlock&,

@@ -68,6 +68,13 @@ constexpr std::array<ForwardFn, sizeof...(I)> eigen_forwards(std::index_sequence
   return {&eigen_forward<I>...};
 }
 
+// The scores of one K/V head's stacked rows and three vectors of as many rows, kept between
+// calls of one shape (cached_scratch.hpp); Eigen's GEMM packing buffers, bounded by its cache
+// blocking, are not counted.
+double eigen_workspace(const Shape& s, Pass, int) {
+  return sizeof(float) * double(eigen_workspace_floats(s));
+}
+
 }  // namespace
 
 std::vector<Kernel> eigen_kernels() {
@@ -84,7 +91,9 @@ std::vector<Kernel> eigen_kernels() {
          .description =
              std::string("Eigen products + row softmax, scores of one K/V head at a time (") +
              copy.isa + ")",
-         .forward = kForwards[i]});
+         .forward = kForwards[i],
+         .workspace = &eigen_workspace,
+         .same_bits_on_any_threads = false});
   }
   if (isas.empty()) return {};
   Kernel best = isas.front();
@@ -94,7 +103,3 @@ std::vector<Kernel> eigen_kernels() {
 }
 
 }  // namespace sdpa::detail
-
-double sdpa::eigen_workspace_bytes(const Shape& s) {
-  return sizeof(float) * double(detail::eigen_workspace_floats(s));
-}

@@ -101,6 +101,19 @@ inline AlignedFloats aligned_floats(std::int64_t n) {
 inline constexpr std::int64_t kDepthChunk = 128;
 
 std::int64_t scratch_floats(const Shape& s, std::int64_t key_tile, std::int64_t ld_acc);
+
+// The key tile a forward uses: at most n_kv keys, at least one.
+inline std::int64_t clamp_key_tile(const Shape& s, std::int64_t key_tile) {
+  return std::max<std::int64_t>(1, std::min(key_tile, s.n_kv));
+}
+
+// The most fp32 lanes of any target (AVX-512). Workspace estimates of the Highway rungs round
+// rows up to it: exact there, a few floats per row too many on narrower targets.
+inline constexpr std::int64_t kMaxLanes = 16;
+
+// Bytes for_each_query_block allocates for a forward on `threads` threads: one scratch each.
+double tiled_workspace_bytes(const Shape& s, std::int64_t key_tile, std::int64_t lanes,
+                             int threads);
 BlockScratch carve_scratch(float* base, const Shape& s, std::int64_t key_tile, std::int64_t ld_acc);
 
 // ---- scalar steps of a block, shared by every target
@@ -129,10 +142,10 @@ struct RowResult {
   std::int64_t nonfinite = 0;  // non-finite visible scores (masked keys not counted)
 };
 
-// Writes output row r (acc / l), lse = m + ln l and probes; H = ln l - t'/l, which is the
-// design's m + ln l - (sum e^{s-m} s)/l with m taken out of the sum (no cancellation when |m|
-// is large), and max weight = e^{m-m}/l = 1/l. A row that sees no key (l = 0) gets 0, -inf and
-// zero probes.
+// Writes output row r (acc / l), lse = m + ln l and probes; H = ln l - t'/l, which is
+// m + ln l - (sum e^{s-m} s)/l (docs/design.md, "Probes") with m taken out of the sum (no
+// cancellation when |m| is large), and max weight = e^{m-m}/l = 1/l. A row that sees no key (l = 0)
+// gets 0, -inf and zero probes.
 void finish_row(const ForwardArgs& a, std::int64_t r, const RowResult& row);
 
 // finish_row for every row of a block.

@@ -475,7 +475,7 @@ TEST_CASE("the tiled rungs give the same bits on any thread count") {
     const auto [q, k, v] = random_inputs(s, 1, 9);
     for (const auto& kern : sdpa::kernel_registry()) {
       // OpenBLAS and Eigen choose their own splits and make no such promise.
-      if (kern.family == "blas" || kern.family == "eigen") continue;
+      if (!kern.same_bits_on_any_threads) continue;
       INFO(kern.name, " bh=", s.batch_heads, " group=", s.group, " n_q=", s.n_q);
       struct Run {
         std::vector<float> out, lse;
@@ -537,15 +537,16 @@ TEST_CASE("shapes: grouped heads need batch_heads a multiple of the group") {
   CHECK_FALSE(Shape{.batch_heads = 8, .n_kv = 0}.valid());
 }
 
-TEST_CASE("workspace: decode partials are counted, prefill holds none") {
-  // One partial output row of d_v floats per split, row and block at least.
+TEST_CASE("workspace: decode partials and the peers' group scores are counted") {
+  // flash on a decode shape: one partial output row of d_v floats per split, row and block at
+  // least, beyond the prefill path's per-thread scratch.
   const Shape decode{
       .batch_heads = 32, .n_q = 1, .n_kv = 16384, .d_k = 128, .d_v = 128, .group = 4};
-  CHECK(sdpa::flash_forward_workspace_bytes(decode) >= 4.0 * 32 * 32 * 128);
-  CHECK(sdpa::flash_forward_workspace_bytes({.batch_heads = 2, .n_q = 1024, .n_kv = 1024}) == 0);
-  // The peers' scores: one K/V head's stacked rows of n_kv at a time.
-  CHECK(sdpa::eigen_workspace_bytes(decode) >= 4.0 * 4 * 16384);
-  CHECK(sdpa::blas_workspace_bytes(decode) >= 4.0 * 4 * 16384);
+  const auto fwd = sdpa::Pass::forward;
+  CHECK(sdpa::find_kernel("flash")->workspace_bytes(decode, fwd, 2) >= 4.0 * 32 * 32 * 128);
+  // The peers' scores: one K/V head's stacked rows (group x n_q) of n_kv at a time.
+  CHECK(sdpa::find_kernel("eigen")->workspace_bytes(decode, fwd, 2) >= 4.0 * 4 * 16384);
+  CHECK(sdpa::find_kernel("blas")->workspace_bytes(decode, fwd, 2) >= 4.0 * 4 * 16384);
 }
 
 TEST_CASE("the vectorised exp is within its documented accuracy over softmax's range") {
