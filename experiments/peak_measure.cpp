@@ -1,79 +1,13 @@
 #include "peak_measure.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <memory>
+#include <exception>
+#include <string>
 
 #include "sdpa/peak.hpp"
 
 namespace sdpa {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// Wall time of body(thread, threads) run once by each of `threads` OpenMP threads: from before
-// the team starts to after its last member ends.
-template <typename Body>
-double timed_parallel(int threads, Body&& body) {
-  const auto start = Clock::now();
-#pragma omp parallel num_threads(threads)
-  body(omp_get_thread_num(), omp_get_num_threads());
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// Multiply-add chains: a fixed point of acc = 0.9999 acc + 1e-4 is 1, so values stay normal.
-std::vector<double> measure_fma(const std::string& isa, int threads, const PeakSettings& s) {
-  constexpr float kA = 0.9999f, kB = 1e-4f;
-  std::vector<float> sink(threads);
-  std::int64_t steps = 4096;
-  double t = 0;
-  while ((t = timed_parallel(1, [&](int, int) {
-            sink[0] = peak::multiply_add_chains(isa, steps, kA, kB);
-          })) < 1e-3)
-    steps *= 2;
-  steps = std::max<std::int64_t>(1, std::llround(double(steps) * s.min_time / t));
-  std::vector<double> gflops;
-  for (int r = 0; r < s.repetitions; ++r) {
-    const double seconds = timed_parallel(
-        threads, [&](int i, int) { sink[i] = peak::multiply_add_chains(isa, steps, kA, kB); });
-    gflops.push_back(double(threads) * peak::multiply_add_flops(isa, steps) / seconds / 1e9);
-  }
-  return gflops;
-}
-
-// STREAM triad over three arrays of `footprint` bytes together, each thread on its own slice,
-// first touched by that thread so its pages sit on its memory node.
-std::vector<double> measure_triad(const std::string& isa, int threads, double footprint,
-                                  const PeakSettings& s) {
-  const auto n = std::max<std::int64_t>(1 << 20, std::llround(footprint / (3 * sizeof(float))));
-  std::unique_ptr<float[]> x(new float[n]), y(new float[n]), z(new float[n]);
-  auto slice = [n](int i, int team) {
-    return std::pair<std::int64_t, std::int64_t>{n * i / team, n * (i + 1) / team};
-  };
-  timed_parallel(threads, [&](int i, int team) {
-    const auto [lo, hi] = slice(i, team);
-    std::fill(x.get() + lo, x.get() + hi, 0.0f);
-    std::fill(y.get() + lo, y.get() + hi, 1.0f);
-    std::fill(z.get() + lo, z.get() + hi, 2.0f);
-  });
-  auto passes_of = [&](std::int64_t passes) {
-    return timed_parallel(threads, [&](int i, int team) {
-      const auto [lo, hi] = slice(i, team);
-      for (std::int64_t p = 0; p < passes; ++p)
-        peak::triad(isa, x.get() + lo, y.get() + lo, z.get() + lo, 0.5f, hi - lo);
-    });
-  };
-  const double one_pass = passes_of(1);  // also the warm-up
-  const auto passes = std::max<std::int64_t>(1, std::llround(std::ceil(s.min_time / one_pass)));
-  std::vector<double> gbs;
-  gbs.reserve(std::size_t(std::max(0, s.repetitions)));
-  for (int r = 0; r < s.repetitions; ++r)
-    gbs.push_back(peak::triad_bytes(n) * double(passes) / passes_of(passes) / 1e9);
-  return gbs;
-}
 
 double parse_cache_size(const std::string& size) {
   // sysfs writes sizes as "48K", "1024K", "32768K" (occasionally "M").
@@ -110,8 +44,9 @@ PeakMeasurement measure_peak(const std::string& isa, int threads, const PeakSett
   PeakMeasurement m;
   m.lanes = peak::lanes(isa);
   m.triad_footprint_bytes = settings.llc_multiple * last_level_cache_bytes();
-  m.fma_gflops = measure_fma(isa, threads, settings);
-  m.triad_gbs = measure_triad(isa, threads, m.triad_footprint_bytes, settings);
+  m.fma_gflops = peak::measure_multiply_add(isa, threads, settings.repetitions, settings.min_time);
+  m.triad_gbs = peak::measure_triad(isa, threads, m.triad_footprint_bytes, settings.repetitions,
+                                    settings.min_time);
   return m;
 }
 

@@ -118,6 +118,21 @@ void RunGemm(const Gemm& g) {
   }
 }
 
+// Probes: one vector of scores x and their weights p = e^{x - shift} added to the tile's sums
+// (fold_tile_probes' inputs): finite scores and their squares, p (x - shift), non-finite
+// scores, p^2 and p^3. Separate vectors, not a struct: SVE vectors are sizeless.
+template <class P, class V = typename P::V>
+HWY_INLINE void AddProbeSums(V x, V p, V shift, V& s1, V& s2, V& t, V& bad, V& p2, V& p3) {
+  const V xf = P::ZeroIfNotFinite(x);
+  s1 = P::Add(s1, xf);
+  s2 = P::MulAdd(xf, xf, s2);
+  t = P::MulAdd(p, P::ZeroIfNotFinite(P::Sub(x, shift)), t);
+  bad = P::Add(bad, P::OneIfNotFinite(x));
+  const V pp = P::Mul(p, p);
+  p2 = P::Add(p2, pp);
+  p3 = P::MulAdd(pp, p, p3);
+}
+
 // Lane-wise online softmax over one tile of S^T (nk keys x kQueryBlock queries), in place:
 // scores become p = e^{s - m_new}; m, l and alpha are updated per query. With kProbe the same
 // pass sums the finite scores, their squares, p (s - m_new) and the non-finite count.
@@ -147,16 +162,7 @@ void SoftmaxTile(std::int64_t nk, const BlockScratch& w) {
       const V p = P::Exp(P::Sub(x, shift));
       P::Store(p, s + j * B);
       l = P::Add(l, p);
-      if constexpr (kProbe) {
-        const V xf = P::ZeroIfNotFinite(x);
-        s1 = P::Add(s1, xf);
-        s2 = P::MulAdd(xf, xf, s2);
-        t = P::MulAdd(p, P::ZeroIfNotFinite(P::Sub(x, shift)), t);
-        bad = P::Add(bad, P::OneIfNotFinite(x));
-        const V pp = P::Mul(p, p);
-        p2 = P::Add(p2, pp);
-        p3 = P::MulAdd(pp, p, p3);
-      }
+      if constexpr (kProbe) AddProbeSums<P>(x, p, shift, s1, s2, t, bad, p2, p3);
     }
     if constexpr (kProbe) {
       P::Store(m_old, w.prev_max + g);
@@ -182,8 +188,8 @@ void AttendBlock(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_t
   const Shape& s = a.shape;
   constexpr std::int64_t B = kQueryBlock;
   const std::int64_t key_end = begin_block(a, blk, w);
-  const float* k = a.k + blk.head * s.n_kv * s.d_k;
-  const float* v = a.v + blk.head * s.n_kv * s.d_v;
+  const float* k = a.k + s.kv_head(blk.head) * s.n_kv * s.d_k;
+  const float* v = a.v + s.kv_head(blk.head) * s.n_kv * s.d_v;
   for (std::int64_t key0 = 0; key0 < key_end; key0 += key_tile) {
     const std::int64_t nk = std::min(key_tile, key_end - key0);
     Gemm scores;

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "cached_scratch.hpp"
 #include "hwy/targets.h"
 #include "probe_row.hpp"
 #include "registry_entries.hpp"
@@ -14,7 +15,7 @@ namespace sdpa::detail {
 
 using EigenRowHook = void (*)(const ForwardArgs&, std::int64_t row, const float* scores,
                               std::int64_t visible);
-using EigenForward = void (*)(const ForwardArgs&, EigenRowHook);
+using EigenForward = void (*)(const ForwardArgs&, EigenRowHook, float* scratch);
 
 // A copy of eigen_product.cpp and the Highway target whose instructions it may use: the copy
 // runs where Highway says the CPU supports that target (0: the baseline, runs everywhere).
@@ -26,19 +27,23 @@ struct EigenCopy {
 
 // The copies kernels/CMakeLists.txt compiles for this architecture, best first.
 #if HWY_ARCH_X86_64
-void eigen_forward_avx512(const ForwardArgs& a, EigenRowHook probe_row);
-void eigen_forward_avx2(const ForwardArgs& a, EigenRowHook probe_row);
+void eigen_forward_avx512(const ForwardArgs& a, EigenRowHook probe_row, float* scratch);
+void eigen_forward_avx2(const ForwardArgs& a, EigenRowHook probe_row, float* scratch);
 constexpr EigenCopy kEigenCopies[] = {{"avx512", HWY_AVX3, &eigen_forward_avx512},
                                       {"avx2", HWY_AVX2, &eigen_forward_avx2}};
 #elif HWY_ARCH_ARM_A64
-void eigen_forward_neon(const ForwardArgs& a, EigenRowHook probe_row);
+void eigen_forward_neon(const ForwardArgs& a, EigenRowHook probe_row, float* scratch);
 constexpr EigenCopy kEigenCopies[] = {{"neon", 0, &eigen_forward_neon}};
 #else
-void eigen_forward_baseline(const ForwardArgs& a, EigenRowHook probe_row);
+void eigen_forward_baseline(const ForwardArgs& a, EigenRowHook probe_row, float* scratch);
 constexpr EigenCopy kEigenCopies[] = {{"baseline", 0, &eigen_forward_baseline}};
 #endif
 
 namespace {
+
+// The layout eigen_product.cpp carves: scores of one K/V head's stacked rows, then shift, l and
+// 1/l per row.
+std::int64_t eigen_workspace_floats(const Shape& s) { return peer_rows(s) * (s.n_kv + 3); }
 
 // Probes live here, in a baseline translation unit: the ISA copies must not instantiate the
 // inline helpers that other units share (see eigen_product.cpp).
@@ -46,9 +51,13 @@ void probe_row(const ForwardArgs& a, std::int64_t row, const float* scores, std:
   probe_scores(*a.probes, row, scores, visible);
 }
 
+// The peer's workspace, one for all its ISA copies.
+thread_local CachedScratch t_scratch;
+
 template <std::size_t kCopy>
 void eigen_forward(const ForwardArgs& a) {
-  kEigenCopies[kCopy].forward(a, a.probes ? &probe_row : nullptr);
+  kEigenCopies[kCopy].forward(a, a.probes ? &probe_row : nullptr,
+                              t_scratch.floats(eigen_workspace_floats(a.shape)));
   if (a.probes)
     for (std::int64_t r = 0; r < a.shape.rows(); ++r)
       a.probes->nonfinite[r] += count_nonfinite(a.out + r * a.shape.d_v, a.shape.d_v);
@@ -59,10 +68,11 @@ constexpr std::array<ForwardFn, sizeof...(I)> eigen_forwards(std::index_sequence
   return {&eigen_forward<I>...};
 }
 
-// The n_q x n_kv score matrix (one, reused for every head) and three vectors of n_q; Eigen's
-// GEMM packing buffers, bounded by its cache blocking, are not counted.
+// The scores of one K/V head's stacked rows and three vectors of as many rows, kept between
+// calls of one shape (cached_scratch.hpp); Eigen's GEMM packing buffers, bounded by its cache
+// blocking, are not counted.
 double eigen_workspace(const Shape& s, Pass, int) {
-  return 4.0 * double(s.n_q) * double(s.n_kv + 3);
+  return sizeof(float) * double(eigen_workspace_floats(s));
 }
 
 }  // namespace
@@ -79,7 +89,8 @@ std::vector<Kernel> eigen_kernels() {
          .family = "eigen",
          .isa = copy.isa,
          .description =
-             std::string("Eigen products + row softmax, n_q x n_kv per head (") + copy.isa + ")",
+             std::string("Eigen products + row softmax, scores of one K/V head at a time (") +
+             copy.isa + ")",
          .forward = kForwards[i],
          .workspace = &eigen_workspace,
          .same_bits_on_any_threads = false});

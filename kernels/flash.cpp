@@ -1,7 +1,9 @@
 // Rung 4: fused attention. The simd rung's code with a small key tile: each block of queries
 // walks the keys tile by tile with an online softmax (running max and sum, earlier output
 // rescaled when the max grows), so no N x N matrix exists and scratch is O(tile) per thread.
-// Writes the row lse; probes are computed online in the same pass.
+// Writes the row lse; probes are computed online in the same pass. Shapes with few query rows
+// per head (decode) take their own path: rows of a group packed, keys split across threads
+// (attention_decode-inl.h).
 #include <vector>
 
 #include "registry_entries.hpp"
@@ -15,6 +17,7 @@
 #include "hwy/highway.h"
 #include "hwy_lanes-inl.h"
 #include "attention_tiles-inl.h"
+#include "attention_decode-inl.h"
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
@@ -24,7 +27,12 @@ namespace sdpa::detail::HWY_NAMESPACE {
 // its values stay in L1 while the output tile is updated.
 constexpr std::int64_t kFlashKeys = 128;
 
-void FlashForward(const ForwardArgs& a) { TiledForward<HwyLanes>(a, kFlashKeys); }
+void FlashForward(const ForwardArgs& a) {
+  if (is_decode_shape(a.shape))
+    DecodeForward<HwyLanes>(a);
+  else
+    TiledForward<HwyLanes>(a, kFlashKeys);
+}
 
 }  // namespace sdpa::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -36,9 +44,11 @@ namespace sdpa::detail {
 
 HWY_EXPORT(FlashForward);
 
-// Forward: per thread, one key tile of scores and the block's scratch, whatever n_kv.
+// Forward: per thread, one key tile of scores and the block's scratch, whatever n_kv; on
+// decode shapes, the splits' partials besides (decode_blocks.hpp).
 double flash_workspace(const Shape& s, Pass pass, int threads) {
   if (pass == Pass::backward) return flash_backward_workspace_bytes(s, threads);
+  if (is_decode_shape(s)) return decode_workspace_bytes(s, threads);
   return tiled_workspace_bytes(s, HWY_NAMESPACE::kFlashKeys, kMaxLanes, threads);
 }
 

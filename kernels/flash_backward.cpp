@@ -121,7 +121,7 @@ void ScoreGradientTile(const BackwardArgs& a, const QueryBlock& blk, const Query
   const Gemm scores{.m = nk,
                     .n_vec = kB / L,
                     .k = s.d_k,
-                    .a = a.k + (blk.head * s.n_kv + key0) * s.d_k,
+                    .a = a.k + (s.kv_head(blk.head) * s.n_kv + key0) * s.d_k,
                     .a_row = s.d_k,
                     .a_col = 1,
                     .b = qt.q_t,
@@ -133,7 +133,7 @@ void ScoreGradientTile(const BackwardArgs& a, const QueryBlock& blk, const Query
   if (tile_needs_mask(s, a.causal, blk, key0 + nk)) mask_tile(s, blk, key0, nk, w.p_t.data());
   Gemm d_probs = scores;
   d_probs.k = s.d_v;
-  d_probs.a = a.v + (blk.head * s.n_kv + key0) * s.d_v;
+  d_probs.a = a.v + (s.kv_head(blk.head) * s.n_kv + key0) * s.d_v;
   d_probs.a_row = s.d_v;
   d_probs.b = qt.do_t;
   d_probs.c = w.ds_t.data();
@@ -177,26 +177,27 @@ void StoreRows(const float* acc, std::int64_t ld, std::int64_t rows, std::int64_
     for (std::int64_t c = 0; c < cols; ++c) out[i * cols + c] = factor * acc[i * ld + c];
 }
 
-// Pass 1: dK and dV of one key tile, summed over every query block that sees it, in order.
+// Pass 1: dK and dV of one key tile of K/V head `kv`, summed over every query block that sees
+// it, in order: the blocks of the group's query heads, which are consecutive (head-major).
 template <class P>
-void KeyTileGradients(const BackwardArgs& a, PackedQueries& packed, std::int64_t head,
+void KeyTileGradients(const BackwardArgs& a, PackedQueries& packed, std::int64_t kv,
                       std::int64_t key0, std::int64_t ld_k, std::int64_t ld_v, BackwardScratch& w) {
   const Shape& s = a.shape;
   const std::int64_t nk = std::min(kKeyBlock, s.n_kv - key0);
-  const std::int64_t per_head = query_blocks_per_head(s);
+  const std::int64_t per_group = s.group * query_blocks_per_head(s);
   std::fill(w.d_key.begin(), w.d_key.end(), 0.0f);
   std::fill(w.d_value.begin(), w.d_value.end(), 0.0f);
-  for (std::int64_t b = head * per_head; b < (head + 1) * per_head; ++b) {
+  for (std::int64_t b = kv * per_group; b < (kv + 1) * per_group; ++b) {
     const QueryBlock blk = query_block(s, b);
     if (visible_keys(s, a.causal, blk.first_row + blk.rows - 1) <= key0) continue;  // masked
     ScoreGradientTile<P>(a, blk, QueryTiles(packed, b), key0, nk, w);
-    const std::int64_t r0 = head * s.n_q + blk.first_row;
+    const std::int64_t r0 = blk.head * s.n_q + blk.first_row;
     Accumulate<P>(nk, blk.rows, w.p_t.data(), kB, 1, a.d_out + r0 * s.d_v, s.d_v, s.d_v,
                   w.b_pack.data(), w.d_value.data(), ld_v);
     Accumulate<P>(nk, blk.rows, w.ds_t.data(), kB, 1, a.q + r0 * s.d_k, s.d_k, s.d_k,
                   w.b_pack.data(), w.d_key.data(), ld_k);
   }
-  const std::int64_t first = head * s.n_kv + key0;
+  const std::int64_t first = kv * s.n_kv + key0;
   StoreRows(w.d_key.data(), ld_k, nk, s.d_k, a.scale, a.d_k + first * s.d_k);
   StoreRows(w.d_value.data(), ld_v, nk, s.d_v, 1.0f, a.d_v + first * s.d_v);
 }
@@ -245,7 +246,7 @@ void QueryBlockGradients(const BackwardArgs& a, const QueryBlock& blk, const Que
     std::fill(w.ds_max_abs.begin(), w.ds_max_abs.end(), 0.0);
   }
   const std::int64_t key_end = visible_keys(s, a.causal, blk.first_row + blk.rows - 1);
-  const float* k = a.k + blk.head * s.n_kv * s.d_k;
+  const float* k = a.k + s.kv_head(blk.head) * s.n_kv * s.d_k;
   for (std::int64_t key0 = 0; key0 < key_end; key0 += kKeyBlock) {
     const std::int64_t nk = std::min(kKeyBlock, key_end - key0);
     ScoreGradientTile<P>(a, blk, qt, key0, nk, w);
@@ -275,7 +276,7 @@ void TiledBackward(const BackwardArgs& a) {
       PackQueryBlock(a, query_block(s, b), QueryTiles(packed, b));
     BackwardScratch w(ld_k, ld_v);
 #pragma omp for schedule(dynamic, 1)
-    for (std::int64_t t = 0; t < s.batch_heads * key_tiles; ++t)
+    for (std::int64_t t = 0; t < s.kv_batch_heads() * key_tiles; ++t)
       KeyTileGradients<P>(a, packed, t / key_tiles, (t % key_tiles) * kKeyBlock, ld_k, ld_v, w);
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t b = 0; b < query_blocks; ++b) {

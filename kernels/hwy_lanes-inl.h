@@ -34,9 +34,18 @@ struct HwyLanes {
   // 32 vector registers (AVX-512; NEON and SVE on aarch64): tiles of 8x3 (S^T) and 6x4 (O) use
   // 24 accumulators, plus the B row and one broadcast.
   static constexpr int kMrS = 8, kNvS = 3, kMrO = 6, kNvO = 4;
+  // Decode scores: 8 vectors of the query in registers, two accumulators per key.
+  static constexpr int kScoreChunk = 8;
+  // Decode O += P V: rows of 128 values in one strip (3 x 8 accumulators), so each value row is
+  // read front to back rather than in strips.
+  static constexpr int kMrD = 3, kNvD = 8;
 #else
   // 16 registers: 6x2 tiles, 12 accumulators + 2 B vectors + 1 broadcast.
   static constexpr int kMrS = 6, kNvS = 2, kMrO = 6, kNvO = 2;
+  // Decode scores: 4 vectors of the query in registers, two accumulators per key.
+  static constexpr int kScoreChunk = 4;
+  // Decode O += P V: one row of 8 vectors per strip.
+  static constexpr int kMrD = 1, kNvD = 8;
 #endif
 
   static V Zero() { return hn::Zero(D()); }
@@ -50,6 +59,18 @@ struct HwyLanes {
   static V Max(V x, V y) { return hn::Max(x, y); }
   static V ZeroIfNotFinite(V x) { return hn::IfThenElseZero(hn::IsFinite(x), x); }
   static V OneIfNotFinite(V x) { return hn::IfThenZeroElse(hn::IsFinite(x), Set(1.0f)); }
+  static float ReduceSum(V x) { return hn::GetLane(hn::SumOfLanes(D(), x)); }
+  static float ReduceMax(V x) { return hn::GetLane(hn::MaxOfLanes(D(), x)); }
+  // One step of a transpose-reduce: lanes [0, L/2) hold the sums of adjacent pairs of lo's
+  // lanes, lanes [L/2, L) those of hi's. log2(L) steps fold L vectors into one vector of their
+  // L sums with L - 1 adds and 2 (L - 1) shuffles, against L log2(L) of each for L reductions.
+  static V PairSums(V hi, V lo) {
+#if HWY_TARGET == HWY_SCALAR
+    return hn::Add(hi, lo);  // never called: one lane has no pairs
+#else
+    return hn::Add(hn::ConcatEven(D(), hi, lo), hn::ConcatOdd(D(), hi, lo));
+#endif
+  }
   // Highway's polynomial exp (contrib/math: max error 1 ULP over float32 [-FLT_MAX, +104]);
   // returns 0 below -104, so e^-inf = 0 as the masked scores need.
   static V Exp(V x) { return hn::Exp(D(), x); }

@@ -21,11 +21,11 @@ void naive_forward(const ForwardArgs& a) {
   std::vector<float> p(s.n_kv);
 #pragma omp parallel for num_threads(a.threads) firstprivate(p) schedule(static)
   for (std::int64_t r = 0; r < s.rows(); ++r) {
-    const std::int64_t b = r / s.n_q, i = r % s.n_q;
+    const std::int64_t kv = s.kv_head(r / s.n_q), i = r % s.n_q;
     const std::int64_t visible = visible_keys(s, a.causal, i);
     const float* q = a.q + r * s.d_k;
-    const float* k = a.k + b * s.n_kv * s.d_k;
-    const float* v = a.v + b * s.n_kv * s.d_v;
+    const float* k = a.k + kv * s.n_kv * s.d_k;
+    const float* v = a.v + kv * s.n_kv * s.d_v;
     float* o = a.out + r * s.d_v;
 
     float m = -std::numeric_limits<float>::infinity();
@@ -57,23 +57,24 @@ void naive_forward(const ForwardArgs& a) {
   }
 }
 
-// The textbook backward in fp32, one batch-head per thread (dK and dV sum over rows). Weights
-// are recomputed from the forward's lse, p_j = exp(s_j - lse), instead of being stored, and
-// rowsum(P o dP) is dO_i . O_i from the forward's output.
+// The textbook backward in fp32, one K/V head per thread (dK and dV sum over the rows of every
+// query head of its group, in order). Weights are recomputed from the forward's lse,
+// p_j = exp(s_j - lse), instead of being stored, and rowsum(P o dP) is dO_i . O_i from the
+// forward's output.
 template <bool kProbe>
 void naive_backward_impl(const BackwardArgs& a) {
   const Shape& s = a.shape;
   std::vector<float> ds(s.n_kv);
 #pragma omp parallel for num_threads(a.threads) firstprivate(ds) schedule(static)
-  for (std::int64_t b = 0; b < s.batch_heads; ++b) {
-    const float* k = a.k + b * s.n_kv * s.d_k;
-    const float* v = a.v + b * s.n_kv * s.d_v;
-    float* dk = a.d_k + b * s.n_kv * s.d_k;
-    float* dv = a.d_v + b * s.n_kv * s.d_v;
+  for (std::int64_t kv = 0; kv < s.kv_batch_heads(); ++kv) {
+    const float* k = a.k + kv * s.n_kv * s.d_k;
+    const float* v = a.v + kv * s.n_kv * s.d_v;
+    float* dk = a.d_k + kv * s.n_kv * s.d_k;
+    float* dv = a.d_v + kv * s.n_kv * s.d_v;
     std::fill(dk, dk + s.n_kv * s.d_k, 0.0f);
     std::fill(dv, dv + s.n_kv * s.d_v, 0.0f);
-    for (std::int64_t i = 0; i < s.n_q; ++i) {
-      const std::int64_t r = b * s.n_q + i, visible = visible_keys(s, a.causal, i);
+    for (std::int64_t r = kv * s.group * s.n_q; r < (kv + 1) * s.group * s.n_q; ++r) {
+      const std::int64_t visible = visible_keys(s, a.causal, r % s.n_q);
       const float* q = a.q + r * s.d_k;
       const float* dout = a.d_out + r * s.d_v;
       const float* o = a.out + r * s.d_v;

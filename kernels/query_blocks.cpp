@@ -12,26 +12,6 @@
 namespace sdpa::detail {
 namespace {
 
-constexpr std::int64_t kAlignFloats = 16;  // 64 bytes
-
-// Hands out consecutive 64-byte-aligned arrays from one block of floats (or only counts them
-// when base is null, which is how the size is computed: one layout, written once).
-class Carver {
- public:
-  explicit Carver(float* base) : base_(base) {}
-  float* floats(std::int64_t n) {
-    float* p = base_ ? base_ + used_ : nullptr;
-    used_ += round_up(std::max<std::int64_t>(n, 1), kAlignFloats);
-    return p;
-  }
-  double* doubles(std::int64_t n) { return reinterpret_cast<double*>(floats(2 * n)); }
-  std::int64_t used() const { return used_; }
-
- private:
-  float* base_;
-  std::int64_t used_ = 0;
-};
-
 BlockScratch carve(Carver& c, const Shape& s, std::int64_t key_tile, std::int64_t ld_acc) {
   constexpr std::int64_t B = kQueryBlock;
   BlockScratch w{};
@@ -39,19 +19,19 @@ BlockScratch carve(Carver& c, const Shape& s, std::int64_t key_tile, std::int64_
   w.scores = c.floats(key_tile * B);
   w.acc = c.floats(B * ld_acc);
   w.v_pack = ld_acc == s.d_v ? nullptr : c.floats(std::min(key_tile, kDepthChunk) * ld_acc);
-  for (float** p : {&w.max, &w.sum, &w.rescale, &w.prev_max, &w.prev_sum, &w.tile_s, &w.tile_s2,
-                    &w.tile_t, &w.tile_nonfinite, &w.tile_p2, &w.tile_p3})
-    *p = c.floats(B);
-  for (double** p : {&w.score_sum, &w.score_sumsq, &w.shifted_t, &w.nonfinite, &w.p2, &w.p3})
-    *p = c.doubles(B);
+  carve_row_stats(c, w);
   return w;
 }
 
-struct AlignedFree {
-  void operator()(float* p) const { ::operator delete[](p, std::align_val_t(64)); }
-};
-
 }  // namespace
+
+void carve_row_stats(Carver& c, RowStats& w) {
+  for (float** p : {&w.max, &w.sum, &w.rescale, &w.prev_max, &w.prev_sum, &w.tile_s, &w.tile_s2,
+                    &w.tile_t, &w.tile_nonfinite, &w.tile_p2, &w.tile_p3})
+    *p = c.floats(kQueryBlock);
+  for (double** p : {&w.score_sum, &w.score_sumsq, &w.shifted_t, &w.nonfinite, &w.p2, &w.p3})
+    *p = c.doubles(kQueryBlock);
+}
 
 std::int64_t scratch_floats(const Shape& s, std::int64_t key_tile, std::int64_t ld_acc) {
   Carver counter(nullptr);
@@ -81,7 +61,7 @@ void for_each_query_block(const ForwardArgs& a, std::int64_t key_tile, std::int6
   // by one thread from inputs only, so the schedule cannot change a single bit of the output.
 #pragma omp parallel num_threads(a.threads)
   {
-    std::unique_ptr<float[], AlignedFree> mem(new (std::align_val_t(64)) float[floats]);
+    const AlignedFloats mem = aligned_floats(floats);
     const BlockScratch w = carve_scratch(mem.get(), s, key_tile, ld_acc);
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t b = 0; b < blocks; ++b) fn(a, query_block(s, b), key_tile, ld_acc, w);
@@ -116,8 +96,8 @@ void mask_tile(const Shape& s, const QueryBlock& blk, std::int64_t key0, std::in
   }
 }
 
-void fold_tile_probes(const BlockScratch& w) {
-  for (std::int64_t i = 0; i < kQueryBlock; ++i) {
+void fold_tile_probes(const RowStats& w, std::int64_t rows) {
+  for (std::int64_t i = 0; i < rows; ++i) {
     w.score_sum[i] += w.tile_s[i];
     w.score_sumsq[i] += w.tile_s2[i];
     w.nonfinite[i] += w.tile_nonfinite[i];
@@ -133,28 +113,40 @@ void fold_tile_probes(const BlockScratch& w) {
   }
 }
 
+void finish_row(const ForwardArgs& a, std::int64_t r, const RowResult& row) {
+  const Shape& s = a.shape;
+  const float l = row.sum;
+  float* o = a.out + r * s.d_v;
+  const float inv = l > 0 ? 1.0f / l : 0.0f;
+  for (std::int64_t c = 0; c < s.d_v; ++c) o[c] = l > 0 ? row.acc[c] * inv : 0.0f;
+  if (a.lse) a.lse[r] = l > 0 ? row.max + std::log(l) : -std::numeric_limits<float>::infinity();
+  if (a.probes) {
+    RowProbes& p = *a.probes;
+    p.score_sum[r] = row.score_sum;
+    p.score_sumsq[r] = row.score_sumsq;
+    p.entropy[r] = l > 0 ? std::log(double(l)) - row.shifted_t / l : 0.0;
+    p.max_weight[r] = l > 0 ? 1.0 / l : 0.0;
+    p.sum_p2[r] = l > 0 ? row.p2 / (double(l) * l) : 0.0;
+    p.sum_p3[r] = l > 0 ? row.p3 / (double(l) * l * l) : 0.0;
+    p.nonfinite[r] = row.nonfinite + count_nonfinite(o, s.d_v);
+  }
+}
+
 void finish_block(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_end,
                   std::int64_t ld_acc, const BlockScratch& w) {
-  const Shape& s = a.shape;
   for (std::int64_t i = 0; i < blk.rows; ++i) {
-    const std::int64_t r = blk.head * s.n_q + blk.first_row + i;
-    const float l = w.sum[i];
-    float* o = a.out + r * s.d_v;
-    const float inv = l > 0 ? 1.0f / l : 0.0f;
-    for (std::int64_t c = 0; c < s.d_v; ++c) o[c] = l > 0 ? w.acc[i * ld_acc + c] * inv : 0.0f;
-    if (a.lse) a.lse[r] = l > 0 ? w.max[i] + std::log(l) : -std::numeric_limits<float>::infinity();
-    if (a.probes) {
-      RowProbes& p = *a.probes;
-      p.score_sum[r] = w.score_sum[i];
-      p.score_sumsq[r] = w.score_sumsq[i];
-      p.entropy[r] = l > 0 ? std::log(double(l)) - w.shifted_t[i] / l : 0.0;
-      p.max_weight[r] = l > 0 ? 1.0 / l : 0.0;
-      p.sum_p2[r] = l > 0 ? w.p2[i] / (double(l) * l) : 0.0;
-      p.sum_p3[r] = l > 0 ? w.p3[i] / (double(l) * l * l) : 0.0;
-      // Masked keys of the visited range were set to -inf and counted as non-finite.
-      const std::int64_t masked = key_end - visible_keys(s, a.causal, blk.first_row + i);
-      p.nonfinite[r] = std::int64_t(w.nonfinite[i]) - masked + count_nonfinite(o, s.d_v);
-    }
+    // Masked keys of the visited range were set to -inf and counted as non-finite.
+    const std::int64_t masked = key_end - visible_keys(a.shape, a.causal, blk.first_row + i);
+    finish_row(a, blk.head * a.shape.n_q + blk.first_row + i,
+               {.max = w.max[i],
+                .sum = w.sum[i],
+                .acc = w.acc + i * ld_acc,
+                .score_sum = w.score_sum[i],
+                .score_sumsq = w.score_sumsq[i],
+                .shifted_t = w.shifted_t[i],
+                .p2 = w.p2[i],
+                .p3 = w.p3[i],
+                .nonfinite = std::int64_t(w.nonfinite[i]) - masked});
   }
 }
 

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <new>
 
 #include "sdpa/kernels.hpp"
 
@@ -41,15 +43,10 @@ inline QueryBlock query_block(const Shape& s, std::int64_t index) {
           .rows = std::min(kQueryBlock, s.n_q - first_row)};
 }
 
-// One thread's scratch for one block, carved from a single aligned allocation. Every array
-// starts on a 64-byte boundary. Rows of `acc` and `v_pack` have `ld_acc` floats: d_v rounded up
-// to whole vectors of the target.
-struct BlockScratch {
-  float* q_t;      // [d_k][kQueryBlock]: scale * Q^T of the block, zero in rows past the block
-  float* scores;   // [key_tile][kQueryBlock]: S^T of one key tile, overwritten by P^T
-  float* acc;      // [kQueryBlock][ld_acc]: unnormalised output rows
-  float* v_pack;   // [kDepthChunk][ld_acc]: values padded to whole vectors, when d_v needs it
-  float* max;      // [kQueryBlock] running max m of each row
+// The online softmax of a block's query rows (kQueryBlock entries each, a block uses its first
+// rows): forward blocks of every shape (prefill and decode) carry one.
+struct RowStats {
+  float* max;      // running max m of each row
   float* sum;      // running l = sum e^{s - m}
   float* rescale;  // alpha = e^{m_old - m_new} of the last key tile
   // Probes only: the previous m and l, and this tile's sums over visible scores.
@@ -57,6 +54,47 @@ struct BlockScratch {
   // Running, in double; p2, p3 are sum e^{2(s-m)} and sum e^{3(s-m)} at the current max m.
   double *score_sum, *score_sumsq, *shifted_t, *nonfinite, *p2, *p3;
 };
+
+// One thread's scratch for one block, carved from a single aligned allocation. Every array
+// starts on a 64-byte boundary. Rows of `acc` and `v_pack` have `ld_acc` floats: d_v rounded up
+// to whole vectors of the target.
+struct BlockScratch : RowStats {
+  float* q_t;     // [d_k][kQueryBlock]: scale * Q^T of the block, zero in rows past the block
+  float* scores;  // [key_tile][kQueryBlock]: S^T of one key tile, overwritten by P^T
+  float* acc;     // [kQueryBlock][ld_acc]: unnormalised output rows
+  float* v_pack;  // [kDepthChunk][ld_acc]: values padded to whole vectors, when d_v needs it
+};
+
+inline constexpr std::int64_t kAlignFloats = 16;  // 64 bytes
+
+// Hands out consecutive 64-byte-aligned arrays from one block of floats (or only counts them
+// when base is null, which is how a size is computed: one layout, written once).
+class Carver {
+ public:
+  explicit Carver(float* base) : base_(base) {}
+  float* floats(std::int64_t n) {
+    float* p = base_ ? base_ + used_ : nullptr;
+    used_ += round_up(std::max<std::int64_t>(n, 1), kAlignFloats);
+    return p;
+  }
+  double* doubles(std::int64_t n) { return reinterpret_cast<double*>(floats(2 * n)); }
+  std::int64_t used() const { return used_; }
+
+ private:
+  float* base_;
+  std::int64_t used_ = 0;
+};
+
+void carve_row_stats(Carver& c, RowStats& w);
+
+// A 64-byte-aligned array of floats, freed as it was allocated.
+struct AlignedFree {
+  void operator()(float* p) const { ::operator delete[](p, std::align_val_t(64)); }
+};
+using AlignedFloats = std::unique_ptr<float[], AlignedFree>;
+inline AlignedFloats aligned_floats(std::int64_t n) {
+  return AlignedFloats(new (std::align_val_t(64)) float[std::size_t(std::max<std::int64_t>(n, 1))]);
+}
 
 // Depth of one GEMM pass (BLIS's k_c): keys in O += P V, d_k in S^T = K Q^T. The B rows of a
 // pass (values, or the block's queries) stay in L1/L2 while every register tile reuses them.
@@ -93,13 +131,24 @@ void mask_tile(const Shape& s, const QueryBlock& blk, std::int64_t key0, std::in
 // Probes: folds one key tile's sums (w.tile_*) into the running double statistics. The shifted
 // sum t' = sum e^{s-m} (s - m) moves to the new max like l does:
 // t'_new = alpha (t'_old + (m_old - m_new) l_old); the sums of e^{2(s-m)} and e^{3(s-m)} (for
-// sum p^2 and sum p^3 at the end) move by alpha^2 and alpha^3.
-void fold_tile_probes(const BlockScratch& w);
+// sum p^2 and sum p^3 at the end) move by alpha^2 and alpha^3. Rows [0, rows).
+void fold_tile_probes(const RowStats& w, std::int64_t rows = kQueryBlock);
 
-// Writes the block's output rows (acc / l), lse = m + ln l and probes; H = ln l - t'/l, which is
+// Everything the end of a row needs: its max m, sum l, unnormalised output and probe sums.
+struct RowResult {
+  float max = 0, sum = 0;
+  const float* acc = nullptr;  // d_v floats
+  double score_sum = 0, score_sumsq = 0, shifted_t = 0, p2 = 0, p3 = 0;
+  std::int64_t nonfinite = 0;  // non-finite visible scores (masked keys not counted)
+};
+
+// Writes output row r (acc / l), lse = m + ln l and probes; H = ln l - t'/l, which is
 // m + ln l - (sum e^{s-m} s)/l (docs/design.md, "Probes") with m taken out of the sum (no
-// cancellation when |m| is large), and max weight = e^{m-m}/l = 1/l. Rows that see no key get
-// 0, -inf and zero probes.
+// cancellation when |m| is large), and max weight = e^{m-m}/l = 1/l. A row that sees no key (l = 0)
+// gets 0, -inf and zero probes.
+void finish_row(const ForwardArgs& a, std::int64_t r, const RowResult& row);
+
+// finish_row for every row of a block.
 void finish_block(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_end,
                   std::int64_t ld_acc, const BlockScratch& w);
 

@@ -41,11 +41,11 @@ void reference_forward(const ForwardArgs& a) {
   std::vector<double> scores, row_out(s.d_v);
 #pragma omp parallel for num_threads(a.threads) firstprivate(scores, row_out) schedule(static)
   for (std::int64_t r = 0; r < s.rows(); ++r) {
-    const std::int64_t b = r / s.n_q, i = r % s.n_q;
+    const std::int64_t kv = s.kv_head(r / s.n_q), i = r % s.n_q;
     const std::int64_t visible = visible_keys(s, a.causal, i);
-    const float* k = a.k + b * s.n_kv * s.d_k;
-    const double lse = reference_row(s, a.q + r * s.d_k, k, a.v + b * s.n_kv * s.d_v, a.scale,
-                                     visible, row_out.data(), scores);
+    const double lse =
+        reference_row(s, a.q + r * s.d_k, a.k + kv * s.n_kv * s.d_k, a.v + kv * s.n_kv * s.d_v,
+                      a.scale, visible, row_out.data(), scores);
     for (std::int64_t c = 0; c < s.d_v; ++c) a.out[r * s.d_v + c] = float(row_out[c]);
     if (a.lse) a.lse[r] = float(lse);
     if (a.probes) {
@@ -55,23 +55,27 @@ void reference_forward(const ForwardArgs& a) {
   }
 }
 
-// The backward of one batch-head in double, from scratch (the forward is recomputed):
-// P = softmax(S), dV = P^T dO, dP = dO V^T, dS = P o (dP - rowsum(P o dP)), dQ = c dS K,
-// dK = c dS^T Q.
+// The backward of one K/V head and the group of query heads that read it, in double, from
+// scratch (the forward is recomputed): P = softmax(S), dV = P^T dO, dP = dO V^T,
+// dS = P o (dP - rowsum(P o dP)), dQ = c dS K, dK = c dS^T Q. dK and dV sum over every row of
+// every query head of the group, in order, and are rounded once.
 template <typename In, typename Out>
-void reference_backward_head(const Shape& s, const In* q, const In* k, const In* v, const In* d_out,
-                             double scale, bool causal, Out* d_q, Out* d_k, Out* d_v,
-                             GradProbes* probes, std::int64_t first_row) {
+void reference_backward_group(const Shape& s, std::int64_t kv, const In* q, const In* k,
+                              const In* v, const In* d_out, double scale, bool causal, Out* d_q,
+                              Out* d_k, Out* d_v, GradProbes* probes) {
+  k += kv * s.n_kv * s.d_k;
+  v += kv * s.n_kv * s.d_v;
   std::vector<double> dk(s.n_kv * s.d_k, 0.0), dv(s.n_kv * s.d_v, 0.0), scores, ds, o(s.d_v);
-  for (std::int64_t i = 0; i < s.n_q; ++i) {
-    const std::int64_t visible = visible_keys(s, causal, i);
-    const In* qi = q + i * s.d_k;
-    const In* doi = d_out + i * s.d_v;
+  std::vector<double> dqi(s.d_k);
+  for (std::int64_t r = kv * s.group * s.n_q; r < (kv + 1) * s.group * s.n_q; ++r) {
+    const std::int64_t visible = visible_keys(s, causal, r % s.n_q);
+    const In* qi = q + r * s.d_k;
+    const In* doi = d_out + r * s.d_v;
     const double lse = reference_row(s, qi, k, v, scale, visible, o.data(), scores);
     double d = 0;  // rowsum(P o dP) = dO_i . O_i
     for (std::int64_t c = 0; c < s.d_v; ++c) d += double(doi[c]) * o[c];
     ds.assign(visible, 0.0);
-    std::vector<double> dqi(s.d_k, 0.0);
+    dqi.assign(s.d_k, 0.0);
     for (std::int64_t j = 0; j < visible; ++j) {
       const double p = std::exp(scores[j] - lse);
       double dp = 0;
@@ -85,9 +89,11 @@ void reference_backward_head(const Shape& s, const In* q, const In* k, const In*
         dk[j * s.d_k + c] += scale * ds[j] * double(qi[c]);
       }
     }
-    for (std::int64_t c = 0; c < s.d_k; ++c) d_q[i * s.d_k + c] = Out(dqi[c]);
-    if (probes) detail::probe_gradients(*probes, first_row + i, ds.data(), visible);
+    for (std::int64_t c = 0; c < s.d_k; ++c) d_q[r * s.d_k + c] = Out(dqi[c]);
+    if (probes) detail::probe_gradients(*probes, r, ds.data(), visible);
   }
+  d_k += kv * s.n_kv * s.d_k;
+  d_v += kv * s.n_kv * s.d_v;
   for (std::size_t x = 0; x < dk.size(); ++x) d_k[x] = Out(dk[x]);
   for (std::size_t x = 0; x < dv.size(); ++x) d_v[x] = Out(dv[x]);
 }
@@ -96,13 +102,10 @@ void reference_backward_head(const Shape& s, const In* q, const In* k, const In*
 // forward's out and lse are not needed: the oracle recomputes them.
 void reference_backward(const BackwardArgs& a) {
   const Shape& s = a.shape;
-  const Shape head{1, s.n_q, s.n_kv, s.d_k, s.d_v};
 #pragma omp parallel for num_threads(a.threads) schedule(static)
-  for (std::int64_t b = 0; b < s.batch_heads; ++b)
-    reference_backward_head(head, a.q + b * s.n_q * s.d_k, a.k + b * s.n_kv * s.d_k,
-                            a.v + b * s.n_kv * s.d_v, a.d_out + b * s.n_q * s.d_v, a.scale,
-                            a.causal, a.d_q + b * s.n_q * s.d_k, a.d_k + b * s.n_kv * s.d_k,
-                            a.d_v + b * s.n_kv * s.d_v, a.probes, b * s.n_q);
+  for (std::int64_t kv = 0; kv < s.kv_batch_heads(); ++kv)
+    reference_backward_group(s, kv, a.q, a.k, a.v, a.d_out, a.scale, a.causal, a.d_q, a.d_k, a.d_v,
+                             a.probes);
 }
 
 // A row of scores and of output in double per thread (and the master's copy of the output row);
@@ -123,13 +126,9 @@ ReferenceGradients reference_attention_backward(const Shape& s, std::span<const 
                                                 bool causal) {
   ReferenceGradients g{std::vector<double>(s.q_elements()), std::vector<double>(s.k_elements()),
                        std::vector<double>(s.v_elements())};
-  const Shape head{1, s.n_q, s.n_kv, s.d_k, s.d_v};
-  for (std::int64_t b = 0; b < s.batch_heads; ++b)
-    reference_backward_head(head, q.data() + b * s.n_q * s.d_k, k.data() + b * s.n_kv * s.d_k,
-                            v.data() + b * s.n_kv * s.d_v, d_out.data() + b * s.n_q * s.d_v, scale,
-                            causal, g.d_q.data() + b * s.n_q * s.d_k,
-                            g.d_k.data() + b * s.n_kv * s.d_k, g.d_v.data() + b * s.n_kv * s.d_v,
-                            static_cast<GradProbes*>(nullptr), 0);
+  for (std::int64_t kv = 0; kv < s.kv_batch_heads(); ++kv)
+    reference_backward_group(s, kv, q.data(), k.data(), v.data(), d_out.data(), scale, causal,
+                             g.d_q.data(), g.d_k.data(), g.d_v.data(), nullptr);
   return g;
 }
 
@@ -139,9 +138,9 @@ ReferenceResult reference_attention(const Shape& s, std::span<const double> q,
   ReferenceResult res{std::vector<double>(s.out_elements()), std::vector<double>(s.rows())};
   std::vector<double> scores;
   for (std::int64_t r = 0; r < s.rows(); ++r) {
-    const std::int64_t b = r / s.n_q, i = r % s.n_q;
-    res.lse[r] = reference_row(s, q.data() + r * s.d_k, k.data() + b * s.n_kv * s.d_k,
-                               v.data() + b * s.n_kv * s.d_v, scale, visible_keys(s, causal, i),
+    const std::int64_t kv = s.kv_head(r / s.n_q), i = r % s.n_q;
+    res.lse[r] = reference_row(s, q.data() + r * s.d_k, k.data() + kv * s.n_kv * s.d_k,
+                               v.data() + kv * s.n_kv * s.d_v, scale, visible_keys(s, causal, i),
                                res.out.data() + r * s.d_v, scores);
   }
   return res;

@@ -82,4 +82,9 @@ double forward_flops(const Shape& s, bool causal) {
   return pairs * 2.0 * double(s.d_k + s.d_v) * (causal ? 0.5 : 1.0);
 }
 
+double forward_bytes(const Shape& s) {
+  return sizeof(float) *
+         double(s.q_elements() + s.k_elements() + s.v_elements() + s.out_elements());
+}
+
 }  // namespace sdpa

@@ -3,9 +3,14 @@
 // A backward counts 2.5 forwards of FLOPs (docs/design.md, "Conventions"; Kernel::flops), so a
 // backward that takes 2.5x its forward's time runs at the same GFLOP/s.
 //   build/release/tests/bench_kernels --benchmark_filter='(fwd|bwd)/flash/N:1024/'
+// Decode shapes (one query per head against a KV cache, at the head counts of widely used
+// models) are memory-bound: they report GB/s of K and V and % of the memory roof, the time to
+// read K and V once at the triad bandwidth measured at start-up in this binary:
+//   build/release/tests/bench_kernels --benchmark_filter='decode/flash/'
 // Timing is a benchmark, never a test assertion.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -16,11 +21,16 @@
 #include <vector>
 
 #include "sdpa/kernels.hpp"
+#include "sdpa/peak.hpp"
 
 namespace {
 
-// Measured once at start-up: GFLOP/s of independent FMA chains per (isa, threads).
+// Measured once at start-up: GFLOP/s of independent FMA chains per (isa, threads), and the
+// triad's GB/s per thread count (best of its repetitions).
 std::map<std::pair<std::string, int>, double> g_peak;
+std::map<int, double> g_triad;
+// The triad's three arrays together: well past any last-level cache.
+constexpr double kTriadFootprint = 512.0 * (1 << 20);
 
 // Which measured peak a kernel is held against: its own ISA; library peers that choose their
 // ISA themselves (OpenBLAS) against the best one here.
@@ -48,10 +58,10 @@ struct Tensors {
 };
 
 // Runs `call` in the timing loop and sets the rate counters from the wall time of the calls
-// alone, `flops` each.
+// alone, `flops` each. Returns that time per call.
 template <class Call>
-void time_calls(benchmark::State& state, const sdpa::Kernel& kern, int threads, double flops,
-                Call call) {
+double time_calls(benchmark::State& state, const sdpa::Kernel& kern, int threads, double flops,
+                  Call call) {
   double seconds = 0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -63,6 +73,7 @@ void time_calls(benchmark::State& state, const sdpa::Kernel& kern, int threads, 
   state.counters["GFLOP/s"] = gflops;
   state.counters["%peak"] = 100.0 * gflops / g_peak[{peak_isa(kern), threads}];
   state.SetLabel(kern.isa);
+  return seconds / double(state.iterations());
 }
 
 sdpa::ForwardArgs forward_args(const sdpa::Shape& shape, Tensors& t, int threads) {
@@ -111,6 +122,53 @@ void bench_peak(benchmark::State& state, const sdpa::SimdTarget* target, int thr
   state.counters["GFLOP/s"] = gflops;
 }
 
+// ---- decode: one query row per head (or a few: speculative decoding) against a KV cache
+
+struct Heads {
+  const char* model;  // whose attention the shape is
+  std::int64_t q, kv, d;
+};
+// Query heads, K/V heads and head dimension of widely used models (their published configs).
+// "mha8" is issue 15's table shape (8 heads of their own K/V), not a model.
+constexpr Heads kModels[] = {{"mha8", 8, 8, 128},        {"llama3-8b", 32, 8, 128},
+                             {"qwen2.5-7b", 28, 4, 128}, {"gemma2-9b", 16, 8, 256},
+                             {"phi3-mini", 32, 32, 96},  {"gpt2", 12, 12, 64}};
+
+sdpa::Shape decode_shape(const Heads& h, std::int64_t n_q, std::int64_t cache) {
+  return {
+      .batch_heads = h.q, .n_q = n_q, .n_kv = cache, .d_k = h.d, .d_v = h.d, .group = h.q / h.kv};
+}
+
+// Causal (the mask is aligned to the end: each of the n_q new tokens sees the cache and the
+// tokens before it). Reports the bytes moved per second (Q, K, V and O once: forward_bytes) and
+// % of the roof: min(FMA peak, intensity x triad bandwidth measured at start-up on as many
+// threads), the memory side on every decode shape.
+void bench_decode(benchmark::State& state, const sdpa::Kernel* kern, Heads heads, std::int64_t n_q,
+                  std::int64_t cache, int threads) {
+  const sdpa::Shape shape = decode_shape(heads, n_q, cache);
+  Tensors t(shape);
+  sdpa::ForwardArgs args = forward_args(shape, t, threads);
+  args.causal = true;
+  // Every decode query sees the whole cache: no pair is masked, so the FLOPs are not halved.
+  const double flops = sdpa::forward_flops(shape, false), bytes = sdpa::forward_bytes(shape);
+  const double seconds = time_calls(state, *kern, threads, flops, [&] { kern->forward(args); });
+  const double roof =
+      sdpa::peak::roof_gflops(g_peak[{peak_isa(*kern), threads}], g_triad[threads], flops / bytes);
+  state.counters["GB/s"] = bytes / seconds * 1e-9;
+  state.counters["%roof"] = 100.0 * flops / seconds * 1e-9 / roof;
+}
+
+void bench_triad(benchmark::State& state, int threads) {
+  std::vector<double> gbs;
+  for (auto _ : state)
+    gbs = sdpa::peak::measure_triad(sdpa::peak::supported_isas().back(), threads, kTriadFootprint,
+                                    20, 0.05);
+  std::sort(gbs.begin(), gbs.end());
+  state.counters["best_GB/s"] = gbs.back();
+  state.counters["median_GB/s"] = gbs[gbs.size() / 2];
+  state.counters["min_GB/s"] = gbs.front();
+}
+
 // The rungs that split work over threads and the library peers; the slow rungs run on one.
 bool multi_threaded(const sdpa::Kernel& k) {
   return k.family != "reference" && k.family != "naive";
@@ -118,8 +176,45 @@ bool multi_threaded(const sdpa::Kernel& k) {
 
 }  // namespace
 
+void register_decode() {
+  const sdpa::Kernel* const peers[] = {sdpa::find_kernel("flash"), sdpa::find_kernel("eigen"),
+                                       sdpa::find_kernel("blas")};
+  auto add = [](const sdpa::Kernel* k, const Heads& h, std::int64_t n_q, std::int64_t cache,
+                int threads) {
+    const std::string name = "decode/" + k->name + "/" + h.model + "/hq:" + std::to_string(h.q) +
+                             "/hkv:" + std::to_string(h.kv) + "/d:" + std::to_string(h.d) +
+                             "/nq:" + std::to_string(n_q) + "/cache:" + std::to_string(cache) +
+                             "/threads:" + std::to_string(threads);
+    benchmark::RegisterBenchmark(name.c_str(), bench_decode, k, h, n_q, cache, threads)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  };
+  for (int threads : {1, 2})
+    for (const Heads& h : kModels)
+      for (std::int64_t cache : {1024, 4096, 16384, 32768})
+        for (const sdpa::Kernel* k : peers)
+          if (k) add(k, h, 1, cache, threads);
+  // Several new tokens per head (speculative decoding), and what grouping buys: the same 32
+  // query heads with 8 K/V heads (groups of 4) and with 32 (no groups).
+  for (int threads : {1, 2})
+    for (const Heads& h : {kModels[1], kModels[4]})
+      for (std::int64_t n_q : {2, 4, 8, 16}) add(peers[0], h, n_q, 16384, threads);
+}
+
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  for (int threads : {1, 2}) {
+    const auto gbs = sdpa::peak::measure_triad(sdpa::peak::supported_isas().back(), threads,
+                                               kTriadFootprint, 20, 0.05);
+    g_triad[threads] = *std::max_element(gbs.begin(), gbs.end());
+    benchmark::AddCustomContext("triad_gbs_t" + std::to_string(threads),
+                                std::to_string(g_triad[threads]));
+    benchmark::RegisterBenchmark(("triad/threads:" + std::to_string(threads)).c_str(), bench_triad,
+                                 threads)
+        ->Iterations(1)
+        ->Unit(benchmark::kMillisecond);
+  }
+  register_decode();
   for (const auto& t : sdpa::simd_targets())
     for (int threads : {1, 2}) {
       const double gflops = sdpa::measure_fma_peak(t, threads);

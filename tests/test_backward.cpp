@@ -70,8 +70,10 @@ double loss(const sdpa::Shape& s, const std::vector<double>& q, const std::vecto
 }  // namespace
 
 TEST_CASE("reference backward matches central finite differences") {
+  // The last two: query heads in groups of 2 and 3 sharing a K/V head (dK, dV sum over them).
   for (const Case& c : {Case{{2, 3, 5, 4, 3}, false, 0.5}, Case{{1, 4, 4, 3, 2}, true, 1.0},
-                        Case{{1, 3, 6, 2, 5}, true, 0.7}}) {
+                        Case{{1, 3, 6, 2, 5}, true, 0.7}, Case{{4, 2, 3, 3, 2, 2}, true, 0.8},
+                        Case{{3, 3, 4, 2, 3, 3}, false, 0.6}}) {
     const auto& s = c.shape;
     auto q = normals(1, s.q_elements()), k = normals(2, s.k_elements()),
          v = normals(3, s.v_elements()), d_out = normals(4, s.out_elements());
@@ -97,10 +99,21 @@ TEST_CASE("reference backward matches central finite differences") {
 
 TEST_CASE("every backward agrees with the fp64 reference on awkward shapes") {
   const std::vector<Case> cases = {
-      {{1, 1, 1, 1, 1}, false, 1.0},       {{1, 1, 7, 8, 3}, false, 0.35},
-      {{2, 17, 17, 64, 80}, true, 0.125},  {{3, 5, 63, 80, 16}, true, 1.0},
-      {{1, 65, 33, 8, 8}, true, 0.5},      {{1, 40, 127, 128, 64}, false, 0.0884},
+      {{1, 1, 1, 1, 1}, false, 1.0},
+      {{1, 1, 7, 8, 3}, false, 0.35},
+      {{2, 17, 17, 64, 80}, true, 0.125},
+      {{3, 5, 63, 80, 16}, true, 1.0},
+      {{1, 65, 33, 8, 8}, true, 0.5},
+      {{1, 40, 127, 128, 64}, false, 0.0884},
       {{1, 50, 70, 160, 136}, true, 0.08},  // d_k, d_v past one depth chunk (128) of a Gemm
+      // Grouped query heads (the sixth field: query heads per K/V head): GQA, MQA, decode-like
+      // rows, one key, n_q > n_kv with causal masking.
+      {{6, 17, 33, 16, 8, 3}, true, 0.25},
+      {{4, 50, 70, 32, 40, 4}, false, 0.15},
+      {{8, 1, 300, 64, 64, 4}, true, 0.125},
+      {{4, 3, 1, 8, 8, 2}, false, 0.5},
+      {{2, 5, 2, 8, 3, 2}, true, 0.5},
+      {{16, 1, 200, 32, 16, 8}, true, 0.2},  // batch 2 of MQA 8/1: dK, dV sum over 8 heads
   };
   for (const auto& kernel : sdpa::kernel_registry()) {
     if (!kernel.backward) continue;
@@ -127,11 +140,13 @@ TEST_CASE("every backward agrees with the fp64 reference on awkward shapes") {
       const auto [out, lse, dq, dk, dv] =
           forward_backward(kernel, s, q, k, v, d_out, c.scale, c.causal, 2, &probes);
 
-      // Tolerance from fp32 rounding: each gradient entry sums up to n_kv (or n_q) products of
-      // O(1) terms whose own rounding is ~d eps; 64 eps sqrt(n d) bounds the accumulated
-      // error of such sums of unit-variance terms with room for the exp's ulps.
+      // Tolerance from fp32 rounding: each gradient entry sums up to n_kv (dQ) or group x n_q
+      // (dK, dV: every row of the group's query heads) products of O(1) terms whose own
+      // rounding is ~d eps; 64 eps sqrt(n d) bounds the accumulated error of such sums of
+      // unit-variance terms with room for the exp's ulps.
       const double eps = 1.1920929e-7;
-      const double n = double(std::max(s.n_q, s.n_kv)), d = double(std::max(s.d_k, s.d_v));
+      const double n = double(std::max(s.group * s.n_q, s.n_kv)),
+                   d = double(std::max(s.d_k, s.d_v));
       const double tol = 64 * eps * std::sqrt(n * d);
       auto max_error = [](const std::vector<float>& got, const std::vector<double>& want) {
         double e = 0;
@@ -162,28 +177,33 @@ TEST_CASE("every backward agrees with the fp64 reference on awkward shapes") {
   }
 }
 
-TEST_CASE("every backward is bit-identical on 1 and 3 threads") {
-  const sdpa::Shape s{2, 100, 130, 40, 24};
-  for (bool causal : {false, true})
-    for (const auto& kernel : sdpa::kernel_registry()) {
-      if (!kernel.backward) continue;
-      CAPTURE(kernel.name);
-      CAPTURE(causal);
-      const auto q = floats(9, s.q_elements()), k = floats(10, s.k_elements()),
-                 v = floats(11, s.v_elements()), d_out = floats(12, s.out_elements());
-      std::vector<float> grads[2];
-      sdpa::GradProbes probes[2] = {sdpa::GradProbes(s.rows()), sdpa::GradProbes(s.rows())};
-      for (int t = 0; t < 2; ++t) {
-        const Run r =
-            forward_backward(kernel, s, q, k, v, d_out, 0.3, causal, t == 0 ? 1 : 3, &probes[t]);
-        grads[t] = r.dq;
-        grads[t].insert(grads[t].end(), r.dk.begin(), r.dk.end());
-        grads[t].insert(grads[t].end(), r.dv.begin(), r.dv.end());
+TEST_CASE("every backward is bit-identical on 1, 2 and 3 threads") {
+  // Without and with grouped query heads (dK and dV summed over a group's heads).
+  for (const sdpa::Shape s : {sdpa::Shape{2, 100, 130, 40, 24}, sdpa::Shape{6, 60, 70, 24, 16, 3}})
+    for (bool causal : {false, true})
+      for (const auto& kernel : sdpa::kernel_registry()) {
+        if (!kernel.backward) continue;
+        CAPTURE(kernel.name);
+        CAPTURE(s.group);
+        CAPTURE(causal);
+        const auto q = floats(9, s.q_elements()), k = floats(10, s.k_elements()),
+                   v = floats(11, s.v_elements()), d_out = floats(12, s.out_elements());
+        std::vector<float> grads[3];
+        sdpa::GradProbes probes[3] = {sdpa::GradProbes(s.rows()), sdpa::GradProbes(s.rows()),
+                                      sdpa::GradProbes(s.rows())};
+        for (int t = 0; t < 3; ++t) {
+          const Run r = forward_backward(kernel, s, q, k, v, d_out, 0.3, causal, t + 1, &probes[t]);
+          grads[t] = r.dq;
+          grads[t].insert(grads[t].end(), r.dk.begin(), r.dk.end());
+          grads[t].insert(grads[t].end(), r.dv.begin(), r.dv.end());
+        }
+        for (int t = 1; t < 3; ++t) {
+          CAPTURE(t + 1);
+          CHECK(grads[0] == grads[t]);
+          CHECK(probes[0].ds_sumsq == probes[t].ds_sumsq);
+          CHECK(probes[0].participating == probes[t].participating);
+        }
       }
-      CHECK(grads[0] == grads[1]);
-      CHECK(probes[0].ds_sumsq == probes[1].ds_sumsq);
-      CHECK(probes[0].participating == probes[1].participating);
-    }
 }
 
 TEST_CASE("gradient probes: sum of dS^2 equals the row's score gradients") {

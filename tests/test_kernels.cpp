@@ -57,10 +57,11 @@ struct Case {
 
 std::string describe(const Case& c) {
   const Shape& s = c.shape;
-  return "bh=" + std::to_string(s.batch_heads) + " n_q=" + std::to_string(s.n_q) +
-         " n_kv=" + std::to_string(s.n_kv) + " d_k=" + std::to_string(s.d_k) +
-         " d_v=" + std::to_string(s.d_v) + (c.causal ? " causal" : "") +
-         " scale=" + std::to_string(c.scale) + " std=" + std::to_string(c.input_std);
+  return "bh=" + std::to_string(s.batch_heads) + " group=" + std::to_string(s.group) +
+         " n_q=" + std::to_string(s.n_q) + " n_kv=" + std::to_string(s.n_kv) +
+         " d_k=" + std::to_string(s.d_k) + " d_v=" + std::to_string(s.d_v) +
+         (c.causal ? " causal" : "") + " scale=" + std::to_string(c.scale) +
+         " std=" + std::to_string(c.input_std);
 }
 
 std::vector<float> normals(std::int64_t n, double std_dev, std::mt19937& rng) {
@@ -120,14 +121,14 @@ Problem make_problem(const Case& c) {
 
   std::vector<double> sc, a, p, e;
   for (std::int64_t r = 0; r < s.rows(); ++r) {
-    const std::int64_t b = r / s.n_q, i = r % s.n_q;
+    const std::int64_t kv = s.kv_head(r / s.n_q), i = r % s.n_q;
     const std::int64_t n = sdpa::visible_keys(s, c.causal, i);
     if (n == 0) continue;  // fully masked: exact zeros expected
     const float* q = pr.q.data() + r * s.d_k;
     sc.assign(n, 0);
     a.assign(n, 0);
     for (std::int64_t j = 0; j < n; ++j) {
-      const float* kj = pr.k.data() + (b * s.n_kv + j) * s.d_k;
+      const float* kj = pr.k.data() + (kv * s.n_kv + j) * s.d_k;
       for (std::int64_t x = 0; x < s.d_k; ++x) {
         sc[j] += double(q[x]) * kj[x];
         a[j] += std::abs(double(q[x]) * kj[x]);
@@ -189,7 +190,7 @@ Problem make_problem(const Case& c) {
       const double o = ref.out[r * s.d_v + x];
       double spread = 0, mass = 0;
       for (std::int64_t j = 0; j < n; ++j) {
-        const double vj = pr.v[(b * s.n_kv + j) * s.d_v + x];
+        const double vj = pr.v[(kv * s.n_kv + j) * s.d_v + x];
         spread += p[j] * std::abs(vj - o) * (e[j] + e_mean);
         mass += p[j] * std::abs(vj);
       }
@@ -362,6 +363,46 @@ TEST_CASE("every kernel matches the fp64 reference unscaled and at large magnitu
   }
 }
 
+TEST_CASE("every kernel matches the fp64 reference on grouped-query and decode shapes") {
+  // Query heads share K/V heads in groups (MHA: group 1; MQA: all heads one group), and few
+  // query rows per head take flash's decode path: the group's rows packed into one block (at
+  // most 16 rows: 4 heads x 5 rows make two blocks of 2 heads), keys in splits of whole
+  // 256-key tiles, at most 32 splits (9000 keys: 18 splits of 512, the last short), merged in
+  // order. With causal masking aligned to the end, a decode row sees the whole cache and the
+  // rows before it; with n_q > n_kv the first rows see nothing.
+  struct Grouped {
+    std::int64_t batch, heads_q, heads_kv, n_q, n_kv, d_k, d_v;
+  };
+  const Grouped shapes[] = {
+      {1, 6, 1, 1, 1, 64, 40},      // MQA, one key
+      {1, 8, 1, 1, 1000, 64, 64},   // MQA 8/1, n_kv not a multiple of the 256-key split
+      {1, 8, 2, 1, 1000, 64, 64},   // GQA 8/2
+      {1, 8, 8, 1, 300, 128, 128},  // MHA decode
+      {3, 4, 4, 1, 333, 32, 48},    // MHA 4/4, batch 3, d_k != d_v
+      {2, 8, 1, 2, 777, 40, 24},    // batch 2 of MQA 8/1: 16 rows per group, one full block
+      {1, 8, 2, 3, 700, 80, 48},    // speculative decode: 3 new tokens, 12 rows per block
+      {1, 8, 2, 5, 513, 32, 24},    // 20 rows per group: two blocks of 10
+      {1, 7, 1, 1, 260, 72, 40},    // a group of 7 (28 / 4 heads); d not whole vectors
+      {1, 2, 2, 16, 40, 16, 8},     // 16 rows, the most of a decode block
+      {1, 4, 2, 5, 2, 8, 3},        // n_q > n_kv: rows 0..2 see no key
+      {1, 2, 1, 2, 9000, 1, 8},     // 36 tiles: 18 splits of two tiles
+      {2, 6, 2, 100, 150, 32, 24},  // prefill with groups (query blocks of one head), batch 2
+      {1, 4, 1, 60, 61, 48, 48},    // prefill, MQA
+  };
+  std::uint32_t seed = 500;
+  for (const Grouped& g : shapes)
+    for (bool causal : {false, true})
+      check_all_kernels({.shape = {.batch_heads = g.batch * g.heads_q,
+                                   .n_q = g.n_q,
+                                   .n_kv = g.n_kv,
+                                   .d_k = g.d_k,
+                                   .d_v = g.d_v,
+                                   .group = g.heads_q / g.heads_kv},
+                         .causal = causal,
+                         .seed = seed++,
+                         .threads = 2});
+}
+
 TEST_CASE("fully masked rows give output 0, lse -inf and empty probes") {
   // n_q = 5, n_kv = 2, causal: rows 0..2 see no key; rows 3 and 4 see one and two.
   const Shape s{.batch_heads = 2, .n_q = 5, .n_kv = 2, .d_k = 8, .d_v = 3};
@@ -395,25 +436,117 @@ TEST_CASE("fully masked rows give output 0, lse -inf and empty probes") {
   }
 }
 
-TEST_CASE("the tiled rungs give the same bits on any thread count") {
-  const Shape s{.batch_heads = 3, .n_q = 100, .n_kv = 150, .d_k = 32, .d_v = 24};
-  const auto [q, k, v] = random_inputs(s, 1, 9);
-  for (const auto& kern : sdpa::kernel_registry()) {
-    // OpenBLAS and Eigen choose their own splits and make no such promise.
-    if (!kern.same_bits_on_any_threads) continue;
-    INFO(kern.name);
-    std::vector<float> one(s.out_elements()), three(s.out_elements());
-    for (auto [out, threads] : {std::pair{&one, 1}, std::pair{&three, 3}})
+TEST_CASE("scores that overflow fp32 give a non-finite output, not an empty row") {
+  // q.k past fp32's range: the row is not fully masked, so its output must not read as one
+  // (0 with lse -inf); callers (attend) detect the overflow from the non-finite output. Decode
+  // (n_q = 3: flash's split path) and prefill (n_q = 60) shapes.
+  for (const std::int64_t n_q : {3, 60}) {
+    const Shape s{.batch_heads = 2, .n_q = n_q, .n_kv = 300, .d_k = 4, .d_v = 2, .group = 2};
+    std::vector<float> q(s.q_elements()), k(s.k_elements()), v(s.v_elements(), 1.0f);
+    for (std::size_t i = 0; i < q.size(); ++i) q[i] = 0.5f * float(1 + i % 3);
+    for (std::size_t i = 0; i < k.size(); ++i) k[i] = 1e38f * float(1 + i % 3);
+    for (const auto& kern : sdpa::kernel_registry()) {
+      if (kern.fp64) continue;  // the oracle computes in double: no overflow
+      INFO(kern.name, " n_q=", n_q);
+      std::vector<float> out(s.out_elements()), lse(s.rows());
       kern.forward({.shape = s,
                     .q = q.data(),
                     .k = k.data(),
                     .v = v.data(),
-                    .out = out->data(),
-                    .scale = 0.2f,
-                    .causal = true,
-                    .threads = threads});
-    CHECK(one == three);
+                    .out = out.data(),
+                    .lse = lse.data(),
+                    .scale = 0.5f,
+                    .threads = 2});
+      CHECK(std::none_of(out.begin(), out.end(), [](float x) { return std::isfinite(x); }));
+    }
   }
+}
+
+TEST_CASE("the tiled rungs give the same bits on any thread count") {
+  // Prefill, prefill with groups, and decode shapes whose splits outnumber the threads or not.
+  const Shape shapes[] = {
+      {.batch_heads = 3, .n_q = 100, .n_kv = 150, .d_k = 32, .d_v = 24},
+      {.batch_heads = 4, .n_q = 70, .n_kv = 90, .d_k = 16, .d_v = 8, .group = 2},
+      {.batch_heads = 8, .n_q = 1, .n_kv = 2000, .d_k = 64, .d_v = 32, .group = 4},
+      {.batch_heads = 3, .n_q = 4, .n_kv = 300, .d_k = 40, .d_v = 24, .group = 3},
+      // MQA 8/1 in a batch of 2, 20 splits of two tiles, the last short
+      {.batch_heads = 16, .n_q = 1, .n_kv = 10000, .d_k = 32, .d_v = 16, .group = 8}};
+  for (const Shape& s : shapes) {
+    const auto [q, k, v] = random_inputs(s, 1, 9);
+    for (const auto& kern : sdpa::kernel_registry()) {
+      // OpenBLAS and Eigen choose their own splits and make no such promise.
+      if (!kern.same_bits_on_any_threads) continue;
+      INFO(kern.name, " bh=", s.batch_heads, " group=", s.group, " n_q=", s.n_q);
+      struct Run {
+        std::vector<float> out, lse;
+        sdpa::RowProbes probes;
+      };
+      std::vector<Run> runs;
+      for (int threads : {1, 2, 3}) {
+        Run r{std::vector<float>(s.out_elements()), std::vector<float>(s.rows()),
+              sdpa::RowProbes(s.rows())};
+        kern.forward({.shape = s,
+                      .q = q.data(),
+                      .k = k.data(),
+                      .v = v.data(),
+                      .out = r.out.data(),
+                      .lse = r.lse.data(),
+                      .scale = 0.2f,
+                      .causal = true,
+                      .threads = threads,
+                      .probes = &r.probes});
+        runs.push_back(std::move(r));
+      }
+      for (std::size_t t = 1; t < runs.size(); ++t) {
+        CAPTURE(t + 1);
+        CHECK(runs[t].out == runs[0].out);
+        CHECK(runs[t].lse == runs[0].lse);
+        CHECK(runs[t].probes.entropy == runs[0].probes.entropy);
+        CHECK(runs[t].probes.sum_p2 == runs[0].probes.sum_p2);
+        CHECK(runs[t].probes.score_sumsq == runs[0].probes.score_sumsq);
+      }
+    }
+  }
+}
+
+TEST_CASE("a grouped shape and its heads repeated per query head give the same attention") {
+  // GQA is MHA with each K/V head repeated over its group's query heads: the reference on the
+  // repeated tensors is an independent oracle for the indexing of K/V heads.
+  const Shape grouped{.batch_heads = 6, .n_q = 3, .n_kv = 20, .d_k = 8, .d_v = 5, .group = 3};
+  Shape repeated = grouped;
+  repeated.group = 1;
+  const auto [q, k, v] = random_inputs(grouped, 1, 11);
+  std::vector<double> k_rep, v_rep;
+  for (std::int64_t h = 0; h < grouped.batch_heads; ++h) {
+    const std::int64_t kv = grouped.kv_head(h);
+    k_rep.insert(k_rep.end(), k.begin() + kv * 20 * 8, k.begin() + (kv + 1) * 20 * 8);
+    v_rep.insert(v_rep.end(), v.begin() + kv * 20 * 5, v.begin() + (kv + 1) * 20 * 5);
+  }
+  const auto want = sdpa::reference_attention(repeated, widen(q), k_rep, v_rep, 0.3, true);
+  const auto got = sdpa::reference_attention(grouped, widen(q), widen(k), widen(v), 0.3, true);
+  CHECK(got.out == want.out);
+  CHECK(got.lse == want.lse);
+}
+
+TEST_CASE("shapes: grouped heads need batch_heads a multiple of the group") {
+  CHECK(Shape{.batch_heads = 8, .group = 4}.valid());
+  CHECK(Shape{.batch_heads = 8, .group = 4}.kv_batch_heads() == 2);
+  CHECK(Shape{.batch_heads = 8, .group = 4}.kv_head(5) == 1);
+  CHECK_FALSE(Shape{.batch_heads = 8, .group = 3}.valid());
+  CHECK_FALSE(Shape{.batch_heads = 8, .group = 0}.valid());
+  CHECK_FALSE(Shape{.batch_heads = 8, .n_kv = 0}.valid());
+}
+
+TEST_CASE("workspace: decode partials and the peers' group scores are counted") {
+  // flash on a decode shape: one partial output row of d_v floats per split, row and block at
+  // least, beyond the prefill path's per-thread scratch.
+  const Shape decode{
+      .batch_heads = 32, .n_q = 1, .n_kv = 16384, .d_k = 128, .d_v = 128, .group = 4};
+  const auto fwd = sdpa::Pass::forward;
+  CHECK(sdpa::find_kernel("flash")->workspace_bytes(decode, fwd, 2) >= 4.0 * 32 * 32 * 128);
+  // The peers' scores: one K/V head's stacked rows (group x n_q) of n_kv at a time.
+  CHECK(sdpa::find_kernel("eigen")->workspace_bytes(decode, fwd, 2) >= 4.0 * 4 * 16384);
+  CHECK(sdpa::find_kernel("blas")->workspace_bytes(decode, fwd, 2) >= 4.0 * 4 * 16384);
 }
 
 TEST_CASE("the vectorised exp is within its documented accuracy over softmax's range") {

@@ -1,6 +1,7 @@
 // sdpa_kernels: attention forward/backward variants and their registry. Compute only: no I/O,
-// no JSON, no knowledge of experiments. Every tensor is row-major contiguous fp32
-// [batch_heads, n, d]; d_k and d_v may differ; the scale is chosen by the caller.
+// no JSON, no knowledge of experiments. Every tensor is row-major contiguous fp32: Q, O and the
+// lse [batch_heads, n_q, d], K and V [kv_batch_heads(), n_kv, d] (Shape::group); d_k and d_v
+// may differ; the scale is chosen by the caller.
 #pragma once
 
 #include <cstdint>
@@ -12,16 +13,30 @@
 namespace sdpa {
 
 struct Shape {
-  std::int64_t batch_heads = 1;
+  std::int64_t batch_heads = 1;  // batch x query heads: the leading dimension of Q, O and lse
   std::int64_t n_q = 1;
   std::int64_t n_kv = 1;
   std::int64_t d_k = 1;
   std::int64_t d_v = 1;
+  // Query heads per K/V head (grouped-query attention): heads_q / heads_kv. 1 is multi-head
+  // attention (every query head has its own K and V), heads_q is multi-query attention (one K/V
+  // head for all). Query head h (an index in batch_heads) reads K/V head kv_head(h) = h / group,
+  // which is what the batch-major layouts Q [batch, heads_q, n, d] and K, V [batch, heads_kv,
+  // n, d] give. Last, so that positional initialisers written before it keep their meaning.
+  std::int64_t group = 1;
+
+  std::int64_t kv_batch_heads() const { return batch_heads / group; }  // batch x K/V heads
+  std::int64_t kv_head(std::int64_t head) const { return head / group; }
+  // Every size at least 1 and batch_heads a multiple of group: what every kernel assumes.
+  bool valid() const {
+    return batch_heads >= 1 && n_q >= 1 && n_kv >= 1 && d_k >= 1 && d_v >= 1 && group >= 1 &&
+           batch_heads % group == 0;
+  }
 
   std::int64_t rows() const { return batch_heads * n_q; }
   std::int64_t q_elements() const { return batch_heads * n_q * d_k; }
-  std::int64_t k_elements() const { return batch_heads * n_kv * d_k; }
-  std::int64_t v_elements() const { return batch_heads * n_kv * d_v; }
+  std::int64_t k_elements() const { return kv_batch_heads() * n_kv * d_k; }
+  std::int64_t v_elements() const { return kv_batch_heads() * n_kv * d_v; }
   std::int64_t out_elements() const { return batch_heads * n_q * d_v; }
 };
 
@@ -62,8 +77,8 @@ struct RowProbes {
 struct ForwardArgs {
   Shape shape;
   const float* q = nullptr;  // [batch_heads, n_q, d_k]
-  const float* k = nullptr;  // [batch_heads, n_kv, d_k]
-  const float* v = nullptr;  // [batch_heads, n_kv, d_v]
+  const float* k = nullptr;  // [kv_batch_heads, n_kv, d_k]
+  const float* v = nullptr;  // [kv_batch_heads, n_kv, d_v]
   float* out = nullptr;      // [batch_heads, n_q, d_v]
   float* lse = nullptr;      // optional [batch_heads, n_q]: row log-sum-exp of the scaled scores
   float scale = 1.0f;
@@ -96,7 +111,7 @@ struct BackwardArgs {
   const float* lse = nullptr;    // forward row log-sum-exp
   const float* d_out = nullptr;  // upstream gradient [batch_heads, n_q, d_v]
   float* d_q = nullptr;
-  float* d_k = nullptr;
+  float* d_k = nullptr;  // shaped like k: summed over the query heads of each K/V head's group
   float* d_v = nullptr;
   float scale = 1.0f;
   bool causal = false;
@@ -132,6 +147,10 @@ enum class Pass { forward, backward };
 // FLOPs of one forward (docs/design.md, "Conventions"): 4 * N_q * N_kv * d per head, d the mean
 // of d_k and d_v, halved when causal. A backward counts 2.5 forwards.
 double forward_flops(const Shape& shape, bool causal);
+// Bytes one forward must move (docs/design.md, "Conventions for inference shapes"): Q, K, V and O
+// at their storage width (fp32), each counted once, K and V once per K/V head (not once per query
+// head reading them). Arithmetic intensity is forward_flops / forward_bytes.
+double forward_bytes(const Shape& shape);
 
 // Bytes one call allocates beyond its arguments when it runs on `threads` threads: the scores it
 // materialises (a row, a block of rows, or all n_q x n_kv of a head), packed blocks and
@@ -208,5 +227,10 @@ const SimdTarget* find_simd_target(std::string_view isa);
 // Measured fp32 FMA peak of a target on `threads` threads in GFLOP/s, best of five runs of
 // about seconds / 5 each: the denominator of "% of peak".
 double measure_fma_peak(const SimdTarget& target, int threads, double seconds = 0.5);
+
+// Kept workspace (flash's decode partials, the peers' scores) lives per calling thread until a
+// call of another shape or this: frees the calling thread's, e.g. between timing cells so one
+// cell's workspace is not held while the next runs.
+void release_cached_workspaces();
 
 }  // namespace sdpa

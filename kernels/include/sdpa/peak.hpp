@@ -1,9 +1,13 @@
 // The two ceilings of a roofline, as compute loops a caller times: independent fp32
 // multiply-add chains (peak FLOP/s) and the STREAM triad (memory bandwidth), each compiled
-// for every Highway target so any instruction set can be asked for by name. Compute only: no
-// clocks, no threads, no I/O; the caller decides how long and on how many threads.
+// for every Highway target so any instruction set can be asked for by name. The loops have no
+// clocks, threads or I/O; the caller decides how long and on how many threads. The triad's
+// bandwidth is the denominator of memory-bound timings, so how both are measured is decided once,
+// here (measure_multiply_add, measure_triad), for the roofline experiment and the kernel
+// benchmarks alike.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -40,5 +44,27 @@ void triad(std::string_view isa, float* x, const float* y, const float* z, float
 // Bytes one triad over n elements moves by STREAM's count: read y and z, write x (the
 // write-allocate read of x is not counted, as in STREAM).
 inline double triad_bytes(std::int64_t n) { return 3.0 * sizeof(float) * double(n); }
+
+// The roof of a roofline at `intensity` FLOP per byte moved: the lower of the compute peak
+// (GFLOP/s) and of what the triad bandwidth (GB/s) can feed. A shape is memory-bound when
+// intensity x bandwidth is the lower one.
+inline double roof_gflops(double peak_gflops, double triad_gbs, double intensity) {
+  return std::min(peak_gflops, intensity * triad_gbs);
+}
+
+// Multiply-add GFLOP/s of multiply_add_chains on `threads` OpenMP threads, one sample per
+// repetition of about min_time seconds (steps calibrated on one thread). Precondition:
+// isa_supported(isa).
+std::vector<double> measure_multiply_add(std::string_view isa, int threads, int repetitions,
+                                         double min_time);
+
+// Triad bandwidth in GB/s (triad_bytes per second), one sample per repetition: three arrays of
+// footprint_bytes together, each of `threads` OpenMP
+// threads on its own slice, first touched by that thread (its pages on its memory node); one
+// warm-up pass, then each repetition times as many passes as fill min_time seconds. The
+// bandwidth is the best sample: a ceiling is what the machine can do, and every disturbance
+// only lowers a sample. Precondition: isa_supported(isa).
+std::vector<double> measure_triad(std::string_view isa, int threads, double footprint_bytes,
+                                  int repetitions, double min_time);
 
 }  // namespace sdpa::peak

@@ -1,0 +1,295 @@
+// The fused forward's decode path (decode_blocks.hpp cuts the work): a block of at most
+// kDecodeRows query rows that share one K/V head, one split of its keys, in tiles of
+// kDecodeTile keys. A decode shape is a stream over K and V, so the loops are arranged to read
+// each K and V row once per block, from memory, at the cost of as little arithmetic as lets the
+// stream run at memory speed:
+//   S = (scale Q) K_tile^T     keys along the vector lanes: for each L keys, every row keeps L
+//                              accumulators along d_k, folded by a transpose-reduce into one
+//                              vector of L scores. d_k / L multiply-adds per score, where the
+//                              prefill layout (queries along the lanes) spends d_k per key on
+//                              broadcasts whatever the number of rows;
+//   online softmax of S        along each row (keys along the lanes again);
+//   O = alpha O + P V_tile     the prefill's Gemm, with the block's few rows down the tile.
+// Each split leaves its rows' max, sum and unnormalised output; the merge folds the splits in
+// order. Probes ride along as in the prefill path (RowStats).
+//
+// Per-target include guard (Highway's pattern): this file is compiled once per ISA target.
+#if defined(SDPA_KERNELS_ATTENTION_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SDPA_KERNELS_ATTENTION_DECODE_INL_H_
+#undef SDPA_KERNELS_ATTENTION_DECODE_INL_H_
+#else
+#define SDPA_KERNELS_ATTENTION_DECODE_INL_H_
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "attention_tiles-inl.h"
+#include "decode_blocks.hpp"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace sdpa::detail::HWY_NAMESPACE {
+
+// Folds the L vectors of dots (L floats each) pairwise, in place, until the first holds, in
+// lane t, the sum of the lanes of the original vector t; returns it. Through L1 rather than
+// registers: vectors may be sizeless (SVE), so no array of them exists, and the fold costs L - 1
+// pair sums against the L x d_k / L multiply-adds of the group's scores.
+template <class P>
+HWY_INLINE typename P::V TransposeSum(float* dots) {
+  constexpr std::int64_t L = P::kLanes;
+  for (std::int64_t n = L / 2; n >= 1; n /= 2)
+    for (std::int64_t t = 0; t < n; ++t)
+      P::Store(P::PairSums(P::Load(dots + (2 * t + 1) * L), P::Load(dots + 2 * t * L)),
+               dots + t * L);
+  return P::Load(dots);
+}
+
+// dots[t] (+)= q . k_t over N vectors of d, for the L keys k_t = k + t ld_k: one vector of
+// partial sums per key, reduced later. The query's N vectors stay in registers and each key row
+// is read front to back by a plain loop over keys, with two chains per key (the keys' chains
+// are independent, so out-of-order execution overlaps them). Unrolling over keys instead, to
+// keep all L sums in registers, made GCC hoist the L x N key addresses into stack slots and
+// reload one per multiply-add (measured: a third of the decode time).
+template <class P, std::size_t... U>
+HWY_INLINE void ScoreChunkOf(const float* q, const float* k, std::int64_t ld_k, bool first,
+                             float* dots, std::index_sequence<U...>) {
+  constexpr std::int64_t L = P::kLanes;
+  // The query's vectors are a parameter pack, not an array: SVE vectors are sizeless types,
+  // which arrays cannot hold. Inlined, or the pack would be passed on the stack.
+  [&](auto... qv) HWY_ATTR __attribute__((always_inline)) {
+    for (std::int64_t t = 0; t < L; ++t, k += ld_k) {
+      auto a0 = first ? P::Zero() : P::Load(dots + t * L), a1 = P::Zero();
+      ((void)(U % 2 == 0 ? (a0 = P::MulAdd(qv, P::Load(k + U * L), a0))
+                         : (a1 = P::MulAdd(qv, P::Load(k + U * L), a1))),
+       ...);
+      P::Store(P::Add(a0, a1), dots + t * L);
+    }
+  }
+  (P::Load(q + std::int64_t(U) * L)...);
+}
+
+template <class P, std::int64_t N>
+HWY_INLINE void ScoreChunk(const float* q, const float* k, std::int64_t ld_k, bool first,
+                           float* dots) {
+  ScoreChunkOf<P>(q, k, ld_k, first, dots, std::make_index_sequence<N>());
+}
+
+// The last d_vecs % kScoreChunk vectors of d: one instantiation per count.
+template <class P, std::int64_t N = P::kScoreChunk - 1>
+HWY_INLINE void ScoreRemainder(std::int64_t n, const float* q, const float* k, std::int64_t ld_k,
+                               bool first, float* dots) {
+  if constexpr (N > 0) {
+    if (n == N) return ScoreChunk<P, N>(q, k, ld_k, first, dots);
+    ScoreRemainder<P, N - 1>(n, q, k, ld_k, first, dots);
+  }
+}
+
+// Scores of one query row against L keys (rows of k, ld_k apart), d_vecs whole vectors deep:
+// kScoreChunk vectors of the query at a time in registers, a vector of partial sums per key in
+// `dots` (L x L floats, in L1), then a transpose-reduce folds the L vectors into one vector of
+// L scores.
+template <class P>
+HWY_INLINE typename P::V GroupScores(const float* q, const float* k, std::int64_t ld_k,
+                                     std::int64_t d_vecs, float* dots) {
+  constexpr std::int64_t L = P::kLanes, C = P::kScoreChunk;
+  std::int64_t c = 0;
+  for (; c + C <= d_vecs; c += C) ScoreChunk<P, C>(q + c * L, k + c * L, ld_k, c == 0, dots);
+  ScoreRemainder<P>(d_vecs - c, q + c * L, k + c * L, ld_k, c == 0, dots);
+  return TransposeSum<P>(dots);
+}
+
+// S [rows][ld_s] = q [rows][w.ld_q] K^T for keys [0, nk) of k, in whole vectors of keys: lanes
+// past nk hold scores of a repeated key (MaskRows sets them to -inf). K is read in place, L
+// rows at a time, from memory for the first query row and from L1 for the others; a group
+// that is short of L keys or of whole vectors of d_k is first copied, zero-padded, to k_pack
+// so that no load runs past K.
+template <class P>
+void ScoreRows(const DecodeScratch& w, std::int64_t rows, const float* k, std::int64_t d_k,
+               std::int64_t nk) {
+  constexpr std::int64_t L = P::kLanes;
+  const std::int64_t d_vecs = (d_k + L - 1) / L;
+  for (std::int64_t j0 = 0; j0 < nk; j0 += L) {
+    const float* group = k + j0 * d_k;
+    std::int64_t ld_k = d_k;
+    if (j0 + L > nk || d_k % L != 0) {
+      for (std::int64_t t = 0; t < L; ++t) {
+        const float* key = k + std::min(j0 + t, nk - 1) * d_k;
+        std::copy_n(key, d_k, w.k_pack + t * w.ld_q);
+        std::fill(w.k_pack + t * w.ld_q + d_k, w.k_pack + t * w.ld_q + d_vecs * L, 0.0f);
+      }
+      group = w.k_pack;
+      ld_k = w.ld_q;
+    }
+    for (std::int64_t i = 0; i < rows; ++i)
+      P::Store(GroupScores<P>(w.q + i * w.ld_q, group, ld_k, d_vecs, w.dots),
+               w.scores + i * kDecodeTile + j0);
+  }
+}
+
+// Keys [key0, key0 + nk) that row i of the block sees, from key0 on: the causal mask is aligned
+// to the end, so row i (query position i % n_q) sees one key fewer than the row after it.
+inline std::int64_t VisibleInTile(const ForwardArgs& a, std::int64_t i, std::int64_t key0,
+                                  std::int64_t nk) {
+  const std::int64_t visible = visible_keys(a.shape, a.causal, i % a.shape.n_q);
+  return std::clamp<std::int64_t>(visible - key0, 0, nk);
+}
+
+// The online softmax of each row of S, in place (scores become p = e^{s - m_new}), masked keys
+// and the lanes past the tile set to -inf first; m, l and alpha of w are updated per row. With
+// kProbe the same pass sums the finite scores, their squares, p (s - m_new), p^2, p^3 and the
+// non-finite visible scores (the masked lanes are counted and then taken off).
+template <class P, bool kProbe>
+void SoftmaxRows(const ForwardArgs& a, std::int64_t rows, std::int64_t key0, std::int64_t nk,
+                 const DecodeScratch& w) {
+  using V = typename P::V;
+  constexpr std::int64_t L = P::kLanes;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const std::int64_t n_lanes = round_up(nk, L);
+  for (std::int64_t i = 0; i < rows; ++i) {
+    float* s = w.scores + i * kDecodeTile;
+    const std::int64_t visible = VisibleInTile(a, i, key0, nk);
+    std::fill(s + visible, s + n_lanes, kNegInf);
+    V m0 = P::Set(kNegInf), m1 = m0;  // two chains hide the latency of Max
+    std::int64_t j = 0;
+    for (; j + 2 * L <= n_lanes; j += 2 * L) {
+      m0 = P::Max(m0, P::Load(s + j));
+      m1 = P::Max(m1, P::Load(s + j + L));
+    }
+    if (j < n_lanes) m0 = P::Max(m0, P::Load(s + j));
+    const float m_old = w.max[i];
+    const float m_new = std::max(m_old, P::ReduceMax(P::Max(m0, m1)));
+    const float shift = std::isfinite(m_new) ? m_new : 0.0f;  // nothing visible yet: p = 0
+    const V vshift = P::Set(shift);
+    V l = P::Zero(), s1 = P::Zero(), s2 = P::Zero(), t = P::Zero(), bad = P::Zero();
+    V p2 = P::Zero(), p3 = P::Zero();
+    for (j = 0; j < n_lanes; j += L) {
+      const V x = P::Load(s + j);
+      const V p = P::Exp(P::Sub(x, vshift));
+      P::Store(p, s + j);
+      l = P::Add(l, p);
+      if constexpr (kProbe) AddProbeSums<P>(x, p, vshift, s1, s2, t, bad, p2, p3);
+    }
+    const float alpha = std::exp(m_old - shift);
+    if constexpr (kProbe) {
+      w.prev_max[i] = m_old;
+      w.prev_sum[i] = w.sum[i];
+      w.tile_s[i] = P::ReduceSum(s1);
+      w.tile_s2[i] = P::ReduceSum(s2);
+      w.tile_t[i] = P::ReduceSum(t);
+      w.tile_nonfinite[i] = P::ReduceSum(bad) - float(n_lanes - visible);
+      w.tile_p2[i] = P::ReduceSum(p2);
+      w.tile_p3[i] = P::ReduceSum(p3);
+    }
+    w.sum[i] = w.sum[i] * alpha + P::ReduceSum(l);
+    w.max[i] = m_new;
+    w.rescale[i] = alpha;
+  }
+}
+
+// One split of one block: its queries packed, then tile by tile S, the online softmax and
+// O = alpha O + P V into the split's partial output.
+template <class P, bool kProbe>
+void DecodeSplit(const ForwardArgs& a, const DecodeGeometry& g, const DecodeBlock& blk,
+                 std::int64_t split, const DecodePartials& partials, const DecodeScratch& w) {
+  static_assert(kPartialAlign % P::kLanes == 0 && kDecodeTile % P::kLanes == 0);
+  const Shape& s = a.shape;
+  for (std::int64_t i = 0; i < blk.rows; ++i) {
+    const float* q = a.q + (blk.first_row + i) * s.d_k;
+    for (std::int64_t c = 0; c < s.d_k; ++c) w.q[i * w.ld_q + c] = a.scale * q[c];
+    std::fill(w.q + i * w.ld_q + s.d_k, w.q + (i + 1) * w.ld_q, 0.0f);
+  }
+  std::fill_n(w.max, blk.rows, -std::numeric_limits<float>::infinity());
+  std::fill_n(w.sum, blk.rows, 0.0f);
+  for (double* p : {w.score_sum, w.score_sumsq, w.shifted_t, w.nonfinite, w.p2, w.p3})
+    std::fill_n(p, blk.rows, 0.0);
+  const DecodePartials::Split out = partials.split(blk.index, split);
+  const float* k = a.k + blk.kv * s.n_kv * s.d_k;
+  const float* v = a.v + blk.kv * s.n_kv * s.d_v;
+  const std::int64_t first = split * g.keys_per_split;
+  const std::int64_t end = std::min(s.n_kv, first + g.keys_per_split);
+  for (std::int64_t key0 = first; key0 < end; key0 += kDecodeTile) {
+    const std::int64_t nk = std::min(kDecodeTile, end - key0);
+    ScoreRows<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk);
+    SoftmaxRows<P, kProbe>(a, blk.rows, key0, nk, w);
+    if constexpr (kProbe) fold_tile_probes(w, blk.rows);
+    const Gemm values{.m = blk.rows,
+                      .n_vec = g.ld_acc / P::kLanes,
+                      .k = nk,
+                      .a = w.scores,
+                      .a_row = kDecodeTile,
+                      .a_col = 1,
+                      .b = v + key0 * s.d_v,
+                      .ldb = s.d_v,
+                      .b_cols = s.d_v,
+                      .b_pack = w.v_pack,
+                      .c = out.acc,
+                      .ldc = g.ld_acc,
+                      .init = key0 == first ? Gemm::Init::kZero : Gemm::Init::kLoadScaled,
+                      .row_scale = w.rescale};
+    RunGemm<P, P::kMrD, P::kNvD>(values);
+  }
+  std::copy_n(w.max, blk.rows, out.max);
+  std::copy_n(w.sum, blk.rows, out.sum);
+  if constexpr (kProbe) {
+    double* sums = out.probe_sums;
+    for (const double* p : {w.score_sum, w.score_sumsq, w.shifted_t, w.nonfinite, w.p2, w.p3})
+      std::copy_n(p, blk.rows, sums), sums += g.max_rows;
+  }
+}
+
+// The splits of one block folded in order, per row: with M the largest split max and
+// w_c = e^{m_c - M}, l = sum w_c l_c and O = sum w_c O_c; the probes' shifted sum moves like l,
+// t' = sum w_c (t'_c + (m_c - M) l_c), and sum e^{k(s - M)} by w_c^k (fold_tile_probes' algebra).
+// A split a row sees nothing of (l_c = 0, m_c = -inf) adds nothing.
+template <class P>
+void DecodeMerge(const ForwardArgs& a, const DecodeGeometry& g, const DecodeBlock& blk,
+                 const DecodePartials& partials, const DecodeScratch& w) {
+  constexpr std::int64_t L = P::kLanes;
+  for (std::int64_t i = 0; i < blk.rows; ++i) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (std::int64_t c = 0; c < g.splits; ++c)
+      m = std::max(m, partials.split(blk.index, c).max[i]);
+    RowResult row{.max = m, .sum = 0.0f, .acc = w.merged};
+    std::fill_n(w.merged, g.ld_acc, 0.0f);
+    for (std::int64_t c = 0; c < g.splits; ++c) {
+      const DecodePartials::Split part = partials.split(blk.index, c);
+      if (part.sum[i] == 0) continue;  // NaN and inf (overflowed scores) go on to the output
+      // The split that holds the max weighs 1 even when that max is +inf (scores that overflow
+      // fp32), so the row's output is non-finite, as in the prefill path, not e^NaN-weighted.
+      const float weight = part.max[i] == m ? 1.0f : std::exp(part.max[i] - m);
+      row.sum += weight * part.sum[i];
+      const typename P::V vw = P::Set(weight);
+      const float* acc = part.acc + i * g.ld_acc;
+      for (std::int64_t x = 0; x < g.ld_acc; x += L)
+        P::Store(P::MulAdd(vw, P::Load(acc + x), P::Load(w.merged + x)), w.merged + x);
+      if (a.probes) {
+        const std::int64_t n = g.max_rows;
+        const double* sums = part.probe_sums;
+        const double wd = weight;
+        row.score_sum += sums[0 * n + i];
+        row.score_sumsq += sums[1 * n + i];
+        row.shifted_t += wd * (sums[2 * n + i] + (double(part.max[i]) - m) * part.sum[i]);
+        row.nonfinite += std::int64_t(sums[3 * n + i]);
+        row.p2 += wd * wd * sums[4 * n + i];
+        row.p3 += wd * wd * wd * sums[5 * n + i];
+      }
+    }
+    finish_row(a, blk.first_row + i, row);
+  }
+}
+
+// The decode path of a fused forward on target P.
+template <class P>
+void DecodeForward(const ForwardArgs& a) {
+  for_each_decode_split(a, a.probes ? &DecodeSplit<P, true> : &DecodeSplit<P, false>,
+                        &DecodeMerge<P>);
+}
+
+}  // namespace sdpa::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // SDPA_KERNELS_ATTENTION_DECODE_INL_H_

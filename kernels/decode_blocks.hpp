@@ -1,0 +1,112 @@
+// How the fused forward cuts a decode shape: few query rows per K/V head (decode, speculative
+// decode, or the query heads of one group sharing a K/V head). Padding such rows to a prefill
+// query block (kQueryBlock = 48) multiplies the work by up to 48, and parallelism over query
+// blocks leaves threads idle; here
+//   - the rows of the query heads that share a K/V head are packed into one block (they are
+//     consecutive rows of Q: heads of one group are adjacent), so the group reads each K/V row
+//     once, and a block has at most kDecodeRows rows;
+//   - the keys of a block are cut into splits (flash-decoding): each split yields its rows' max,
+//     sum and unnormalised output, and the splits are merged in order. Split boundaries depend
+//     on the shape only, never on the thread count, so the result is bit-identical on any.
+// Plain C++: what is specific to an instruction set is attention_decode-inl.h. Internal to
+// sdpa_kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "query_blocks.hpp"
+#include "sdpa/kernels.hpp"
+
+namespace sdpa::detail {
+
+// Most rows of a decode block, and the query rows per head up to which a shape takes the decode
+// path: scores of up to 16 rows cost what a padded 48-row block costs at a third of the rows.
+inline constexpr std::int64_t kDecodeRows = 16;
+// Keys whose scores a block holds at once (a multiple of every target's lanes): 16 rows x 256
+// floats is 16 KiB, in L1 while the tile's values pass under it.
+inline constexpr std::int64_t kDecodeTile = 256;
+// Most splits per block. Enough items for 2-3 threads even with one K/V head; fewer than the
+// tiles of a long cache, so the merge (a row of d_v per split) stays far below the stream over
+// K and V (kDecodeTile x (d_k + d_v) per tile), and the partials stay small.
+inline constexpr std::int64_t kMaxSplits = 32;
+// Partial output rows are padded to this many floats: a multiple of every target's lanes, so
+// one layout (and decode_workspace_bytes) serves every target.
+inline constexpr std::int64_t kPartialAlign = 16;
+
+bool is_decode_shape(const Shape& s);
+
+struct DecodeBlock {
+  std::int64_t index = 0;      // in all blocks
+  std::int64_t kv = 0;         // K/V head (index in kv_batch_heads)
+  std::int64_t first_row = 0;  // first row of Q and O (index in batch_heads x n_q)
+  std::int64_t rows = 0;       // heads x n_q <= kDecodeRows; row i has query position i % n_q
+};
+
+struct DecodeGeometry {
+  explicit DecodeGeometry(const Shape& s);
+  std::int64_t heads_per_block;  // query heads of one group per block
+  std::int64_t blocks_per_kv;    // blocks of one group (the last may have fewer heads)
+  std::int64_t blocks;           // all blocks, K/V head-major
+  std::int64_t max_rows;         // rows of the largest block
+  std::int64_t keys_per_split;   // whole tiles
+  std::int64_t splits;           // per block; every row of a block may see up to n_kv keys
+  std::int64_t ld_acc;           // floats per partial output row: d_v rounded to kPartialAlign
+  DecodeBlock block(std::int64_t index, const Shape& s) const;
+  std::int64_t items() const { return blocks * splits; }
+};
+
+// What one split of one block leaves for the merge, per row of the block: the online softmax's
+// final max and sum, the unnormalised output, and (probes) RowStats' six double sums. Carved
+// from memory the caller provides (floats() of it).
+class DecodePartials {
+ public:
+  DecodePartials(const DecodeGeometry& g, bool probes, float* base);
+  static std::int64_t floats(const DecodeGeometry& g, bool probes);
+
+  struct Split {
+    float* max;  // [max_rows]
+    float* sum;
+    float* acc;          // [max_rows][ld_acc]
+    double* probe_sums;  // [6][max_rows]: score_sum, score_sumsq, shifted_t, nonfinite, p2, p3
+  };
+  Split split(std::int64_t block, std::int64_t split) const;
+
+ private:
+  static std::int64_t split_floats(const DecodeGeometry& g, bool probes);
+  std::int64_t rows_, ld_acc_, splits_, stride_;
+  bool probes_;
+  float* base_;
+};
+
+// One thread's scratch for a split: the packed query rows, one tile of scores, a group of keys
+// padded to whole vectors, values padded for Gemm (when d_k or d_v needs it), and the merge's
+// output row.
+struct DecodeScratch : RowStats {
+  float* q;       // [kDecodeRows][ld_q]: scale * Q of the block, zero past d_k
+  float* scores;  // [kDecodeRows][kDecodeTile]: S of one key tile, overwritten by P
+  float* k_pack;  // [kPartialAlign][ld_q]: a group of keys padded to whole vectors and lanes
+  float* v_pack;  // [kDepthChunk][ld_acc]
+  float* dots;    // [kPartialAlign][kPartialAlign]: partial dot products of a group of keys
+  float* merged;  // [ld_acc]: one row's merged output
+  std::int64_t ld_q;
+};
+std::int64_t decode_scratch_floats(const Shape& s, const DecodeGeometry& g);
+DecodeScratch carve_decode_scratch(float* base, const Shape& s, const DecodeGeometry& g);
+
+// Bytes the decode path holds on `threads` threads: the partials of every split (kept between
+// calls of one shape; counted with the probes' sums, an upper bound without them) and each
+// thread's scratch.
+double decode_workspace_bytes(const Shape& s, int threads);
+
+// The fused kernel's work on one split: fills partials.split(block, split).
+using DecodeSplitFn = void (*)(const ForwardArgs&, const DecodeGeometry&, const DecodeBlock&,
+                               std::int64_t split, const DecodePartials&, const DecodeScratch&);
+// Merges a block's splits into its rows of out, lse and probes, in split order.
+using DecodeMergeFn = void (*)(const ForwardArgs&, const DecodeGeometry&, const DecodeBlock&,
+                               const DecodePartials&, const DecodeScratch&);
+
+// Runs split_fn on every (block, split) on a.threads OpenMP threads, then merge_fn on every
+// block. Each partial and each output row has one writer that reads inputs only.
+void for_each_decode_split(const ForwardArgs& a, DecodeSplitFn split_fn, DecodeMergeFn merge_fn);
+
+}  // namespace sdpa::detail
