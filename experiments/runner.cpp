@@ -70,17 +70,9 @@ class Progress {
   bool enabled_, tty_;
 };
 
-// The command line a user types to continue an interrupted run, quoted for a POSIX shell.
+// The command line a user types to continue an interrupted run.
 std::string resume_command(const std::string& program, const std::string& journal) {
-  auto quoted = [](const std::string& word) {
-    if (word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                               "_./-+:=,@%") == std::string::npos)
-      return word;
-    std::string q = "'";
-    for (char c : word) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-  };
-  return quoted(program) + " run --resume " + quoted(journal);
+  return shell_quoted(program) + " run --resume " + shell_quoted(journal);
 }
 
 // What the signal handler may touch: a flag, and a message formatted before it is installed.
@@ -163,6 +155,16 @@ void restore_peak(const ExperimentPlan& plan, const JournalEntry& entry, const s
 }
 
 }  // namespace
+
+std::string shell_quoted(const std::string& word) {
+  if (!word.empty() &&
+      word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                             "_./-+:=,@%") == std::string::npos)
+    return word;
+  std::string q = "'";
+  for (char c : word) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
 
 std::string default_result_folder() { return "results/" + machine_id(machine_fingerprint()); }
 

@@ -81,16 +81,6 @@ bool is_measurement(const json& experiment) {
                    "and suite commit");
 }
 
-// The shell word for `word`, quoted when it needs to be.
-std::string shell_quoted(const std::string& word) {
-  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                              "0123456789_./-+:=,@%") == std::string::npos)
-    return word;
-  std::string q = "'";
-  for (char c : word) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 }  // namespace
 
 Shard parse_shard_option(const std::string& option, const std::string& text) {

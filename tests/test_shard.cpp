@@ -34,6 +34,11 @@ const char* kTimingConfig = R"({"name": "timed", "seed": 4, "experiments": [
   "d_k": 8, "d_v": 8, "threads": 1, "repetitions": 3, "min_time": 0.002, "warmup_time": 0.001},
  {"name": "v", "kind": "variance", "d_k": [4, 8], "n_q": 4, "n_k": 4, "trials": 10}]})";
 
+// Cells of tens of milliseconds, so that a run can be interrupted between two of them.
+const char* kSlowConfig = R"({"name": "slow", "seed": 6, "experiments": [
+ {"name": "v", "kind": "variance", "d_k": [64, 96, 128], "n_q": 64, "n_k": 64, "trials": 300,
+  "scale": ["none", "sqrt_dk"]}]})";
+
 struct Sweep {
   TempDir dir;
   std::string config = (dir / "sweep.json").string();
@@ -231,7 +236,7 @@ TEST_CASE("timing shards of different machines are refused: compared, not merged
 }
 
 TEST_CASE("a shard resumes on its own: interrupted, then continued to the same records") {
-  Sweep s;
+  Sweep s(kSlowConfig);
   s.shards(3);
   const std::string out = s.path("r1.json"), journal = out + ".journal";
   const auto child = spawn_cli({"run", s.config, "-j", "1", "--shard", "1/3", "-o", out}, s.dir);
@@ -244,15 +249,16 @@ TEST_CASE("a shard resumes on its own: interrupted, then continued to the same r
   ::kill(child.pid, SIGINT);
   const auto r = wait_cli(child);
   CAPTURE(r.err);
-  if (r.exit_code == 130) {  // else it finished first: nothing left to resume
-    REQUIRE(fs::exists(journal));
-    // Resumed as another shard: refused, the journal kept.
-    const auto wrong = run_cli("run " + s.config + " --shard 2/3 --resume -o " + out, s.dir);
-    CHECK(wrong.exit_code == 2);
-    CHECK(wrong.err.find("this run computes shard 1/3, not shard 2/3") != std::string::npos);
-    CHECK(fs::exists(journal));
-    s.ok("run --resume " + journal);  // the journal knows its shard
-  }
+  REQUIRE(r.exit_code == 130);
+  REQUIRE(fs::exists(journal));
+  CHECK_FALSE(fs::exists(out));
+  // Resumed as another shard: refused, the journal kept.
+  const auto wrong = run_cli("run " + s.config + " --shard 2/3 --resume -o " + out, s.dir);
+  CAPTURE(wrong.err);
+  CHECK(wrong.exit_code == 2);
+  CHECK(wrong.err.find("this run computes shard 1/3, not shard 2/3") != std::string::npos);
+  CHECK(fs::exists(journal));
+  s.ok("run --resume " + journal);  // the journal knows its shard
   CHECK(records_of(slurp(out)) == records_of(slurp(s.path("s1.json"))));
   CHECK(read_json(out)["shard"] == read_json(s.path("s1.json"))["shard"]);
   CHECK_FALSE(fs::exists(journal));

@@ -185,6 +185,9 @@ struct RunInterrupted : std::runtime_error {
   int signal;
 };
 
+// `word` as one word of a POSIX shell command line, quoted when it needs to be.
+std::string shell_quoted(const std::string& word);
+
 // "results/<machine-id>": where result files go unless `-o` says otherwise.
 std::string default_result_folder();
 
