@@ -104,7 +104,7 @@ double estimated_cost(const Cell& cell) {
   // products are exact on every machine.
   const double d_k = number(p, "d_k", 1), d_v = number(p, "d_v", d_k);
   const double n_q = number(p, "n_q", number(p, "n_pairs", 0) + 1);
-  const double n_kv = number(p, "n_kv", number(p, "n_k", n_q));
+  const double n_kv = number(p, "n_kv", n_q);
   const double heads = number(p, "batch_heads", 1) * number(p, "heads", 1);
   const double repeats = number(p, "trials", 1) * number(p, "steps", 1) * number(p, "batch", 1) *
                          number(p, "seeds", 1);

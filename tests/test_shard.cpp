@@ -24,7 +24,7 @@ namespace {
 
 // Cells of different sizes (costs), two statistics kinds.
 const char* kConfig = R"({"name": "sweep", "seed": 3, "experiments": [
- {"name": "v", "kind": "variance", "d_k": [4, 8, 16, 32, 64], "n_q": [8, 16], "n_k": 16,
+ {"name": "v", "kind": "variance", "d_k": [4, 8, 16, 32, 64], "n_q": [8, 16], "n_kv": 16,
   "trials": 30, "scale": ["none", "sqrt_dk"]},
  {"name": "e", "kind": "entropy", "d_k": [4, 16], "n_kv": [8, 64], "n_q": 4, "trials": 20}]})";
 
@@ -32,11 +32,11 @@ const char* kConfig = R"({"name": "sweep", "seed": 3, "experiments": [
 const char* kTimingConfig = R"({"name": "timed", "seed": 4, "experiments": [
  {"name": "t", "kind": "timing", "kernel": ["naive", "reference"], "n_q": 16, "n_kv": 16,
   "d_k": 8, "d_v": 8, "threads": 1, "repetitions": 3, "min_time": 0.002, "warmup_time": 0.001},
- {"name": "v", "kind": "variance", "d_k": [4, 8], "n_q": 4, "n_k": 4, "trials": 10}]})";
+ {"name": "v", "kind": "variance", "d_k": [4, 8], "n_q": 4, "n_kv": 4, "trials": 10}]})";
 
 // Cells of tens of milliseconds, so that a run can be interrupted between two of them.
 const char* kSlowConfig = R"({"name": "slow", "seed": 6, "experiments": [
- {"name": "v", "kind": "variance", "d_k": [64, 96, 128], "n_q": 64, "n_k": 64, "trials": 300,
+ {"name": "v", "kind": "variance", "d_k": [64, 96, 128], "n_q": 64, "n_kv": 64, "trials": 300,
   "scale": ["none", "sqrt_dk"]}]})";
 
 struct Sweep {

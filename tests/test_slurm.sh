@@ -122,7 +122,7 @@ cat >"$tmp/tiny.json" <<'EOF'
   "seed": 7,
   "experiments": [
     { "name": "var", "kind": "variance", "kernel": "reference",
-      "d_k": [4, 8, 16, 32], "n_q": 8, "n_k": 8, "trials": 20, "scale": ["none", "sqrt_dk"] },
+      "d_k": [4, 8, 16, 32], "n_q": 8, "n_kv": 8, "trials": 20, "scale": ["none", "sqrt_dk"] },
     { "name": "ent", "kind": "entropy", "kernel": "reference",
       "d_k": [4, 16], "n_kv": [8, 32], "n_q": 4, "trials": 10 }
   ]
