@@ -17,6 +17,7 @@
 #include "sdpa/kernels.hpp"
 #include "sdpa/plots.hpp"
 #include "sdpa/report.hpp"
+#include "sdpa/shard.hpp"
 
 namespace {
 
@@ -37,7 +38,7 @@ int run(const std::string& target, bool resume, sdpa::RunOptions options) {
   } else {
     config = load_config(target);
     if (resume) {
-      options.resume = sdpa::find_journal(*config, options.output);
+      options.resume = sdpa::find_journal(*config, options.output, options.shard);
       if (options.resume.empty())
         std::cerr << "no journal of an interrupted run of " << target
                   << " found; starting afresh\n";
@@ -149,6 +150,42 @@ int report(const ReportOptions& o) {
   sdpa::write_files_atomically(files);
   std::cerr << "report: written to " << o.out << "\n";
   return status;
+}
+
+int merge(const std::vector<std::string>& files, const std::string& output) {
+  const auto inputs = inputs_named(files, "a shard's result file");
+  sdpa::check_output_file("-o", output, inputs);
+  std::vector<std::pair<std::string, sdpa::json>> shards;
+  shards.reserve(files.size());
+  for (const auto& f : files) shards.emplace_back(f, sdpa::report::read_result_file(f));
+  std::string text = sdpa::merge_shards(shards).dump(1) + "\n";
+  sdpa::report::parse_result_file(output, text);  // a file `report` reads, or nothing
+  sdpa::write_file_atomically(output, text);
+  std::cerr << "merged " << files.size() << " shards into " << output << "\n";
+  return 0;
+}
+
+int slurm(const std::string& config_path, const std::string& shards, std::string folder,
+          const std::vector<std::string>& sbatch_options) {
+  namespace fs = std::filesystem;
+  const sdpa::Config config = sdpa::load_config(config_path);
+  const int count = int(sdpa::parse_number_option(
+      "--shards", shards, {.integer = true, .min = 1, .max = double(sdpa::kMaxCells)}));
+  if (folder.empty()) folder = "slurm/" + config.name;
+  // The tasks run the executable and the config where they are now, by absolute path (a
+  // cluster's nodes share the file system they are on).
+  const auto scripts = sdpa::slurm_scripts(
+      config, count, folder, fs::canonical("/proc/self/exe").string(), sbatch_options);
+  std::vector<std::string> names;
+  for (const auto& [path, text] : scripts.files) names.push_back(fs::path(path).filename());
+  sdpa::check_output_folder("-o", folder, names, {{config_path, "the config"}});
+  sdpa::write_files_atomically(scripts.files);
+  for (const auto& [path, text] : scripts.files)
+    fs::permissions(path, path.ends_with(".sh") ? fs::perms(0755) : fs::perms(0644));
+  std::cout << "wrote " << folder << "/{array.sbatch,merge.sbatch,submit.sh}; submit with\n  sh "
+            << scripts.files.back().first << "\nthe merged result file will be " << scripts.merged
+            << "\n";
+  return 0;
 }
 
 int claims(const std::vector<std::string>& files, const std::string& output) {
@@ -301,6 +338,10 @@ int dispatch(int argc, char** argv) {
                       "result file (default results/<machine-id>/<config-name>-<UTC time>.json)");
   run_cmd->add_option("-j,--threads", run_threads,
                       "threads, 1 to 1024 (default: the config's, else all cores)");
+  std::string run_shard;
+  run_cmd->add_option("--shard", run_shard,
+                      "run shard I/N of the cells (I from 0 to N-1; `merge` joins the N result "
+                      "files), or `slurm`: I and N of this Slurm array task");
   run_cmd->add_option(
       "--benchmark-json", run_options.benchmark_json,
       "also write Google Benchmark's JSON of the timing cells (compare.py reads it)");
@@ -350,6 +391,27 @@ int dispatch(int argc, char** argv) {
   compare_cmd->add_option("--out", compare_out,
                           "also write compare.md and one compare-N.csv per table into this folder");
 
+  std::vector<std::string> merge_files;
+  std::string merge_output;
+  auto* merge_cmd = app.add_subcommand(
+      "merge",
+      "join the result files of a sweep's shards (`run --shard I/N`) into the file one run of "
+      "the whole config writes");
+  merge_cmd->add_option("shards", merge_files, "the result files of shards 0 to N-1")->required();
+  merge_cmd->add_option("-o,--output", merge_output, "the merged result file")->required();
+
+  std::string slurm_config, slurm_shards, slurm_folder;
+  auto* slurm_cmd = app.add_subcommand(
+      "slurm",
+      "write Slurm batch scripts that run a config as a job array of --shards tasks and merge "
+      "their result files after; other options (or all after `--`) are sbatch's");
+  slurm_cmd->add_option("config", slurm_config, "config file (JSON)")->required();
+  slurm_cmd->add_option("--shards", slurm_shards, "the number of shards (array tasks)")->required();
+  slurm_cmd->add_option("-o,--out", slurm_folder,
+                        "folder for the scripts, the shards' result files and logs and the "
+                        "merged result (default slurm/<config name>)");
+  slurm_cmd->allow_extras();
+
   sdpa::AttendOptions attend_options;
   std::string attend_scale, attend_threads;
   auto* attend_cmd = app.add_subcommand(
@@ -376,17 +438,27 @@ int dispatch(int argc, char** argv) {
                            "\nRun with --help for more information.");
   }
   for (const auto* command : app.get_subcommands()) refuse_empty_values(*command);
+  if (*slurm_cmd) {
+    auto sbatch_options = slurm_cmd->remaining();
+    sbatch_options.insert(sbatch_options.end(), run_options.benchmark_flags.begin(),
+                          run_options.benchmark_flags.end());
+    return slurm(slurm_config, slurm_shards, slurm_folder, sbatch_options);
+  }
   if (!run_options.benchmark_flags.empty() && !*run_cmd)
-    throw sdpa::InputError("arguments after -- are Google Benchmark flags, for `run` only");
+    throw sdpa::InputError(
+        "arguments after -- are Google Benchmark flags (for `run`) or sbatch options (for "
+        "`slurm`), nothing else's");
   if (*run_cmd) {
     if (!run_threads.empty())
       run_options.threads = sdpa::parse_threads_option("-j,--threads", run_threads);
+    if (!run_shard.empty()) run_options.shard = sdpa::parse_shard_option("--shard", run_shard);
     return run(config_path, resume, run_options);
   }
   if (*compare_cmd) {
     check_choice("--format", compare_format, {"md", "csv"});
     return compare(compare_files, compare_format, compare_out);
   }
+  if (*merge_cmd) return merge(merge_files, merge_output);
   if (*validate_cmd) return validate(config_path);
   if (*list_cmd) return list();
   if (*info_cmd) return info(id_only);

@@ -18,6 +18,7 @@
 
 #include "sdpa/input_file.hpp"
 #include "sdpa/json_schema.hpp"
+#include "sdpa/shard.hpp"
 
 namespace sdpa {
 namespace {
@@ -53,7 +54,15 @@ const JsonSchema& header_schema() {
            {{"type", "string"},
             {"pattern", "^[0-9]{4}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9]Z$"},
             {"description", "a UTC time such as \"2026-01-31T12:00:00Z\""}}},
-          {"threads", threads}}}}
+          {"threads", threads},
+          {"shard",
+           {{"type", "object"},
+            {"additionalProperties", false},
+            {"required", {"index", "count"}},
+            {"description", "the run's shard {\"index\": I, \"count\": N}, 0 <= I < N"},
+            {"properties",
+             {{"index", {{"type", "integer"}, {"minimum", 0}}},
+              {"count", {{"type", "integer"}, {"minimum", 1}, {"maximum", kMaxCells}}}}}}}}}}
         .dump();
   }());
   return schema;
@@ -99,6 +108,13 @@ JournalHeader parse_header(const json& line) {
   h.result = line["result"];
   h.started_at = line["started_at"];
   h.threads = line["threads"];
+  if (line.contains("shard")) {
+    h.shard = Shard{line["shard"]["index"], line["shard"]["count"]};
+    if (h.shard->index >= h.shard->count)
+      throw std::invalid_argument("/shard/index: expected less than /shard/count (" +
+                                  std::to_string(h.shard->count) + "), found " +
+                                  std::to_string(h.shard->index));
+  }
   return h;
 }
 
@@ -253,13 +269,15 @@ bool journal_is_live(const std::string& path) {
 }
 
 JournalWriter JournalWriter::create(const std::string& path, const JournalHeader& header) {
-  const json line = {{"sdpa_bench_journal", kJournalVersion},
-                     {"config_path", header.config_path},
-                     {"config_sha256", header.config_sha256},
-                     {"seed", header.seed},
-                     {"result", header.result},
-                     {"started_at", header.started_at},
-                     {"threads", header.threads}};
+  json line = {{"sdpa_bench_journal", kJournalVersion},
+               {"config_path", header.config_path},
+               {"config_sha256", header.config_sha256},
+               {"seed", header.seed},
+               {"result", header.result},
+               {"started_at", header.started_at},
+               {"threads", header.threads}};
+  if (header.shard)
+    line["shard"] = {{"index", header.shard->index}, {"count", header.shard->count}};
   // Written and locked under a temporary name, then linked into place: the journal appears
   // whole and locked, and link() fails rather than replace one that appeared meanwhile.
   namespace fs = std::filesystem;
@@ -334,14 +352,16 @@ void JournalWriter::append(const JournalEntry& entry) {
   if (::fsync(fd_) != 0) fail("flush", path_);
 }
 
-std::string find_journal(const Config& config, const std::string& output) {
+std::string find_journal(const Config& config, const std::string& output,
+                         const std::optional<Shard>& shard) {
   namespace fs = std::filesystem;
   if (!output.empty()) {
     const std::string path = journal_path_for(output);
     return fs::exists(path) ? path : "";
   }
   // "<name>-<UTC time>.json.journal": the time sorts as text, so the greatest name is newest.
-  const std::string prefix = config.name + "-", suffix = std::string(".json") + kSuffix;
+  const std::string prefix = result_stem(config.name, shard) + "-",
+                    suffix = std::string(".json") + kSuffix;
   const std::string folder = default_result_folder();
   std::error_code ec;
   std::string newest;

@@ -16,6 +16,7 @@
 #include "sdpa/input_file.hpp"
 #include "sdpa/journal.hpp"
 #include "sdpa/report.hpp"
+#include "sdpa/shard.hpp"
 
 namespace sdpa {
 namespace {
@@ -40,18 +41,19 @@ class Progress {
  public:
   explicit Progress(bool enabled) : enabled_(enabled), tty_(enabled && isatty(STDERR_FILENO)) {}
 
-  void cell_done(const ExperimentPlan& plan, std::size_t done, double elapsed) {
+  // `cells`: the experiment's cells in this run (a shard's, or all).
+  void cell_done(const ExperimentPlan& plan, std::size_t done, std::size_t cells, double elapsed) {
     if (!tty_) return;
-    const double eta = elapsed / double(done) * double(plan.cells.size() - done);
+    const double eta = elapsed / double(done) * double(cells - done);
     std::fprintf(stderr, "\r\033[K[%s] cell %zu of %zu  elapsed %.1fs  ETA %.1fs",
-                 plan.name.c_str(), done, plan.cells.size(), elapsed, eta);
+                 plan.name.c_str(), done, cells, elapsed, eta);
   }
 
-  void experiment_done(const ExperimentPlan& plan, double elapsed) {
+  void experiment_done(const ExperimentPlan& plan, std::size_t cells, double elapsed) {
     if (!enabled_) return;
     if (tty_) std::fprintf(stderr, "\r\033[K");
     std::fprintf(stderr, "[%s] %s: %zu cells in %.1fs\n", plan.name.c_str(),
-                 plan.kind->name.c_str(), plan.cells.size(), elapsed);
+                 plan.kind->name.c_str(), cells, elapsed);
   }
 
   // Clears the live line before a message of the CLI's.
@@ -67,17 +69,9 @@ class Progress {
   bool enabled_, tty_;
 };
 
-// The command line a user types to continue an interrupted run, quoted for a POSIX shell.
+// The command line a user types to continue an interrupted run.
 std::string resume_command(const std::string& program, const std::string& journal) {
-  auto quoted = [](const std::string& word) {
-    if (word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                               "_./-+:=,@%") == std::string::npos)
-      return word;
-    std::string q = "'";
-    for (char c : word) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-  };
-  return quoted(program) + " run --resume " + quoted(journal);
+  return shell_quoted(program) + " run --resume " + shell_quoted(journal);
 }
 
 // What the signal handler may touch: a flag, and a message formatted before it is installed.
@@ -141,6 +135,16 @@ void check_run(const Config& config, const std::vector<ExperimentPlan>& plans,
 
 }  // namespace
 
+std::string shell_quoted(const std::string& word) {
+  if (!word.empty() &&
+      word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                             "_./-+:=,@%") == std::string::npos)
+    return word;
+  std::string q = "'";
+  for (char c : word) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 std::string default_result_folder() { return "results/" + machine_id(machine_fingerprint()); }
 
 std::string run_config(const Config& config, const RunOptions& options) {
@@ -148,8 +152,6 @@ std::string run_config(const Config& config, const RunOptions& options) {
   BenchmarkSession benchmark(options.benchmark_flags, options.benchmark_json);
   RunShared shared{.peaks = json::array(), .benchmark = &benchmark};
   const auto plans = make_plan(config);
-  std::size_t cells = 0;
-  for (const auto& plan : plans) cells += plan.cells.size();
   Progress progress(options.progress);
 
   // A fresh run starts a journal; a resumed one takes its header and finished cells.
@@ -160,7 +162,8 @@ std::string run_config(const Config& config, const RunOptions& options) {
   const std::time_t started = std::time(nullptr);
   const std::string fresh_result = !options.output.empty()
                                        ? options.output
-                                       : default_result_folder() + "/" + config.name + "-" +
+                                       : default_result_folder() + "/" +
+                                             result_stem(config.name, options.shard) + "-" +
                                              utc_time(started, "%Y%m%dT%H%M%SZ") + ".json";
   const std::string journal_path =
       !options.resume.empty() ? options.resume : journal_path_for(fresh_result);
@@ -178,6 +181,10 @@ std::string run_config(const Config& config, const RunOptions& options) {
       throw InputError(journal_path + ": this run writes " + header.result + ", not " +
                        options.output);
     if (options.threads > 0) header.threads = options.threads;
+    if (options.shard && options.shard != header.shard)
+      throw InputError(journal_path + ": this run computes " +
+                       (header.shard ? "shard " + header.shard->text() : "every cell") +
+                       ", not shard " + options.shard->text());
     check_run(config, plans, header, journal_path, benchmark.json_path());
   } else {
     header.config_path = config.path;
@@ -187,6 +194,7 @@ std::string run_config(const Config& config, const RunOptions& options) {
     header.started_at = utc_time(started, "%Y-%m-%dT%H:%M:%SZ");
     header.threads =
         options.threads > 0 ? options.threads : config.document.value("threads", default_threads());
+    header.shard = options.shard;
     check_run(config, plans, header, journal_path, benchmark.json_path());
     if (std::filesystem::exists(journal_path)) {
       if (journal_is_live(journal_path))
@@ -198,6 +206,22 @@ std::string run_config(const Config& config, const RunOptions& options) {
                        "`, or remove it to start afresh");
     }
   }
+  // A shard runs its own cells only; every other is left to the other shards.
+  std::optional<std::vector<std::vector<std::int64_t>>> shard_cells;
+  if (header.shard) shard_cells = cells_of_shard(plans, *header.shard);
+  auto in_run = [&](std::uint32_t experiment, std::int64_t cell) {
+    return !shard_cells || std::binary_search((*shard_cells)[experiment].begin(),
+                                              (*shard_cells)[experiment].end(), cell);
+  };
+  std::size_t cells = 0;
+  for (const auto& plan : plans)
+    for (const auto& cell : plan.cells) cells += in_run(plan.index, cell.index) ? 1 : 0;
+  for (const auto& [key, entry] : done)
+    if (!in_run(key.first, key.second))
+      throw InputError(journal_path + ":" + std::to_string(entry.line) +
+                       ": corrupt journal line: cell " + std::to_string(key.second) +
+                       " of experiment " + std::to_string(key.first) + " is not in shard " +
+                       header.shard->text());
   if (resumed) {
     if (!resumed->warning.empty()) std::fprintf(stderr, "warning: %s\n", resumed->warning.c_str());
     journal->continue_after(*resumed);
@@ -227,7 +251,10 @@ std::string run_config(const Config& config, const RunOptions& options) {
     const auto start = Clock::now();
     double seconds = 0;
     json records = json::array();
+    const std::size_t plan_cells =
+        shard_cells ? (*shard_cells)[plan.index].size() : plan.cells.size();
     for (const auto& cell : plan.cells) {
+      if (!in_run(plan.index, cell.index)) continue;
       if (const auto it = done.find({plan.index, cell.index}); it != done.end()) {
         // A journal's line is checked for its cell and checksum, not its record's fields: a
         // kind's hook that misses one names it (InputError), and the line is named here.
@@ -257,9 +284,9 @@ std::string run_config(const Config& config, const RunOptions& options) {
       seconds += cell_seconds;
       ++finished;
       records.push_back(std::move(record));
-      progress.cell_done(plan, records.size(), seconds_since(start));
+      progress.cell_done(plan, records.size(), plan_cells, seconds_since(start));
     }
-    progress.experiment_done(plan, seconds);
+    progress.experiment_done(plan, plan_cells, seconds);
     result["experiments"].push_back({{"name", plan.name},
                                      {"kind", plan.kind->name},
                                      {"params", plan.params},
@@ -270,6 +297,10 @@ std::string run_config(const Config& config, const RunOptions& options) {
   // peak refers to one of them.
   if (!shared.peaks.empty()) result["machine"]["peak"] = shared.peaks;
   result["duration_s"] = journaled_seconds + seconds_since(run_start);
+  // A shard says which it is and which cells it holds; `merge` checks them against the others.
+  if (header.shard)
+    result["shard"] = {
+        {"index", header.shard->index}, {"count", header.shard->count}, {"cells", *shard_cells}};
   // The file must be one `report` reads: a result out of its schema (a journal's record
   // crafted to pass its checks, a statistic that came out non-finite) is refused here, with
   // the journal kept, rather than written.

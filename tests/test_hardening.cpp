@@ -262,15 +262,15 @@ TEST_CASE("class 7: usage errors exit 2 and name the option or subcommand") {
                 "-j,--threads: expected an integer from 1 to 1024, found \"two\"");
   refused.check("frob",
                 "unknown subcommand \"frob\"; expected one of run, validate, list, info, "
-                "report, claims, compare, attend" +
+                "report, claims, compare, merge, slurm, attend" +
                     more);
   refused.check("rnu " + tiny,
                 "unknown subcommand \"rnu\" (did you mean \"run\"?); expected one "
-                "of run, validate, list, info, report, claims, compare, attend" +
+                "of run, validate, list, info, report, claims, compare, merge, slurm, attend" +
                     more);
   refused.check("",
-                "expected a subcommand (run, validate, list, info, report, claims, compare, "
-                "attend), found none" +
+                "expected a subcommand (run, validate, list, info, report, claims, compare, merge, "
+                "slurm, attend), found none" +
                     more);
   refused.check("run", "run: missing config" + more);
   refused.check("run " + tiny + " extra", "run: unexpected argument(s): extra" + more);

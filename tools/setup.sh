@@ -26,6 +26,7 @@ packages=(
   gnuplot-nox                           # plots
   clang-tidy clang-format               # make lint
   libclang-rt-14-dev libomp-dev         # make fuzz: libFuzzer and ASan runtimes, OpenMP for clang
+  slurmctld slurmd slurm-client munge   # test_slurm: a one-node Slurm on loopback runs a sweep
 )
 
 if $arm64; then

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -167,6 +168,13 @@ int default_threads();  // the cores this process may use
 
 // ---- runner and result file ---------------------------------------------------------------
 
+// Shard `index` (0 to count-1) of a sweep split into `count` (see sdpa/shard.hpp).
+struct Shard {
+  int index = 0, count = 1;
+  bool operator==(const Shard&) const = default;
+  std::string text() const { return std::to_string(index) + "/" + std::to_string(count); }
+};
+
 struct RunOptions {
   std::string output;    // result file; empty = results/<machine-id>/<name>-<UTC time>.json
   int threads = 0;       // 0 = all cores
@@ -175,6 +183,7 @@ struct RunOptions {
   std::string benchmark_json;  // also write Google Benchmark's JSON here (compare.py reads it)
   std::string resume;          // a journal (see sdpa/journal.hpp) whose finished cells are kept
   std::string program = "sdpa-bench";  // as invoked, for the resume command on interruption
+  std::optional<Shard> shard;          // run only this shard's cells
 };
 
 // Runs every cell, writing each finished one to the journal `<result>.journal`, then writes
@@ -190,6 +199,9 @@ struct RunInterrupted : std::runtime_error {
       : std::runtime_error(message), signal(signal) {}
   int signal;
 };
+
+// `word` as one word of a POSIX shell command line, quoted when it needs to be.
+std::string shell_quoted(const std::string& word);
 
 // "results/<machine-id>": where result files go unless `-o` says otherwise.
 std::string default_result_folder();

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,7 @@ struct JournalHeader {
   std::string result;  // the result file the run will write
   std::string started_at;
   int threads = 1;
+  std::optional<Shard> shard;  // the shard of a sweep the run computes; none: every cell
 };
 
 struct JournalEntry {            // NOLINT(bugprone-exception-escape): see sdpa::Config
@@ -103,8 +105,10 @@ class JournalWriter {
 };
 
 // The journal `run CONFIG --resume` continues: "<output>.journal" when an output is given,
-// else the most recent "<config name>-<UTC time>.json.journal" in the default result folder.
-// Empty when there is none.
-std::string find_journal(const Config& config, const std::string& output);
+// else the most recent "<config name>-<UTC time>.json.journal" in the default result folder
+// (of a shard: "<config name>-shard-<I>-of-<N>-<UTC time>.json.journal"). Empty when there is
+// none.
+std::string find_journal(const Config& config, const std::string& output,
+                         const std::optional<Shard>& shard = std::nullopt);
 
 }  // namespace sdpa
