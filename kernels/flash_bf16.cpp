@@ -143,31 +143,38 @@ struct Prepared {
   ForwardArgs args;
 };
 
+// Q and K rounded to bf16 in rows of d_k rounded up to even, V in rows of ld_v per head of n_kv
+// rounded up to even; the products then rearrange them in place.
+Prepared RoundInputs(const ForwardArgs& a, std::int64_t ld_v) {
+  const Shape& s = a.shape;
+  const std::int64_t dk2 = round_up(s.d_k, 2), nkv2 = round_up(s.n_kv, 2);
+  Prepared p;
+  p.q.resize(s.batch_heads * s.n_q * dk2);
+  p.k.resize(s.batch_heads * s.n_kv * dk2);
+  p.v.assign(s.batch_heads * nkv2 * ld_v, 0.0f);
+  RoundRows(a.q, s.rows(), s.d_k, p.q.data(), dk2, a.threads);
+  RoundRows(a.k, s.batch_heads * s.n_kv, s.d_k, p.k.data(), dk2, a.threads);
+  for (std::int64_t h = 0; h < s.batch_heads; ++h)
+    RoundRows(a.v + h * s.n_kv * s.d_v, s.n_kv, s.d_v, p.v.data() + h * nkv2 * ld_v, ld_v,
+              a.threads);
+  p.args = a;
+  p.args.shape.d_k = dk2;
+  p.args.q = p.q.data();
+  p.args.k = p.k.data();
+  p.args.v = p.v.data();
+  return p;
+}
+
 // Widened products: bf16 values held in fp32, flash's fp32 micro-kernels. Q and K are stored
 // with each pair of columns swapped, V with each pair of rows swapped, P^T likewise per tile.
 struct WidenedProducts {
   static Prepared Prepare(const ForwardArgs& a, std::int64_t /*ld_acc*/) {
     const Shape& s = a.shape;
-    const std::int64_t dk2 = round_up(s.d_k, 2), nkv2 = round_up(s.n_kv, 2);
-    Prepared p;
-    p.q.resize(s.batch_heads * s.n_q * dk2);
-    p.k.resize(s.batch_heads * s.n_kv * dk2);
-    p.v.assign(s.batch_heads * nkv2 * s.d_v, 0.0f);
-    RoundRows(a.q, s.rows(), s.d_k, p.q.data(), dk2, a.threads);
-    RoundRows(a.k, s.batch_heads * s.n_kv, s.d_k, p.k.data(), dk2, a.threads);
+    Prepared p = RoundInputs(a, s.d_v);
     for (auto* x : {&p.q, &p.k})
       for (std::size_t c = 0; c < x->size(); c += 2) std::swap((*x)[c], (*x)[c + 1]);
-    for (std::int64_t h = 0; h < s.batch_heads; ++h) {
-      float* vh = p.v.data() + h * nkv2 * s.d_v;
-      RoundRows(a.v + h * s.n_kv * s.d_v, s.n_kv, s.d_v, vh, s.d_v, a.threads);
-      for (std::int64_t j = 0; j < nkv2; j += 2)
-        std::swap_ranges(vh + j * s.d_v, vh + (j + 1) * s.d_v, vh + (j + 1) * s.d_v);
-    }
-    p.args = a;
-    p.args.shape.d_k = dk2;
-    p.args.q = p.q.data();
-    p.args.k = p.k.data();
-    p.args.v = p.v.data();
+    for (float* vh = p.v.data(); vh < p.v.data() + p.v.size(); vh += 2 * s.d_v)
+      std::swap_ranges(vh, vh + s.d_v, vh + s.d_v);
     return p;
   }
   static std::int64_t Begin(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {
@@ -194,13 +201,7 @@ struct DotProducts {
   static_assert(kQueryBlock == kBf16Block && HwyLanes::kLanes == 16);
   static Prepared Prepare(const ForwardArgs& a, std::int64_t ld_acc) {
     const Shape& s = a.shape;
-    const std::int64_t dk2 = round_up(s.d_k, 2), nkv2 = round_up(s.n_kv, 2);
-    Prepared p;
-    p.q.resize(s.batch_heads * s.n_q * dk2);
-    p.k.resize(s.batch_heads * s.n_kv * dk2);
-    p.v.assign(s.batch_heads * nkv2 * ld_acc, 0.0f);
-    RoundRows(a.q, s.rows(), s.d_k, p.q.data(), dk2, a.threads);
-    RoundRows(a.k, s.batch_heads * s.n_kv, s.d_k, p.k.data(), dk2, a.threads);
+    Prepared p = RoundInputs(a, ld_acc);
     // K's column pairs into words, in place: word c of the buffer from floats 2c, 2c + 1.
     auto* kw = reinterpret_cast<std::uint32_t*>(p.k.data());
     for (std::size_t c = 0; 2 * c < p.k.size(); ++c) {
@@ -210,16 +211,9 @@ struct DotProducts {
       const std::uint32_t word = (lo >> 16) | (hi & 0xffff0000u);
       std::memcpy(kw + c, &word, 4);
     }
-    for (std::int64_t h = 0; h < s.batch_heads; ++h) {
-      float* vh = p.v.data() + h * nkv2 * ld_acc;
-      RoundRows(a.v + h * s.n_kv * s.d_v, s.n_kv, s.d_v, vh, ld_acc, a.threads);
-      PackRowPairs(vh, s.n_kv, ld_acc);
-    }
-    p.args = a;
-    p.args.shape.d_k = dk2;
-    p.args.q = p.q.data();
-    p.args.k = p.k.data();
-    p.args.v = p.v.data();
+    const std::int64_t nkv2 = round_up(s.n_kv, 2);
+    for (std::int64_t h = 0; h < s.batch_heads; ++h)
+      PackRowPairs(p.v.data() + h * nkv2 * ld_acc, s.n_kv, ld_acc);
     return p;
   }
   static std::int64_t Begin(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {

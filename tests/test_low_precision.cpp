@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_rows.hpp"
 #include "bf16.hpp"
 #include "sdpa/kernels.hpp"
 
@@ -108,24 +109,13 @@ Problem make_problem(const Case& c) {
     const std::int64_t b = r / s.n_q, i = r % s.n_q;
     const std::int64_t n = sdpa::visible_keys(s, c.causal, i);
     if (n == 0) continue;  // fully masked: exact zeros expected
-    std::vector<double> sc(n, 0), a(n, 0), p(n), e(n);
-    const float* q = pr.q.data() + r * s.d_k;
-    for (std::int64_t j = 0; j < n; ++j) {
-      const float* kj = pr.k.data() + (b * s.n_kv + j) * s.d_k;
-      for (std::int64_t x = 0; x < s.d_k; ++x) {
-        sc[j] += double(q[x]) * kj[x];
-        a[j] += std::abs(double(q[x]) * kj[x]);
-      }
-      sc[j] *= scale;
-      a[j] *= std::abs(scale);
-    }
-    const double m = *std::max_element(sc.begin(), sc.end());
-    const double range = m - *std::min_element(sc.begin(), sc.end());
-    double l = 0;
-    for (std::int64_t j = 0; j < n; ++j) l += p[j] = std::exp(sc[j] - m);
+    const RowScores row =
+        row_scores(pr.q.data() + r * s.d_k, pr.k.data() + b * s.n_kv * s.d_k, s.d_k, n, scale);
+    const std::vector<double>&sc = row.s, &a = row.a, &p = row.p;
+    const double m = row.m, range = row.range;
+    std::vector<double> e(n);
     double ebar = 0, emax = 0;
     for (std::int64_t j = 0; j < n; ++j) {
-      p[j] /= l;
       e[j] = rounded_product * a[j] +
              kU32 * ((s.d_k + 2) * (1 + kU) * (1 + kU) * a[j] + (m - sc[j]) + range + 4);
       ebar += p[j] * e[j];
