@@ -26,6 +26,13 @@ inline std::uint32_t bf16_round_bits(float x) {
 }
 inline float bf16_round(float x) { return std::bit_cast<float>(bf16_round_bits(x)); }
 
+// Keys per tile of flash-bf16: flash's 128, or n_kv when fewer, rounded up to even so that a
+// key pair never straddles two tiles (an odd last key pairs with zeros).
+inline std::int64_t bf16_key_tile(std::int64_t n_kv) {
+  const std::int64_t tile = n_kv < 128 ? n_kv : 128;
+  return tile + (tile & 1);
+}
+
 // ---- native products (x86-64 CPUs with AVX512_BF16). Operands are bf16 pairs in 32-bit words,
 // the lower-indexed element in the low half (little-endian order of a bf16 array).
 

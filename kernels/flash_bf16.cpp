@@ -34,9 +34,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace sdpa::detail::HWY_NAMESPACE {
 
-// Keys per tile, as flash's; even, so key pairs never straddle two tiles.
-constexpr std::int64_t kBf16Keys = 128;
-
 using DU = hn::ScalableTag<std::uint32_t>;
 using DI = hn::ScalableTag<std::int32_t>;
 
@@ -245,9 +242,8 @@ template <class Products>
 void Bf16Forward(const ForwardArgs& a) {
   const std::int64_t ld_acc = round_up(a.shape.d_v, HwyLanes::kLanes);
   const Prepared p = Products::Prepare(a, ld_acc);
-  const std::int64_t key_tile = round_up(std::min(kBf16Keys, a.shape.n_kv), 2);
   for_each_query_block(
-      p.args, key_tile, ld_acc,
+      p.args, bf16_key_tile(a.shape.n_kv), ld_acc,
       a.probes ? &AttendBlock<HwyLanes, Products, true> : &AttendBlock<HwyLanes, Products, false>);
 }
 
@@ -281,10 +277,24 @@ ForwardFn native_forward(std::int64_t target) {
 }
 }  // namespace
 
+// The inputs rounded (Q and K with d_k rounded up to even, V with n_kv rounded up to even in
+// rows of up to d_v rounded up to whole vectors), and per thread the block's scratch.
+double flash_bf16_workspace(const Shape& s, Pass, int threads) {
+  Shape prepared = s;
+  prepared.d_k = round_up(s.d_k, 2);
+  const std::int64_t ld_v = round_up(s.d_v, kMaxLanes);
+  const double inputs = double(prepared.q_elements() + prepared.k_elements()) +
+                        double(s.batch_heads * round_up(s.n_kv, 2) * ld_v);
+  const double scratch =
+      double(threads) * double(scratch_floats(prepared, bf16_key_tile(s.n_kv), ld_v));
+  return sizeof(float) * (inputs + scratch);
+}
+
 std::vector<Kernel> flash_bf16_kernels() {
   const char* what = "fused tiles in bf16: fp32 accumulation and softmax, P rounded to bf16";
   const auto targets = supported_targets(HWY_DISPATCH_TABLE(Bf16WidenedForward));
-  auto entries = per_target_kernels("flash-bf16", std::string(what) + ", widened to fp32", targets);
+  auto entries = per_target_kernels("flash-bf16", std::string(what) + ", widened to fp32", targets,
+                                    &flash_bf16_workspace);
   for (auto& k : entries) k.precision = "bf16";
   const ForwardFn native =
       bf16_native_available() ? native_forward(targets.front().target) : nullptr;
