@@ -65,10 +65,12 @@ int list() {
   for (const auto& k : sdpa::experiment_kinds())
     std::printf("  %-12s %s\n", k.name.c_str(), k.description.c_str());
   std::cout << "kernels (on this machine):\n";
-  std::printf("  %-18s %-10s %-10s %-8s %s\n", "name", "family", "isa", "backward", "description");
+  std::printf("  %-24s %-10s %-12s %-9s %-8s %s\n", "name", "family", "isa", "precision",
+              "backward", "description");
   for (const auto& k : sdpa::kernel_registry())
-    std::printf("  %-18s %-10s %-10s %-8s %s\n", k.name.c_str(), k.family.c_str(), k.isa.c_str(),
-                k.backward ? "yes" : "no", k.description.c_str());
+    std::printf("  %-24s %-10s %-12s %-9s %-8s %s\n", k.name.c_str(), k.family.c_str(),
+                k.isa.c_str(), k.precision.c_str(), k.backward ? "yes" : "no",
+                k.description.c_str());
   return 0;
 }
 

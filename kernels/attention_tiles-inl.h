@@ -180,48 +180,74 @@ void SoftmaxTile(std::int64_t nk, const BlockScratch& w) {
   }
 }
 
+// The products of the fp32 rungs, on lanes policy P: the block's queries are stored scaled
+// (q_t = scale Q^T), so S^T = K_tile q_t is already scaled, and O = alpha O + P V_tile reads the
+// tile's weights P^T in place. Other precisions supply the same three steps (flash_bf16.cpp).
+template <class P>
+struct Fp32Products {
+  // Prepares the block (begin_block) and returns how many leading keys it visits.
+  static std::int64_t Begin(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {
+    return begin_block(a, blk, w);
+  }
+  // w.scores = S^T of keys [key0, key0 + nk): scaled scores, keys down, queries along lanes.
+  static void Scores(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
+                     std::int64_t nk, const BlockScratch& w) {
+    const Shape& s = a.shape;
+    Gemm g;
+    g.m = nk;
+    g.n_vec = kQueryBlock / P::kLanes;
+    g.k = s.d_k;
+    g.a = a.k + (s.kv_head(blk.head) * s.n_kv + key0) * s.d_k;
+    g.a_row = s.d_k;
+    g.a_col = 1;
+    g.b = w.q_t;
+    g.ldb = g.b_cols = kQueryBlock;
+    g.c = w.scores;
+    g.ldc = kQueryBlock;
+    RunGemm<P, P::kMrS, P::kNvS>(g);
+  }
+  // w.acc = alpha w.acc + P V of the tile (w.acc = P V for the first), P^T in w.scores.
+  static void Accumulate(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
+                         std::int64_t nk, std::int64_t ld_acc, const BlockScratch& w) {
+    const Shape& s = a.shape;
+    AccumulateRows(a.v + (s.kv_head(blk.head) * s.n_kv + key0) * s.d_v, s.d_v, nk, ld_acc, key0 == 0, w);
+  }
+  // The same with the tile's values at v_tile (nk rows of d_v floats) and nk rows of P^T.
+  static void AccumulateRows(const float* v_tile, std::int64_t d_v, std::int64_t nk,
+                             std::int64_t ld_acc, bool first, const BlockScratch& w) {
+    Gemm g;
+    g.m = kQueryBlock;
+    g.n_vec = ld_acc / P::kLanes;
+    g.k = nk;
+    g.a = w.scores;
+    g.a_row = 1;
+    g.a_col = kQueryBlock;
+    g.b = v_tile;
+    g.ldb = g.b_cols = d_v;
+    g.b_pack = w.v_pack;
+    g.c = w.acc;
+    g.ldc = ld_acc;
+    g.init = first ? Gemm::Init::kZero : Gemm::Init::kLoadScaled;
+    g.row_scale = w.rescale;
+    RunGemm<P, P::kMrO, P::kNvO>(g);
+  }
+};
+
 // One query block: for each key tile, S^T, masking, online softmax, O += P V; then the rows.
-template <class P, bool kProbe>
+// The loop is every precision's; Products (Fp32Products above) computes the two products.
+template <class P, class Products, bool kProbe>
 void AttendBlock(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_tile,
                  std::int64_t ld_acc, const BlockScratch& w) {
   static_assert(kQueryBlock % (P::kNvS * P::kLanes) == 0 && kQueryBlock % P::kMrO == 0);
   const Shape& s = a.shape;
-  constexpr std::int64_t B = kQueryBlock;
-  const std::int64_t key_end = begin_block(a, blk, w);
-  const float* k = a.k + s.kv_head(blk.head) * s.n_kv * s.d_k;
-  const float* v = a.v + s.kv_head(blk.head) * s.n_kv * s.d_v;
+  const std::int64_t key_end = Products::Begin(a, blk, w);
   for (std::int64_t key0 = 0; key0 < key_end; key0 += key_tile) {
     const std::int64_t nk = std::min(key_tile, key_end - key0);
-    Gemm scores;
-    scores.m = nk;
-    scores.n_vec = B / P::kLanes;
-    scores.k = s.d_k;
-    scores.a = k + key0 * s.d_k;
-    scores.a_row = s.d_k;
-    scores.a_col = 1;
-    scores.b = w.q_t;
-    scores.ldb = scores.b_cols = B;
-    scores.c = w.scores;
-    scores.ldc = B;
-    RunGemm<P, P::kMrS, P::kNvS>(scores);
+    Products::Scores(a, blk, key0, nk, w);
     if (tile_needs_mask(s, a.causal, blk, key0 + nk)) mask_tile(s, blk, key0, nk, w.scores);
     SoftmaxTile<P, kProbe>(nk, w);
     if constexpr (kProbe) fold_tile_probes(w);
-    Gemm out;
-    out.m = B;
-    out.n_vec = ld_acc / P::kLanes;
-    out.k = nk;
-    out.a = w.scores;
-    out.a_row = 1;
-    out.a_col = B;
-    out.b = v + key0 * s.d_v;
-    out.ldb = out.b_cols = s.d_v;
-    out.b_pack = w.v_pack;
-    out.c = w.acc;
-    out.ldc = ld_acc;
-    out.init = key0 == 0 ? Gemm::Init::kZero : Gemm::Init::kLoadScaled;
-    out.row_scale = w.rescale;
-    RunGemm<P, P::kMrO, P::kNvO>(out);
+    Products::Accumulate(a, blk, key0, nk, ld_acc, w);
   }
   finish_block(a, blk, key_end, ld_acc, w);
 }
@@ -231,8 +257,10 @@ template <class P>
 void TiledForward(const ForwardArgs& a, std::int64_t key_tile) {
   const std::int64_t ld_acc = round_up(a.shape.d_v, P::kLanes);
   key_tile = clamp_key_tile(a.shape, key_tile);
-  for_each_query_block(a, key_tile, ld_acc,
-                       a.probes ? &AttendBlock<P, true> : &AttendBlock<P, false>);
+  using Products = Fp32Products<P>;
+  for_each_query_block(
+      a, key_tile, ld_acc,
+      a.probes ? &AttendBlock<P, Products, true> : &AttendBlock<P, Products, false>);
 }
 
 }  // namespace sdpa::detail::HWY_NAMESPACE

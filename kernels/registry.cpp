@@ -45,9 +45,10 @@ const std::vector<Kernel>& kernel_registry() {
   static const std::vector<Kernel> registry = [] {
     std::vector<Kernel> all;
     // Ladder order: the oracle, then each rung, then the library peers.
-    for (auto&& family : {detail::reference_kernels(), detail::naive_kernels(),
-                          detail::blocked_kernels(), detail::simd_kernels(),
-                          detail::flash_kernels(), detail::eigen_kernels(), detail::blas_kernels()})
+    for (auto&& family :
+         {detail::reference_kernels(), detail::naive_kernels(), detail::blocked_kernels(),
+          detail::simd_kernels(), detail::flash_kernels(), detail::flash_bf16_kernels(),
+          detail::eigen_kernels(), detail::blas_kernels()})
       all.insert(all.end(), family.begin(), family.end());
     return all;
   }();

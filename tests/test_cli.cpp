@@ -138,7 +138,8 @@ TEST_CASE("validate, list, info, --version and --help") {
   const auto l = run_cli("list", dir);
   CHECK(l.exit_code == 0);
   CHECK(l.out.find("variance") != std::string::npos);
-  CHECK(l.out.find("reference          reference  scalar") != std::string::npos);
+  CHECK(l.out.find("reference                reference  scalar       fp32") != std::string::npos);
+  CHECK(l.out.find(" bf16 ") != std::string::npos);  // flash-bf16's precision
 
   const auto i = run_cli("info", dir);
   REQUIRE(i.exit_code == 0);

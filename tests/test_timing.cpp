@@ -88,8 +88,8 @@ TEST_CASE("timing and roofline: schema messages") {
       "string \"sideways\"");
   CHECK(error_of(R"({"name": "a", "kind": "roofline", "isa": ["avx2", "avx1024"]})") ==
         "bad.json: /experiments/0/isa/1: expected an instruction set (\"scalar\", \"sse4\", "
-        "\"avx2\", \"avx512\", \"neon\", \"sve-256\", \"sve2-128\") or a non-empty list "
-        "of them, found string \"avx1024\"");
+        "\"avx2\", \"avx512\", \"avx512-bf16\", \"neon\", \"sve-256\", \"sve2-128\") or a "
+        "non-empty list of them, found string \"avx1024\"");
   CHECK(error_of(R"({"name": "a", "kind": "roofline", "min_time": 0})") ==
         "bad.json: /experiments/0/min_time: expected a positive number of seconds (at most 60) per "
         "repetition, found number 0");

@@ -161,9 +161,14 @@ using WorkspaceFn = double (*)(const Shape& shape, Pass pass, int threads);
 // config validation, tests, benchmarks) reads `kernel_registry()`, and asks an entry what it
 // costs and promises rather than deciding anything from its family's name.
 struct Kernel {
-  std::string name;         // e.g. "flash", "simd@avx2"
-  std::string family;       // reference, naive, blocked, simd, flash, eigen, blas
-  std::string isa;          // instruction set the entry runs on, e.g. "scalar", "avx2", "avx512"
+  std::string name;    // e.g. "flash", "simd@avx2"
+  std::string family;  // reference, naive, blocked, simd, flash, eigen, blas
+  std::string isa;     // instruction set the entry runs on, e.g. "scalar", "avx2", "avx512"
+  // Number format of the arithmetic (docs/design.md,
+  // "Conventions for inference shapes and precision (planned)"): "fp32", or "bf16" (Q, K, V
+  // rounded to bf16 on entry, bf16 products accumulated in fp32, softmax in fp32, P rounded to
+  // bf16 before P V). Every entry takes and returns fp32 tensors.
+  std::string precision = "fp32";
   std::string description;  // one line for `sdpa-bench list`
   ForwardFn forward = nullptr;
   BackwardFn backward = nullptr;    // absent when the variant has no backward

@@ -1,0 +1,174 @@
+// The native bf16 products (bf16.hpp): register-tile micro-kernels on vdpbf16ps, the only code
+// of the suite written for one instruction set by hand (Highway 1.0.3 has no target that emits
+// it). Each function carries its target attribute, so this file builds with the baseline flags
+// and nothing in it runs unless bf16_native_available() says the CPU has AVX512_BF16. On other
+// architectures the functions are never called (the registry leaves the native entry out).
+#include <cstdint>
+
+#include "bf16.hpp"
+#include "sdpa/peak.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+#define SDPA_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+namespace sdpa::detail {
+namespace {
+
+constexpr std::int64_t kLanes = 16;  // fp32 lanes of a zmm register
+constexpr std::int64_t kBlockVecs = kBf16Block / kLanes;
+static_assert(kBf16Block % kLanes == 0);
+
+SDPA_BF16_TARGET inline __m512 dot(__m512 acc, __m512i a, __m512i b) {
+  return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
+}
+
+// MR keys x the block's 3 query vectors: 24 accumulators at MR = 8, plus 3 query vectors and
+// a broadcast of 32 zmm registers. Each step is one depth pair.
+template <int MR>
+SDPA_BF16_TARGET void scores_tile(const std::uint32_t* k, std::int64_t ldk, const std::uint32_t* q,
+                                  std::int64_t pairs, float* scores) {
+  __m512 acc[MR][kBlockVecs];
+  for (auto& row : acc)
+    for (auto& x : row) x = _mm512_setzero_ps();
+  for (std::int64_t p = 0; p < pairs; ++p) {
+    __m512i b[kBlockVecs];
+    for (std::int64_t v = 0; v < kBlockVecs; ++v)
+      b[v] = _mm512_loadu_si512(q + p * kBf16Block + v * kLanes);
+    for (int r = 0; r < MR; ++r) {
+      const __m512i a = _mm512_set1_epi32(static_cast<int>(k[r * ldk + p]));
+      for (std::int64_t v = 0; v < kBlockVecs; ++v) acc[r][v] = dot(acc[r][v], a, b[v]);
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (std::int64_t v = 0; v < kBlockVecs; ++v)
+      _mm512_storeu_ps(scores + r * kBf16Block + v * kLanes, acc[r][v]);
+}
+
+// kMrO query rows x NV vectors of outputs: 24 accumulators at NV = 4.
+constexpr int kMrO = 6;
+static_assert(kBf16Block % kMrO == 0);
+
+template <int NV>
+SDPA_BF16_TARGET void accumulate_tile(const std::uint32_t* w, std::int64_t pairs,
+                                      const std::uint32_t* v, std::int64_t ld, float* acc_out,
+                                      const float* row_scale) {
+  __m512 acc[kMrO][NV];
+  for (int r = 0; r < kMrO; ++r)
+    for (int c = 0; c < NV; ++c)
+      acc[r][c] = row_scale ? _mm512_mul_ps(_mm512_set1_ps(row_scale[r]),
+                                            _mm512_loadu_ps(acc_out + r * ld + c * kLanes))
+                            : _mm512_setzero_ps();
+  for (std::int64_t p = 0; p < pairs; ++p) {
+    __m512i b[NV];
+    for (int c = 0; c < NV; ++c) b[c] = _mm512_loadu_si512(v + p * ld + c * kLanes);
+    for (int r = 0; r < kMrO; ++r) {
+      const __m512i a = _mm512_set1_epi32(static_cast<int>(w[p * kBf16Block + r]));
+      for (int c = 0; c < NV; ++c) acc[r][c] = dot(acc[r][c], a, b[c]);
+    }
+  }
+  for (int r = 0; r < kMrO; ++r)
+    for (int c = 0; c < NV; ++c) _mm512_storeu_ps(acc_out + r * ld + c * kLanes, acc[r][c]);
+}
+
+bool cpu_has_bf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  // CPUID.(EAX=7, ECX=1):EAX bit 5 is AVX512_BF16; __builtin_cpu_supports checks that the OS
+  // saves the zmm state for the AVX-512 foundation it needs.
+  if (!__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) || !(eax & (1u << 5))) return false;
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl");
+}
+
+}  // namespace
+
+bool bf16_native_available() {
+  static const bool available = cpu_has_bf16();
+  return available;
+}
+
+void bf16_dot_scores(const std::uint32_t* k, std::int64_t ldk, std::int64_t nk,
+                     const std::uint32_t* q, std::int64_t pairs, float* scores) {
+  using Tile =
+      void (*)(const std::uint32_t*, std::int64_t, const std::uint32_t*, std::int64_t, float*);
+  static constexpr Tile kTiles[] = {scores_tile<1>, scores_tile<2>, scores_tile<3>, scores_tile<4>,
+                                    scores_tile<5>, scores_tile<6>, scores_tile<7>, scores_tile<8>};
+  constexpr std::int64_t kMr = 8;
+  for (std::int64_t j = 0; j < nk; j += kMr) {
+    const std::int64_t mr = nk - j < kMr ? nk - j : kMr;
+    kTiles[mr - 1](k + j * ldk, ldk, q, pairs, scores + j * kBf16Block);
+  }
+}
+
+void bf16_dot_accumulate(const std::uint32_t* w, std::int64_t pairs, const std::uint32_t* v,
+                         std::int64_t ld, float* acc, const float* row_scale) {
+  using Tile = void (*)(const std::uint32_t*, std::int64_t, const std::uint32_t*, std::int64_t,
+                        float*, const float*);
+  static constexpr Tile kTiles[] = {accumulate_tile<1>, accumulate_tile<2>, accumulate_tile<3>,
+                                    accumulate_tile<4>};
+  constexpr std::int64_t kNv = 4;
+  const std::int64_t vecs = ld / kLanes;
+  // A strip of kNv vectors of V (pairs x 64 words) stays in L1 while every row tile passes.
+  for (std::int64_t c = 0; c < vecs; c += kNv) {
+    const std::int64_t nv = vecs - c < kNv ? vecs - c : kNv;
+    for (std::int64_t i = 0; i < kBf16Block; i += kMrO)
+      kTiles[nv - 1](w + i, pairs, v + c * kLanes, ld, acc + i * ld + c * kLanes,
+                     row_scale ? row_scale + i : nullptr);
+  }
+}
+
+SDPA_BF16_TARGET float bf16_dot_chains(std::int64_t steps) {
+  static_assert(peak::kChains == 12);
+  // Pairs of 2^-10 (bf16 0x3a80): each step adds 2^-19 per lane, so the chains stay normal.
+  const __m512i a = _mm512_set1_epi32(0x3a803a80);
+  __m512 c[peak::kChains];
+  for (int i = 0; i < peak::kChains; ++i) c[i] = _mm512_set1_ps(1.0f + 0.01f * float(i));
+  for (std::int64_t s = 0; s < steps; ++s)
+    for (auto& x : c) x = dot(x, a, a);
+  __m512 sum = c[0];
+  for (int i = 1; i < peak::kChains; ++i) sum = _mm512_add_ps(sum, c[i]);
+  float lanes[kLanes];
+  _mm512_storeu_ps(lanes, sum);
+  float total = 0;
+  for (float x : lanes) total += x;
+  return total;
+}
+
+SDPA_BF16_TARGET void bf16_round_native(const float* x, std::uint16_t* y, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const __m256bh r = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), reinterpret_cast<const __m256i&>(r));
+  }
+  for (; i < n; ++i) {
+    float tail[kLanes] = {x[i]};
+    std::uint16_t out[kLanes];
+    bf16_round_native(tail, out, kLanes);
+    y[i] = out[0];
+  }
+}
+
+}  // namespace sdpa::detail
+
+#else  // no native products in this build
+
+#include <cstdlib>
+
+// Unreachable while bf16_native_available() is false; loud if a caller forgets to ask.
+namespace sdpa::detail {
+bool bf16_native_available() { return false; }
+void bf16_dot_scores(const std::uint32_t*, std::int64_t, std::int64_t, const std::uint32_t*,
+                     std::int64_t, float*) {
+  std::abort();
+}
+void bf16_dot_accumulate(const std::uint32_t*, std::int64_t, const std::uint32_t*, std::int64_t,
+                         float*, const float*) {
+  std::abort();
+}
+float bf16_dot_chains(std::int64_t) { std::abort(); }
+void bf16_round_native(const float*, std::uint16_t*, std::int64_t) { std::abort(); }
+}  // namespace sdpa::detail
+
+#endif

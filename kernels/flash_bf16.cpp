@@ -1,0 +1,317 @@
+// The fused forward in bf16 (precision "bf16"; docs/design.md,
+// "Conventions for inference shapes and precision (planned)"): Q, K and V rounded to
+// bf16 on entry, S = Q K^T and O = P V as products of bf16 values accumulated in fp32, the
+// scale and the online softmax in fp32, and P rounded to bf16 before P V (where PyTorch's and
+// oneDNN's CPU kernels round); the row sum l adds the unrounded fp32 weights. Flash's loops
+// (attention_tiles-inl.h: query blocks, key tiles, masking, online softmax, probes, rows) around
+// one of two pairs of products:
+//  - native (flash-bf16@avx512-bf16, where the CPU has AVX512_BF16): vdpbf16ps micro-kernels on
+//    bf16 pairs (bf16_dots_x86.cpp);
+//  - widened (flash-bf16@<isa>, every Highway target, aarch64 included): the bf16 values held
+//    in fp32 through flash's fp32 micro-kernels. The products are exact in fp32 and each pair is
+//    accumulated odd element first, as vdpbf16ps does (bf16.hpp), so both give the same bits.
+// Entries take fp32 tensors like every kernel; the rounding on entry costs O(n d) of the
+// O(n^2 d) work.
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "bf16.hpp"
+#include "registry_entries.hpp"
+#include "sdpa/kernels.hpp"
+
+// foreach_target.h must follow HWY_TARGET_INCLUDE and precede the rest.
+// clang-format off
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "flash_bf16.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy_lanes-inl.h"
+#include "attention_tiles-inl.h"
+// clang-format on
+
+HWY_BEFORE_NAMESPACE();
+namespace sdpa::detail::HWY_NAMESPACE {
+
+using DU = hn::ScalableTag<std::uint32_t>;
+using DI = hn::ScalableTag<std::int32_t>;
+
+// bf16_round_bits (bf16.hpp) lane-wise: the fp32 bits of x rounded to bf16.
+HWY_INLINE hn::Vec<DU> RoundBits(hn::Vec<HwyLanes::D> x) {
+  const DU du;
+  const DI di;
+  const auto b = hn::BitCast(du, x);
+  const auto magnitude = hn::And(b, hn::Set(du, 0x7fffffffu));
+  const auto high = hn::Set(du, 0xffff0000u);
+  const auto nearest = hn::And(
+      hn::Add(hn::Add(b, hn::Set(du, 0x7fffu)), hn::And(hn::ShiftRight<16>(b), hn::Set(du, 1u))),
+      high);
+  const auto quiet = hn::And(hn::Or(b, hn::Set(du, 0x00400000u)), high);
+  // Magnitudes compare as signed integers: both are below 2^31.
+  const auto is_nan = hn::RebindMask(
+      du, hn::Gt(hn::BitCast(di, magnitude), hn::BitCast(di, hn::Set(du, 0x7f800000u))));
+  const auto subnormal = hn::Eq(hn::And(b, hn::Set(du, 0x7f800000u)), hn::Zero(du));
+  return hn::IfThenElse(subnormal, hn::And(b, hn::Set(du, 0x80000000u)),
+                        hn::IfThenElse(is_nan, quiet, nearest));
+}
+
+HWY_INLINE hn::Vec<HwyLanes::D> RoundToBf16(hn::Vec<HwyLanes::D> x) {
+  return hn::BitCast(HwyLanes::D(), RoundBits(x));
+}
+
+// y[r][c] = x[r][c] rounded to bf16 for c < cols, 0 for cols <= c < ld, for r < rows.
+void RoundRows(const float* x, std::int64_t rows, std::int64_t cols, float* y, std::int64_t ld,
+               int threads) {
+  constexpr std::int64_t L = HwyLanes::kLanes;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    float* yr = y + r * ld;
+    std::int64_t c = 0;
+    for (; c + L <= cols; c += L) HwyLanes::Store(RoundToBf16(HwyLanes::Load(xr + c)), yr + c);
+    for (; c < cols; ++c) yr[c] = bf16_round(xr[c]);
+    for (; c < ld; ++c) yr[c] = 0.0f;
+  }
+}
+
+// Words of two rows of n floats (n whole vectors): bf16 of r0[c] in the low half, of r1[c] (0
+// without r1) in the high half. out may be r0: each vector is read before it is written.
+void PackRowPair(const float* r0, const float* r1, std::int64_t n, std::uint32_t* out) {
+  const DU du;
+  constexpr std::int64_t L = HwyLanes::kLanes;
+  for (std::int64_t c = 0; c < n; c += L) {
+    const auto low = hn::ShiftRight<16>(RoundBits(HwyLanes::Load(r0 + c)));
+    const auto high = r1 ? RoundBits(HwyLanes::Load(r1 + c)) : hn::Zero(du);
+    hn::StoreU(hn::Or(low, high), du, out + c);
+  }
+}
+
+// Rows of n floats packed in pairs in place: rows 2j and 2j + 1 become word row j, for
+// j < ceil(rows / 2); an odd last row pairs with zeros. Word row j overwrites float row j <= 2j
+// only after rows 2j and 2j + 1 were read.
+std::uint32_t* PackRowPairs(float* rows, std::int64_t count, std::int64_t n) {
+  auto* words = reinterpret_cast<std::uint32_t*>(rows);
+  for (std::int64_t j = 0; 2 * j < count; ++j)
+    PackRowPair(rows + 2 * j * n, 2 * j + 1 < count ? rows + (2 * j + 1) * n : nullptr, n,
+                words + j * n);
+  return words;
+}
+
+// Rows of n floats rounded and swapped in pairs in place (2j <-> 2j + 1; an odd last row's
+// partner, row `count`, becomes zeros), so flash's micro-kernels accumulate each pair odd row
+// first, as vdpbf16ps does.
+void RoundSwapRowPairs(float* rows, std::int64_t count, std::int64_t n) {
+  constexpr std::int64_t L = HwyLanes::kLanes;
+  for (std::int64_t j = 0; 2 * j < count; ++j) {
+    float* r0 = rows + 2 * j * n;
+    float* r1 = r0 + n;
+    const bool partner = 2 * j + 1 < count;
+    for (std::int64_t c = 0; c < n; c += L) {
+      const auto x0 = RoundToBf16(HwyLanes::Load(r0 + c));
+      const auto x1 = partner ? RoundToBf16(HwyLanes::Load(r1 + c)) : HwyLanes::Zero();
+      HwyLanes::Store(x1, r0 + c);
+      HwyLanes::Store(x0, r1 + c);
+    }
+  }
+}
+
+// S^T *= scale over the tile's nk rows: the scale multiplies the fp32 scores (folded into bf16
+// queries it would add a rounding to every one).
+void ScaleTile(std::int64_t nk, float scale, float* scores) {
+  constexpr std::int64_t L = HwyLanes::kLanes;
+  const auto s = HwyLanes::Set(scale);
+  for (std::int64_t x = 0; x < nk * kQueryBlock; x += L)
+    HwyLanes::Store(HwyLanes::Mul(s, HwyLanes::Load(scores + x)), scores + x);
+}
+
+// The block's queries transposed as flash has them (q_t), but unscaled; masking, softmax and
+// rows are flash's.
+std::int64_t BeginUnscaled(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {
+  ForwardArgs unscaled = a;
+  unscaled.scale = 1.0f;
+  return begin_block(unscaled, blk, w);
+}
+
+// The inputs of a call as the products read them, with the call's arguments pointing at them:
+// d_k rounded up to even (zero padding adds exact zeros), n_kv padded the same way in V.
+struct Prepared {
+  std::vector<float> q, k, v;
+  ForwardArgs args;
+};
+
+// Q and K rounded to bf16 in rows of d_k rounded up to even, V in rows of ld_v per head of n_kv
+// rounded up to even; the products then rearrange them in place.
+Prepared RoundInputs(const ForwardArgs& a, std::int64_t ld_v) {
+  const Shape& s = a.shape;
+  const std::int64_t dk2 = round_up(s.d_k, 2), nkv2 = round_up(s.n_kv, 2);
+  Prepared p;
+  p.q.resize(s.batch_heads * s.n_q * dk2);
+  p.k.resize(s.kv_batch_heads() * s.n_kv * dk2);
+  p.v.assign(s.kv_batch_heads() * nkv2 * ld_v, 0.0f);
+  RoundRows(a.q, s.rows(), s.d_k, p.q.data(), dk2, a.threads);
+  RoundRows(a.k, s.kv_batch_heads() * s.n_kv, s.d_k, p.k.data(), dk2, a.threads);
+  for (std::int64_t h = 0; h < s.kv_batch_heads(); ++h)
+    RoundRows(a.v + h * s.n_kv * s.d_v, s.n_kv, s.d_v, p.v.data() + h * nkv2 * ld_v, ld_v,
+              a.threads);
+  p.args = a;
+  p.args.shape.d_k = dk2;
+  p.args.q = p.q.data();
+  p.args.k = p.k.data();
+  p.args.v = p.v.data();
+  return p;
+}
+
+// Widened products: bf16 values held in fp32, flash's fp32 micro-kernels. Q and K are stored
+// with each pair of columns swapped, V with each pair of rows swapped, P^T likewise per tile.
+struct WidenedProducts {
+  static Prepared Prepare(const ForwardArgs& a, std::int64_t /*ld_acc*/) {
+    const Shape& s = a.shape;
+    Prepared p = RoundInputs(a, s.d_v);
+    for (auto* x : {&p.q, &p.k})
+      for (std::size_t c = 0; c < x->size(); c += 2) std::swap((*x)[c], (*x)[c + 1]);
+    for (float* vh = p.v.data(); vh < p.v.data() + p.v.size(); vh += 2 * s.d_v)
+      std::swap_ranges(vh, vh + s.d_v, vh + s.d_v);
+    return p;
+  }
+  static std::int64_t Begin(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {
+    return BeginUnscaled(a, blk, w);
+  }
+  static void Scores(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
+                     std::int64_t nk, const BlockScratch& w) {
+    Fp32Products<HwyLanes>::Scores(a, blk, key0, nk, w);
+    ScaleTile(nk, a.scale, w.scores);
+  }
+  static void Accumulate(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
+                         std::int64_t nk, std::int64_t ld_acc, const BlockScratch& w) {
+    const Shape& s = a.shape;
+    RoundSwapRowPairs(w.scores, nk, kQueryBlock);
+    const float* v = a.v + (s.kv_head(blk.head) * round_up(s.n_kv, 2) + key0) * s.d_v;
+    Fp32Products<HwyLanes>::AccumulateRows(v, s.d_v, round_up(nk, 2), ld_acc, key0 == 0, w);
+  }
+};
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// Native products (bf16.hpp): K as words of column pairs, V as words of row pairs (ld_acc
+// words a row), the block's queries and each tile's P^T packed in place in their scratch.
+struct DotProducts {
+  static_assert(kQueryBlock == kBf16Block && HwyLanes::kLanes == 16);
+  static Prepared Prepare(const ForwardArgs& a, std::int64_t ld_acc) {
+    const Shape& s = a.shape;
+    Prepared p = RoundInputs(a, ld_acc);
+    // K's column pairs into words, in place: word c of the buffer from floats 2c, 2c + 1.
+    auto* kw = reinterpret_cast<std::uint32_t*>(p.k.data());
+    for (std::size_t c = 0; 2 * c < p.k.size(); ++c) {
+      std::uint32_t lo, hi;
+      std::memcpy(&lo, &p.k[2 * c], 4);
+      std::memcpy(&hi, &p.k[2 * c + 1], 4);
+      const std::uint32_t word = (lo >> 16) | (hi & 0xffff0000u);
+      std::memcpy(kw + c, &word, 4);
+    }
+    const std::int64_t nkv2 = round_up(s.n_kv, 2);
+    for (std::int64_t h = 0; h < s.kv_batch_heads(); ++h)
+      PackRowPairs(p.v.data() + h * nkv2 * ld_acc, s.n_kv, ld_acc);
+    return p;
+  }
+  static std::int64_t Begin(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {
+    const std::int64_t key_end = BeginUnscaled(a, blk, w);
+    PackRowPairs(w.q_t, a.shape.d_k, kQueryBlock);
+    return key_end;
+  }
+  static void Scores(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
+                     std::int64_t nk, const BlockScratch& w) {
+    const Shape& s = a.shape;
+    const std::int64_t pairs = s.d_k / 2;
+    const auto* k =
+        reinterpret_cast<const std::uint32_t*>(a.k) + (s.kv_head(blk.head) * s.n_kv + key0) * pairs;
+    bf16_dot_scores(k, pairs, nk, reinterpret_cast<const std::uint32_t*>(w.q_t), pairs, w.scores);
+    ScaleTile(nk, a.scale, w.scores);
+  }
+  static void Accumulate(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
+                         std::int64_t nk, std::int64_t ld_acc, const BlockScratch& w) {
+    const Shape& s = a.shape;
+    const std::uint32_t* p = PackRowPairs(w.scores, nk, kQueryBlock);
+    const auto* v = reinterpret_cast<const std::uint32_t*>(a.v) +
+                    (s.kv_head(blk.head) * round_up(s.n_kv, 2) + key0 / 2) * ld_acc;
+    bf16_dot_accumulate(p, round_up(nk, 2) / 2, v, ld_acc, w.acc, key0 == 0 ? nullptr : w.rescale);
+  }
+};
+#endif
+
+template <class Products>
+void Bf16Forward(const ForwardArgs& a) {
+  const std::int64_t ld_acc = round_up(a.shape.d_v, HwyLanes::kLanes);
+  const Prepared p = Products::Prepare(a, ld_acc);
+  for_each_query_block(
+      p.args, bf16_key_tile(a.shape.n_kv), ld_acc,
+      a.probes ? &AttendBlock<HwyLanes, Products, true> : &AttendBlock<HwyLanes, Products, false>);
+}
+
+void Bf16WidenedForward(const ForwardArgs& a) { Bf16Forward<WidenedProducts>(a); }
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+void Bf16NativeForward(const ForwardArgs& a) { Bf16Forward<DotProducts>(a); }
+#endif
+
+}  // namespace sdpa::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "hwy_targets.hpp"
+
+namespace sdpa::detail {
+
+HWY_EXPORT(Bf16WidenedForward);
+
+namespace {
+// The native forward compiled for `target`, null if that target has none.
+ForwardFn native_forward(std::int64_t target) {
+#if HWY_TARGETS & HWY_AVX3_DL
+  if (target == HWY_AVX3_DL) return &N_AVX3_DL::Bf16NativeForward;
+#endif
+#if HWY_TARGETS & HWY_AVX3
+  if (target == HWY_AVX3) return &N_AVX3::Bf16NativeForward;
+#endif
+  (void)target;
+  return nullptr;
+}
+}  // namespace
+
+// The inputs rounded (Q and K with d_k rounded up to even, V with n_kv rounded up to even in
+// rows of up to d_v rounded up to whole vectors), and per thread the block's scratch.
+double flash_bf16_workspace(const Shape& s, Pass, int threads) {
+  Shape prepared = s;
+  prepared.d_k = round_up(s.d_k, 2);
+  const std::int64_t ld_v = round_up(s.d_v, kMaxLanes);
+  const double inputs = double(prepared.q_elements() + prepared.k_elements()) +
+                        double(s.kv_batch_heads() * round_up(s.n_kv, 2) * ld_v);
+  const double scratch =
+      double(threads) * double(scratch_floats(prepared, bf16_key_tile(s.n_kv), ld_v));
+  return sizeof(float) * (inputs + scratch);
+}
+
+std::vector<Kernel> flash_bf16_kernels() {
+  const char* what = "fused tiles in bf16: fp32 accumulation and softmax, P rounded to bf16";
+  const auto targets = supported_targets(HWY_DISPATCH_TABLE(Bf16WidenedForward));
+  auto entries = per_target_kernels("flash-bf16", std::string(what) + ", widened to fp32", targets,
+                                    &flash_bf16_workspace);
+  for (auto& k : entries) k.precision = "bf16";
+  const ForwardFn native =
+      bf16_native_available() ? native_forward(targets.front().target) : nullptr;
+  if (native) {
+    // The best entry is the native one where the CPU has it.
+    Kernel k = entries.front();
+    k.name = "flash-bf16@avx512-bf16";
+    k.isa = "avx512-bf16";
+    k.description = std::string(what) + ", vdpbf16ps (avx512-bf16)";
+    k.forward = native;
+    entries.front() = k;
+    entries.front().name = "flash-bf16";
+    entries.insert(entries.begin() + 1, k);
+  }
+  return entries;
+}
+
+}  // namespace sdpa::detail
+#endif  // HWY_ONCE

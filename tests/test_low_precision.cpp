@@ -1,0 +1,339 @@
+// The bf16 kernels (precision "bf16") against the fp64 reference of the fp32 inputs, with
+// tolerances derived from bf16's unit roundoff u = 2^-8 and the shape, and against each other.
+//
+// Where the kernel rounds (bf16.hpp): q, k, v to bf16 (relative error <= u each), then exact
+// products summed in fp32, the scale and softmax in fp32, P to bf16 (<= u), P V summed in fp32.
+// Per row, with the fp64 quantities of the fp32 inputs:
+//   s_j = scale q.k_j,  A_j = |scale| sum_c |q_c k_jc|,  m = max s,  R = m - min s,
+//   p = softmax(s),  n the visible keys.
+//   e_j = (2u + u^2) A_j             q and k rounded: each product moves by at most (1+u)^2 - 1
+//       + u32 [(d_k + 2) (1+u)^2 A_j   fp32: d_k products summed, the scale (Higham §4.2)
+//              + |s_j - m| + R + 4]    the exponent's argument, flash's rescales, exp's ULPs
+// A score error e_j moves weight p_j by p_j (e_j - sum_k p_k e_k) to first order, so
+//   |o_c - o_ref_c| <= kSafety [ sum_j p_j |v_jc - o_c| (e_j + ebar)
+//                               + sum_j p_j |v_jc| (2u + u^2 + (2 n + 8) u32) ]
+// the second term for v and P rounded to bf16 (each <= u) and fp32's sums of n terms; and
+//   |lse - lse_ref| <= kSafety [ ebar + u32 (n + 4 + |lse_ref|) ].
+// kSafety = 2 covers the second-order terms while the first-order ones are small: the test
+// requires max_j (e_j + ebar) <= 1/2 (then e^x - 1 <= 1.3 x), so a case where bf16 cannot
+// resolve the scores fails loudly instead of passing on a meaningless bound.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <ios>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention_rows.hpp"
+#include "bf16.hpp"
+#include "sdpa/kernels.hpp"
+
+namespace {
+
+using sdpa::Shape;
+
+constexpr double kU = 0x1p-8;     // bf16 unit roundoff (8 significant bits)
+constexpr double kU32 = 0x1p-24;  // fp32 unit roundoff
+constexpr double kSafety = 2.0;
+
+#if defined(SDPA_SANITIZE) || defined(SDPA_EMULATED)
+constexpr std::int64_t kLarge = 200;  // sizes shrink under the sanitizers and qemu, checks do not
+#else
+constexpr std::int64_t kLarge = 1000;
+#endif
+
+std::vector<const sdpa::Kernel*> bf16_kernels() {
+  std::vector<const sdpa::Kernel*> out;
+  for (const auto& k : sdpa::kernel_registry())
+    if (k.precision == "bf16") out.push_back(&k);
+  return out;
+}
+
+struct Case {
+  Shape shape;
+  bool causal = false;
+  double scale = 0;  // 0: 1 / sqrt(d_k)
+  std::uint32_t seed = 1;
+  int threads = 1;
+};
+
+std::string describe(const Case& c) {
+  const Shape& s = c.shape;
+  return "bh=" + std::to_string(s.batch_heads) + " n_q=" + std::to_string(s.n_q) +
+         " n_kv=" + std::to_string(s.n_kv) + " d_k=" + std::to_string(s.d_k) +
+         " d_v=" + std::to_string(s.d_v) + (c.causal ? " causal" : "") +
+         " scale=" + std::to_string(c.scale);
+}
+
+struct Problem {
+  Case c;
+  float scale = 1;
+  std::vector<float> q, k, v;
+  std::vector<double> out, out_tol, lse, lse_tol;
+};
+
+std::vector<float> normals(std::int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = dist(rng);
+  return x;
+}
+
+Problem make_problem(const Case& c) {
+  Problem pr;
+  pr.c = c;
+  const Shape& s = c.shape;
+  std::mt19937 rng(c.seed);
+  pr.q = normals(s.q_elements(), rng);
+  pr.k = normals(s.k_elements(), rng);
+  pr.v = normals(s.v_elements(), rng);
+  pr.scale = float(c.scale ? c.scale : 1.0 / std::sqrt(double(s.d_k)));
+  const double scale = pr.scale;
+  const auto ref =
+      sdpa::reference_attention(s, std::vector<double>(pr.q.begin(), pr.q.end()),
+                                std::vector<double>(pr.k.begin(), pr.k.end()),
+                                std::vector<double>(pr.v.begin(), pr.v.end()), scale, c.causal);
+  pr.out = ref.out;
+  pr.lse = ref.lse;
+  pr.out_tol.assign(s.out_elements(), 0);
+  pr.lse_tol.assign(s.rows(), 0);
+  const double rounded_product = 2 * kU + kU * kU;
+  double worst_first_order = 0;
+  for (std::int64_t r = 0; r < s.rows(); ++r) {
+    const std::int64_t b = r / s.n_q, i = r % s.n_q;
+    const std::int64_t n = sdpa::visible_keys(s, c.causal, i);
+    if (n == 0) continue;  // fully masked: exact zeros expected
+    const RowScores row =
+        row_scores(pr.q.data() + r * s.d_k, pr.k.data() + b * s.n_kv * s.d_k, s.d_k, n, scale);
+    const std::vector<double>&sc = row.s, &a = row.a, &p = row.p;
+    const double m = row.m, range = row.range;
+    std::vector<double> e(n);
+    double ebar = 0, emax = 0;
+    for (std::int64_t j = 0; j < n; ++j) {
+      e[j] = rounded_product * a[j] +
+             kU32 * ((s.d_k + 2) * (1 + kU) * (1 + kU) * a[j] + (m - sc[j]) + range + 4);
+      ebar += p[j] * e[j];
+      emax = std::max(emax, e[j]);
+    }
+    worst_first_order = std::max(worst_first_order, emax + ebar);
+    const double nn = double(n);
+    pr.lse_tol[r] = kSafety * (ebar + kU32 * (nn + 4 + std::abs(ref.lse[r])));
+    for (std::int64_t x = 0; x < s.d_v; ++x) {
+      const double o = ref.out[r * s.d_v + x];
+      double spread = 0, mass = 0;
+      for (std::int64_t j = 0; j < n; ++j) {
+        const double vj = pr.v[(b * s.n_kv + j) * s.d_v + x];
+        spread += p[j] * std::abs(vj - o) * (e[j] + ebar);
+        mass += p[j] * std::abs(vj);
+      }
+      pr.out_tol[r * s.d_v + x] =
+          kSafety * (spread + mass * (rounded_product + (2 * nn + 8) * kU32));
+    }
+  }
+  INFO(describe(c));
+  REQUIRE_MESSAGE(worst_first_order <= 0.5,
+                  "first-order bound invalid: max e_j + ebar = ", worst_first_order);
+  return pr;
+}
+
+struct Outputs {
+  std::vector<float> out, lse;
+};
+
+Outputs run(const sdpa::Kernel& kern, const Problem& pr, int threads,
+            sdpa::RowProbes* probes = nullptr) {
+  const Shape& s = pr.c.shape;
+  Outputs o{std::vector<float>(s.out_elements(), NAN), std::vector<float>(s.rows(), NAN)};
+  kern.forward({.shape = s,
+                .q = pr.q.data(),
+                .k = pr.k.data(),
+                .v = pr.v.data(),
+                .out = o.out.data(),
+                .lse = o.lse.data(),
+                .scale = pr.scale,
+                .causal = pr.c.causal,
+                .threads = threads,
+                .probes = probes});
+  return o;
+}
+
+bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+// FlashAttention's test rule: the plain composition that rounds at the same places, computed
+// naively: q, k, v rounded to bf16, each score summed in fp32 in key order, scaled in fp32,
+// softmax in fp32, p rounded to bf16, P V summed in fp32, divided by the fp32 sum of p.
+std::vector<float> plain_composition(const Problem& pr) {
+  using sdpa::detail::bf16_round;
+  const Shape& s = pr.c.shape;
+  std::vector<float> out(s.out_elements(), 0.0f);
+  std::vector<float> sc, p;
+  for (std::int64_t r = 0; r < s.rows(); ++r) {
+    const std::int64_t b = r / s.n_q, i = r % s.n_q;
+    const std::int64_t n = sdpa::visible_keys(s, pr.c.causal, i);
+    if (n == 0) continue;
+    sc.assign(n, 0.0f);
+    for (std::int64_t j = 0; j < n; ++j) {
+      float acc = 0;
+      for (std::int64_t x = 0; x < s.d_k; ++x)
+        acc += bf16_round(pr.q[r * s.d_k + x]) * bf16_round(pr.k[(b * s.n_kv + j) * s.d_k + x]);
+      sc[j] = pr.scale * acc;
+    }
+    const float m = *std::max_element(sc.begin(), sc.end());
+    float l = 0;
+    p.assign(n, 0.0f);
+    for (std::int64_t j = 0; j < n; ++j) l += p[j] = std::exp(sc[j] - m);
+    for (std::int64_t x = 0; x < s.d_v; ++x) {
+      float acc = 0;
+      for (std::int64_t j = 0; j < n; ++j)
+        acc += bf16_round(p[j]) * bf16_round(pr.v[(b * s.n_kv + j) * s.d_v + x]);
+      out[r * s.d_v + x] = acc / l;
+    }
+  }
+  return out;
+}
+
+double max_error(const std::vector<float>& got, const std::vector<double>& want) {
+  double worst = 0;
+  for (std::size_t x = 0; x < got.size(); ++x)
+    worst = std::max(worst, std::abs(double(got[x]) - want[x]));
+  return worst;
+}
+
+double g_worst_ratio = 0;  // worst err / tolerance over every check, reported at the end
+
+// Every bf16 kernel within the derived bound and within twice the plain composition's error;
+// the same bits with a probe sink and on two threads; the native products' bits equal the
+// widened ones' on the same Highway target (bf16.hpp says why they must).
+void check_case(const Case& c) {
+  const Problem pr = make_problem(c);
+  const Shape& s = c.shape;
+  const double composition_error = max_error(plain_composition(pr), pr.out);
+  const auto kernels = bf16_kernels();
+  REQUIRE(!kernels.empty());
+  const Outputs best = run(*kernels.front(), pr, c.threads);
+  for (const auto* kern : kernels) {
+    INFO(kern->name, " on ", describe(c));
+    const Outputs got = run(*kern, pr, c.threads);
+    std::int64_t bad = 0;
+    double worst = 0;
+    for (std::int64_t x = 0; x < s.out_elements(); ++x) {
+      const double err = std::abs(double(got.out[x]) - pr.out[x]);
+      const double ratio = err == 0 ? 0 : err / pr.out_tol[x];
+      bad += !(ratio <= 1);
+      worst = std::max(worst, ratio);
+    }
+    for (std::int64_t r = 0; r < s.rows(); ++r) {
+      const bool both_inf =
+          std::isinf(got.lse[r]) && std::isinf(pr.lse[r]) && (got.lse[r] > 0) == (pr.lse[r] > 0);
+      const double err = both_inf ? 0 : std::abs(double(got.lse[r]) - pr.lse[r]);
+      const double ratio = err == 0 ? 0 : err / pr.lse_tol[r];
+      bad += !(ratio <= 1);
+      worst = std::max(worst, ratio);
+    }
+    g_worst_ratio = std::max(g_worst_ratio, worst);
+    CHECK_MESSAGE(bad == 0, bad, " outputs or lse outside the bound; worst err/tol ", worst);
+    const double error = max_error(got.out, pr.out);
+    CHECK_MESSAGE(error <= 2 * composition_error, "max error ", error,
+                  " vs the plain composition's ", composition_error);
+
+    sdpa::RowProbes probes(s.rows());
+    CHECK_MESSAGE(same_bits(run(*kern, pr, 2, &probes).out, got.out),
+                  "a probe sink or a second thread changed the output");
+    // The widened products on the best target are the native ones' twin.
+    if (kern->name == "flash-bf16@" + sdpa::find_kernel("flash")->isa &&
+        sdpa::find_kernel("flash-bf16@avx512-bf16")) {
+      CHECK_MESSAGE(same_bits(got.out, best.out), "native and widened outputs differ");
+      CHECK_MESSAGE(same_bits(got.lse, best.lse), "native and widened lse differ");
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the registry has bf16 entries, the native one where the CPU runs it") {
+  const auto kernels = bf16_kernels();
+  REQUIRE(!kernels.empty());
+  CHECK(kernels.front()->name == "flash-bf16");
+  for (const auto& t : sdpa::simd_targets())
+    if (t.isa != "scalar")
+      CHECK_MESSAGE(sdpa::find_kernel("flash-bf16@" + t.isa) != nullptr, t.isa);
+  const bool native = sdpa::detail::bf16_native_available();
+  CHECK((sdpa::find_kernel("flash-bf16@avx512-bf16") != nullptr) == native);
+  if (native) CHECK(sdpa::find_kernel("flash-bf16")->isa == "avx512-bf16");
+  for (const auto& k : sdpa::kernel_registry())
+    CHECK_MESSAGE((k.precision == "fp32" || k.precision == "bf16"), k.name);
+}
+
+TEST_CASE("bf16 rounding is the CPU's vcvtneps2bf16") {
+  if (!sdpa::detail::bf16_native_available()) return;  // nothing to compare with
+  // Every sign and exponent (subnormals, infinities and NaNs included) with random significands,
+  // ties (low 16 bits 0x8000) and the values just around them.
+  std::mt19937 rng(5);
+  std::vector<float> x;
+  for (std::uint32_t top = 0; top < 512; ++top)
+    for (std::uint32_t low : {0x0000u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu, 0u, 0u, 0u}) {
+      const std::uint32_t significand = (rng() & 0x007f0000u) | (low ? low : rng() & 0xffffu);
+      x.push_back(std::bit_cast<float>((top << 23) | significand));
+    }
+  std::vector<std::uint16_t> native(x.size());
+  sdpa::detail::bf16_round_native(x.data(), native.data(), std::int64_t(x.size()));
+  std::int64_t bad = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const auto ours = std::uint16_t(sdpa::detail::bf16_round_bits(x[i]) >> 16);
+    if (ours != native[i] && bad++ < 5)
+      MESSAGE(std::hex, "x bits ", std::bit_cast<std::uint32_t>(x[i]), ": ours ", ours,
+              ", the CPU's ", native[i]);
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("bf16 kernels are within bf16's bound on small and odd sizes") {
+  // d_k odd (a zero pads the last pair), d_v not a multiple of any vector, d_k != d_v.
+  const std::int64_t dims[][2] = {{1, 8}, {8, 1}, {64, 64}, {81, 17}, {128, 96}, {7, 33}};
+  std::uint32_t seed = 10;
+  for (std::int64_t n : {1, 3, 17, 63, 129})
+    for (const auto& d : dims)
+      for (bool causal : {false, true})
+        check_case({.shape = {.batch_heads = 2, .n_q = n, .n_kv = n, .d_k = d[0], .d_v = d[1]},
+                    .causal = causal,
+                    .seed = seed++});
+}
+
+TEST_CASE("bf16 kernels are within bf16's bound when n_q != n_kv, over several key tiles") {
+  // With causal and n_q > n_kv, the first n_q - n_kv rows see no key at all; odd n_kv leaves a
+  // key without its pair in the last tile.
+  const std::int64_t sizes[][2] = {{1, kLarge}, {kLarge, 1}, {17, 301}, {65, 17}, {127, 257}};
+  std::uint32_t seed = 100;
+  for (const auto& n : sizes)
+    for (bool causal : {false, true})
+      check_case({.shape = {.batch_heads = 3, .n_q = n[0], .n_kv = n[1], .d_k = 64, .d_v = 40},
+                  .causal = causal,
+                  .seed = seed++});
+}
+
+TEST_CASE("bf16 kernels are within bf16's bound at n = 1000 on two threads, and unscaled") {
+  check_case({.shape = {.n_q = kLarge, .n_kv = kLarge, .d_k = 128, .d_v = 128},
+              .seed = 200,
+              .threads = 2});
+  check_case({.shape = {.n_q = kLarge, .n_kv = kLarge, .d_k = 80, .d_v = 48},
+              .causal = true,
+              .seed = 201,
+              .threads = 2});
+  // Unscaled at d_k = 16: scores of std 4, still resolved by bf16 (the bound's condition).
+  check_case({.shape = {.batch_heads = 2, .n_q = 127, .n_kv = 127, .d_k = 16, .d_v = 16},
+              .scale = 1,
+              .seed = 300});
+}
+
+TEST_CASE("worst bf16 error relative to its bound, over the cases above") {
+  MESSAGE("max err / tolerance over bf16 kernels and cases: ", g_worst_ratio);
+  CHECK(g_worst_ratio <= 1.0);
+}
