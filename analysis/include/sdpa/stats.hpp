@@ -1,6 +1,7 @@
 // Statistics of Monte Carlo samples, with confidence intervals from Boost.Math.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -24,6 +25,12 @@ Interval mean_ci(std::span<const double> x, double level = 0.95);
 // Confidence interval of the standard deviation from the chi-squared distribution. Exact for
 // normal samples; for other distributions it is only approximate (too narrow for heavy tails).
 Interval stddev_ci(std::span<const double> x, double level = 0.95);
+
+// Wilson score interval of a proportion: `successes` of `trials` independent Bernoulli trials.
+// Unlike the normal (Wald) interval p +- z sqrt(p (1 - p) / n), it stays inside [0, 1] and keeps
+// close to its nominal coverage near 0 and 1 and for small n (Brown, Cai & DasGupta 2001). With
+// no trials it is [0, 1].
+Interval wilson_interval(std::int64_t successes, std::int64_t trials, double level = 0.95);
 
 // Quantile with linear interpolation between order statistics (NumPy's default, "type 7").
 double quantile(std::vector<double> x, double p);
