@@ -10,9 +10,6 @@
 namespace sdpa::stability {
 namespace {
 
-// What each random stream of a run is for (StreamKey::purpose), as in the training kind.
-enum Stream : std::uint32_t { kInitStream, kHeldOutStream, kDataStream };
-
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 bool finite(const Evaluation& e) {
@@ -79,16 +76,9 @@ const Kernel& kernel_with_backward(const std::string& name) {
 
 RunResult train_run(const RunSpec& run) {
   const Core core{&kernel_with_backward(run.kernel), run.scheme};
-  StreamKey key = run.key;
-  key.purpose = kInitStream;
-  PhiloxStream init_rng(key);
-  key.purpose = kHeldOutStream;
-  PhiloxStream held_out_rng(key);
-  key.purpose = kDataStream;
-  PhiloxStream data_rng(key);
-
-  Parameters params = initial_parameters(init_rng, run.shape, run.init, run.scheme);
-  const Batch held_out = training::sample_batch(held_out_rng, run.shape.base, run.eval_size);
+  training::RunStreams rng(run.key);
+  Parameters params = initial_parameters(rng.init, run.shape, run.init, run.scheme);
+  const Batch held_out = training::sample_batch(rng.held_out, run.shape.base, run.eval_size);
   AdamW optimizer(params, run.weight_decay);
   RunResult r;
   r.layer.resize(run.shape.layers);
@@ -104,7 +94,7 @@ RunResult train_run(const RunSpec& run) {
     }
     if (step == run.steps) break;
     const Evaluation e = evaluate(
-        params, training::sample_batch(data_rng, run.shape.base, run.batch), run.shape, core);
+        params, training::sample_batch(rng.data, run.shape.base, run.batch), run.shape, core);
     if (!finite(e)) {
       r.nonfinite_at = r.diverged_at = step;
       r.diverged = true;

@@ -29,9 +29,9 @@ struct RunSpec {
   std::int64_t warmup_steps = 0;
   bool cosine_decay = false;
   std::int64_t batch = 32, steps = 200, log_every = 20, eval_size = 128;
-  // The run's random streams (purposes 0, 1, 2: initial weights, held-out set, training
-  // batches). Give runs that differ only in scheme or learning rate the same key: they then
-  // start from the same weights and see the same batches (a paired comparison).
+  // The run's random streams (training::RunStreams). Give runs that differ only in scheme or
+  // learning rate the same key: they then start from the same weights and see the same batches (a
+  // paired comparison).
   StreamKey key;
 
   double learning_rate_at(std::int64_t step) const;

@@ -22,6 +22,18 @@ Matrix from_vector(const std::vector<double>& w, std::int64_t rows, std::int64_t
 
 }  // namespace
 
+namespace {
+
+StreamKey with_purpose(StreamKey key, std::uint32_t purpose) {
+  key.purpose = purpose;
+  return key;
+}
+
+}  // namespace
+
+RunStreams::RunStreams(const StreamKey& key)
+    : init(with_purpose(key, 0)), held_out(with_purpose(key, 1)), data(with_purpose(key, 2)) {}
+
 Matrix normal_matrix(PhiloxStream& rng, std::int64_t rows, std::int64_t cols) {
   std::vector<double> w(rows * cols);
   fill_normal<double>(rng, w);

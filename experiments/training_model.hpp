@@ -62,6 +62,13 @@ Matrix weight_matrix(PhiloxStream& rng, const std::string& init, std::int64_t fa
 // omitted.
 Parameters initial_parameters(PhiloxStream& rng, const ModelShape& s, const std::string& init);
 
+// A training run's random streams, one per purpose (StreamKey::purpose 0, 1, 2): the initial
+// weights, the held-out set and the training batches.
+struct RunStreams {
+  explicit RunStreams(const StreamKey& key);
+  PhiloxStream init, held_out, data;
+};
+
 struct Batch {
   std::int64_t size = 0, n_pairs = 0;
   std::vector<std::int32_t> keys, values;  // [size, n_pairs]

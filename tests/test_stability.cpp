@@ -3,6 +3,7 @@
 // off the probes against the scores themselves, training and divergence, and determinism.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <boost/random/uniform_real_distribution.hpp>
 #include <cmath>
 #include <cstring>
@@ -290,6 +291,23 @@ TEST_CASE("a non-finite step stops the run and counts as divergence") {
   CHECK(std::isnan(r.final_accuracy));
   CHECK(r.step == std::vector<std::int64_t>{0});  // logged before it stopped
   CHECK(r.layer[0].max_logit.size() == 1);
+}
+
+TEST_CASE("a run that ends above its initial loss diverged where its final rise began") {
+  // A constant rate of 10 without warm-up: the held-out loss climbs past l0 and stays there.
+  auto spec = small_run(Scheme::none, 10.0, 0);
+  spec.warmup_steps = 0, spec.cosine_decay = false;
+  const auto r = stability::train_run(spec);
+  REQUIRE_FALSE(r.nonfinite_at.has_value());
+  CHECK(r.final_loss > r.initial_loss);
+  REQUIRE(r.diverged);
+  REQUIRE(r.diverged_at.has_value());
+  const auto at = std::find(r.step.begin(), r.step.end(), *r.diverged_at);
+  REQUIRE(at != r.step.end());
+  const auto i = std::size_t(at - r.step.begin());
+  CHECK(i > 0);
+  CHECK(r.loss[i - 1] <= r.initial_loss);  // the rise begins here, not earlier
+  for (std::size_t j = i; j < r.loss.size(); ++j) CHECK(r.loss[j] > r.initial_loss);
 }
 
 TEST_CASE("runs of one key share their start: initial weights, held-out set, initial loss") {
