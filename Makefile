@@ -5,7 +5,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 BIN    := $(BUILD)/cli/sdpa-bench
 
-.PHONY: setup configure build run test bench results report fuzz lint clean
+.PHONY: setup configure build run test test-arm64 bench results report fuzz lint clean
 
 setup:
 	@tools/setup.sh
@@ -21,6 +21,14 @@ run: build
 
 test: build
 	ctest --preset $(PRESET) -j $(JOBS)
+
+# The test suite cross-built for aarch64 (the arm64 preset, Debian's cross toolchain) and run
+# under qemu user emulation: NEON as a Neoverse N1, and the kernels again on SVE and SVE2.
+test-arm64:
+	@tools/setup.sh --arm64
+	@cmake --preset arm64 >/dev/null
+	@cmake --build build/arm64 -j $(JOBS)
+	ctest --preset arm64 -j $(JOBS)
 
 bench: build
 	$(BUILD)/tests/bench_kernels
@@ -46,8 +54,8 @@ report: build
 
 # libFuzzer targets (fuzz/), each run for FUZZ_SECONDS from its seeds in fuzz/corpus/<target>/;
 # what they learn goes to build/fuzz/corpus/, a crash to build/fuzz/crash-* (and fails).
-FUZZERS      ?= config result npy
-FUZZ_SECONDS ?= 20
+FUZZERS      ?= config result npy journal
+FUZZ_SECONDS ?= 120
 fuzz: setup
 	@cmake --preset fuzz >/dev/null
 	@cmake --build build/fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZERS))

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <tuple>
 
@@ -185,6 +186,52 @@ Table peak_table(const std::vector<ResultFile>& files) {
   return t;
 }
 
+// A file's noise on a peak: the range of the repetitions its roofline measured for that ISA
+// and thread count (fma_gflops.samples; the peak is their best). Keyed by isa and threads.
+std::map<std::pair<std::string, int>, std::pair<double, double>> peak_ranges(const json& doc) {
+  std::map<std::pair<std::string, int>, std::pair<double, double>> out;
+  for (const auto& e : doc["experiments"]) {
+    if (e["kind"] != "roofline") continue;
+    for (const auto& r : e["records"]) {
+      if (!r.value("supported", false)) continue;
+      const auto samples = r["fma_gflops"]["samples"].get<std::vector<double>>();
+      const auto [low, high] = std::minmax_element(samples.begin(), samples.end());
+      out[{r["params"]["isa"], r["threads"]}] = {*low, *high};
+    }
+  }
+  return out;
+}
+
+// Files of one machine id whose FMA peaks disagree beyond their noise: the ranges of their
+// repetitions do not overlap. One machine id is one machine type, and hosts behind a type
+// differ; such files should not be read as one machine.
+Table peak_disagreements(const std::vector<ResultFile>& files) {
+  Table t;
+  t.title = "warning: peaks of one machine id that disagree beyond their noise";
+  t.header = {"machine id", "isa", "threads", "A", "A repetitions", "B", "B repetitions", "B / A"};
+  const auto range = [](const std::pair<double, double>& r) {
+    return "[" + number(r.first) + ", " + number(r.second) + "]";
+  };
+  for (std::size_t i = 0; i < files.size(); ++i)
+    for (std::size_t j = i + 1; j < files.size(); ++j) {
+      const std::string id = files[i].doc.value("machine_id", std::string());
+      if (id.empty() || files[j].doc.value("machine_id", std::string()) != id) continue;
+      const auto b_ranges = peak_ranges(files[j].doc);
+      for (const auto& [key, a] : peak_ranges(files[i].doc)) {
+        const auto b = b_ranges.find(key);
+        if (b == b_ranges.end() || (a.second >= b->second.first && b->second.second >= a.first))
+          continue;
+        t.rows.push_back({id, key.first, std::to_string(key.second), files[i].path, range(a),
+                          files[j].path, range(b->second), number(b->second.second / a.second)});
+      }
+    }
+  t.note =
+      "GFLOP/s of the roofline's repetitions (a file's noise is the range they span; its peak "
+      "is their best). Ranges that do not overlap mean different hosts or conditions behind one "
+      "machine id: compare kernels within a file, against that file's own peak.";
+  return t;
+}
+
 // The JSON path of the first place where a and b differ (numbers compare by value).
 std::optional<std::string> first_difference(const json& a, const json& b, const std::string& path) {
   if (a.is_number() && b.is_number()) return a == b ? std::nullopt : std::optional(path);
@@ -265,6 +312,7 @@ std::vector<Table> tables(const std::vector<ResultFile>& files) {
   for (std::size_t i = 1; i < files.size(); ++i)
     for (auto& t : timing_tables(files[0], files[i])) out.push_back(std::move(t));
   out.push_back(peak_table(files));
+  if (Table t = peak_disagreements(files); !t.rows.empty()) out.push_back(std::move(t));
   for (std::size_t i = 1; i < files.size(); ++i) {
     Table t = reproducibility_table(files[0], files[i]);
     if (!t.rows.empty()) out.push_back(std::move(t));

@@ -15,17 +15,62 @@ namespace {
 // valijson reads nlohmann's unordered json; the schema is small, the conversion cheap.
 using plain_json = nlohmann::json;
 
+// "/token" with the JSON pointer's escapes.
+std::string pointer_step(const std::string& token) {
+  std::string step = "/";
+  for (char ch : token) step += ch == '~' ? "~0" : ch == '/' ? "~1" : std::string(1, ch);
+  return step;
+}
+
 std::string json_pointer(const std::vector<std::string>& context) {
   // valijson's context is {"<root>", "[experiments]", "[0]", ...}.
   std::string p;
-  for (const auto& c : context) {
-    if (c == "<root>" || c.size() < 2) continue;
-    std::string token = c.substr(1, c.size() - 2);
-    std::string escaped;
-    for (char ch : token) escaped += ch == '~' ? "~0" : ch == '/' ? "~1" : std::string(1, ch);
-    p += "/" + escaped;
-  }
+  for (const auto& c : context)
+    if (c != "<root>" && c.size() >= 2) p += pointer_step(c.substr(1, c.size() - 2));
   return p;
+}
+
+// A value nested too deep: its path (the first steps only; the rest says nothing more) and
+// the problem.
+JsonTextError too_deep(const std::vector<std::string>& steps) {
+  std::string p;
+  for (std::size_t i = 0; i < steps.size() && i < 8; ++i) p += steps[i];
+  if (steps.size() > 8) p += "/...";
+  return {p, "expected at most " + std::to_string(kMaxJsonDepth) +
+                 " levels of lists and objects nested in each other, found more"};
+}
+
+// The compact text of `v` as v.dump() writes it, cut once it passes `limit` characters. An
+// explicit stack instead of recursion: any depth costs at most `limit` steps.
+std::string bounded_dump(const json& v, std::size_t limit) {
+  struct Open {
+    const json* node;
+    json::const_iterator next;
+  };
+  std::vector<Open> stack;
+  std::string out;
+  auto emit = [&](const json& x) {
+    if (!x.is_structured()) {
+      out += x.dump(-1, ' ', false, json::error_handler_t::replace);
+      return;
+    }
+    out += x.is_object() ? '{' : '[';
+    stack.push_back({&x, x.cbegin()});
+  };
+  emit(v);
+  while (!stack.empty() && out.size() <= limit) {
+    Open& top = stack.back();
+    if (top.next == top.node->cend()) {
+      out += top.node->is_object() ? '}' : ']';
+      stack.pop_back();
+      continue;
+    }
+    if (top.next != top.node->cbegin()) out += ',';
+    if (top.node->is_object()) out += json(top.next.key()).dump() + ":";
+    const json& child = *top.next++;
+    emit(child);  // may grow the stack: `top` is not used after this
+  }
+  return out;
 }
 
 std::size_t edit_distance(const std::string& a, const std::string& b) {
@@ -88,11 +133,13 @@ class SchemaIndex {
     std::vector<std::pair<std::string, const json*>> props;
     if (node.contains("properties"))
       for (auto& [k, v] : node["properties"].items()) props.emplace_back(k, &v);
+    // An if/then adds the properties of its "then" when the document meets its "if"; each
+    // branch of an allOf adds its own.
+    if (node.contains("if") && node.contains("then") && condition_holds(node["if"], doc))
+      for (auto& p : properties(resolve(&node["then"]), doc)) props.push_back(p);
     if (node.contains("allOf"))
-      for (const auto& branch : node["allOf"]) {
-        if (!branch.contains("then") || !condition_holds(branch["if"], doc)) continue;
-        for (auto& p : properties(resolve(&branch["then"]), doc)) props.push_back(p);
-      }
+      for (const auto& branch : node["allOf"])
+        for (auto& p : properties(resolve(&branch), doc)) props.push_back(p);
     return props;
   }
 
@@ -147,11 +194,12 @@ class SchemaIndex {
   }
 
  private:
-  // The only conditions these schemas use: {"properties": {"kind": {"const": X}}}.
+  // The conditions that select properties: {"properties": {"kind": {"const": X}}}. Others
+  // (a statistic's "predicted is a number") add required keys, not properties.
   static bool condition_holds(const json& condition, const json& doc) {
-    if (!doc.is_object()) return false;
+    if (!doc.is_object() || !condition.contains("properties")) return false;
     for (auto& [k, v] : condition["properties"].items())
-      if (!doc.contains(k) || doc[k] != v["const"]) return false;
+      if (!v.contains("const") || !doc.contains(k) || doc[k] != v["const"]) return false;
     return true;
   }
 
@@ -196,7 +244,7 @@ std::string json_error_message(const std::exception& e) {
 const json& JsonSchema::document() const { return compiled_->document; }
 
 std::string describe_found(const json& v) {
-  std::string dumped = v.dump();
+  std::string dumped = bounded_dump(v, 60);
   if (dumped.size() > 60) dumped = dumped.substr(0, 57) + "...";
   if (v.is_array() && v.empty()) return "an empty list";
   if (v.is_string()) return "string " + dumped;
@@ -205,6 +253,117 @@ std::string describe_found(const json& v) {
   if (v.is_number()) return "number " + dumped;
   if (v.is_array()) return "list " + dumped;
   return "object " + dumped;
+}
+
+std::string nesting_problem(const json& document) {
+  struct Open {
+    const json* node;
+    json::const_iterator next;
+    std::size_t index;
+  };
+  std::vector<Open> stack;
+  std::vector<std::string> steps;  // the path of the value being entered
+  if (document.is_structured()) stack.push_back({&document, document.cbegin(), 0});
+  while (!stack.empty()) {
+    Open& top = stack.back();
+    if (top.next == top.node->cend()) {
+      stack.pop_back();
+      if (!steps.empty()) steps.pop_back();
+      continue;
+    }
+    steps.push_back(
+        pointer_step(top.node->is_object() ? top.next.key() : std::to_string(top.index)));
+    const json& child = *top.next++;
+    ++top.index;
+    if (!child.is_structured()) {
+      steps.pop_back();
+      continue;
+    }
+    if (stack.size() >= std::size_t(kMaxJsonDepth)) {
+      const JsonTextError e = too_deep(steps);
+      return e.where + ": " + e.message;
+    }
+    stack.push_back({&child, child.cbegin(), 0});  // `top` is not used after this
+  }
+  return "";
+}
+
+std::string JsonTextError::in_file(const std::string& file) const {
+  if (where.empty()) return file + ": " + message;
+  return file + (where[0] == '/' ? ": " : ":") + where + ": " + message;
+}
+
+json parse_json_text(const std::string& text) {
+  // What the parser is inside of, so that a duplicate key or a level too deep is named by
+  // its path: an object's keys so far, or an array's index.
+  struct Open {
+    bool object;
+    std::set<std::string> keys;
+    std::string key;
+    std::size_t index = 0;
+  };
+  std::vector<Open> stack;
+  auto steps = [&](const std::string* last_key) {
+    std::vector<std::string> out;
+    out.reserve(stack.size());
+    for (const auto& o : stack)
+      out.push_back(pointer_step(o.object ? (&o == &stack.back() && last_key ? *last_key : o.key)
+                                          : std::to_string(o.index)));
+    return out;
+  };
+  auto pointer = [&](const std::vector<std::string>& s) {
+    std::string p;
+    for (const auto& step : s) p += step;
+    return p;
+  };
+  auto child_done = [&] {
+    if (!stack.empty() && !stack.back().object) ++stack.back().index;
+  };
+  const json::parser_callback_t track = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        if (stack.size() >= std::size_t(kMaxJsonDepth)) throw too_deep(steps(nullptr));
+        stack.push_back({event == json::parse_event_t::object_start, {}, {}, 0});
+        break;
+      case json::parse_event_t::key: {
+        const std::string key = parsed.get<std::string>();
+        if (!stack.back().keys.insert(key).second)
+          throw JsonTextError{pointer(steps(&key)),
+                              "duplicate key \"" + key +
+                                  "\" (each key may appear once in an object; the last "
+                                  "would silently win)"};
+        stack.back().key = key;
+        break;
+      }
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        stack.pop_back();
+        child_done();
+        break;
+      case json::parse_event_t::value:
+        child_done();
+        break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, track);
+  } catch (const json::parse_error& e) {
+    // nlohmann reports the byte after the error; users want a line and a column.
+    std::size_t line = 1, column = 1;
+    const std::size_t byte = e.byte > 0 ? e.byte - 1 : 0;
+    for (std::size_t i = 0; i < byte && i < text.size(); ++i) {
+      if (text[i] == '\n')
+        line++, column = 1;
+      else
+        column++;
+    }
+    throw JsonTextError{std::to_string(line) + ":" + std::to_string(column),
+                        "not valid JSON: " + json_error_message(e)};
+  } catch (const json::exception& e) {  // e.g. a number too large for a double
+    throw JsonTextError{"", "not valid JSON: " + json_error_message(e)};
+  }
 }
 
 std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
@@ -225,6 +384,8 @@ std::string join_quoted(const std::vector<std::string>& words) {
 
 // Turns valijson's error tree into one message per deepest failing path.
 std::vector<std::string> JsonSchema::problems(const json& doc) const {
+  // The conversion below and valijson both recurse once per level.
+  if (const std::string deep = nesting_problem(doc); !deep.empty()) return {deep};
   const plain_json plain = plain_json::parse(doc.dump());
   valijson::Validator validator;
   valijson::ValidationResults results;

@@ -1,15 +1,19 @@
 // sdpa-bench: subcommands only; every piece of logic lives in the libraries.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <regex>
 
 #include "sdpa/attend.hpp"
 #include "sdpa/claims.hpp"
 #include "sdpa/compare.hpp"
 #include "sdpa/experiments.hpp"
+#include "sdpa/input_file.hpp"
 #include "sdpa/journal.hpp"
+#include "sdpa/json_schema.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/plots.hpp"
 #include "sdpa/report.hpp"
@@ -80,9 +84,26 @@ struct ReportOptions {
   bool plots = false;
 };
 
+std::vector<sdpa::NamedPath> inputs_named(const std::vector<std::string>& files,
+                                          const std::string& role) {
+  std::vector<sdpa::NamedPath> named;
+  named.reserve(files.size());
+  for (const auto& f : files) named.push_back({f, role});
+  return named;
+}
+
 int report(const ReportOptions& o) {
   if (o.out.empty() && (o.format != "md" || o.plots))
     throw sdpa::InputError("report: --format csv|both and --plots write files; give --out DIR");
+  namespace fs = std::filesystem;
+  const auto inputs = inputs_named(o.files, "a result file to report on");
+  if (!o.out.empty()) {
+    sdpa::check_output_folder("--out", o.out, {"README.md"}, inputs);
+    if (o.format != "md")
+      sdpa::check_output_folder("--out", (fs::path(o.out) / "csv").string(), {}, inputs);
+    if (o.plots)
+      sdpa::check_output_folder("--out", (fs::path(o.out) / "plots").string(), {}, inputs);
+  }
   std::vector<sdpa::report::ResultFile> results;
   int status = 0;
   for (const auto& f : o.files) {
@@ -100,12 +121,14 @@ int report(const ReportOptions& o) {
     std::cout << sdpa::report::markdown(sdpa::report::tables(docs));
     return status;
   }
-  namespace fs = std::filesystem;
   std::vector<sdpa::report::CsvFile> csvs;
+  std::vector<std::pair<std::string, std::string>> files;  // written together, all or nothing
   if (o.format != "md") {
     csvs = sdpa::report::csv_files(results);
     for (const auto& c : csvs)
-      sdpa::write_file_atomically((fs::path(o.out) / "csv" / c.name).string(), c.text);
+      files.emplace_back((fs::path(o.out) / "csv" / c.name).string(), c.text);
+    for (const auto& [path, text] : files)  // their names are known only now
+      sdpa::check_output_file("--out", path, inputs);
   }
   std::vector<std::string> plot_names;
   if (o.plots) {
@@ -114,13 +137,15 @@ int report(const ReportOptions& o) {
     plot_names = p.plots;
   }
   if (o.format != "csv")
-    sdpa::write_file_atomically((fs::path(o.out) / "README.md").string(),
-                                sdpa::report::index_markdown(results, plot_names, csvs));
+    files.emplace_back((fs::path(o.out) / "README.md").string(),
+                       sdpa::report::index_markdown(results, plot_names, csvs));
+  sdpa::write_files_atomically(files);
   std::cerr << "report: written to " << o.out << "\n";
   return status;
 }
 
 int claims(const std::vector<std::string>& files, const std::string& output) {
+  if (!output.empty()) sdpa::check_output_file("-o", output, inputs_named(files, "an input"));
   std::vector<sdpa::json> results;
   results.reserve(files.size());
   for (const auto& f : files) results.push_back(sdpa::report::read_result_file(f));
@@ -137,6 +162,9 @@ int claims(const std::vector<std::string>& files, const std::string& output) {
 
 int compare(const std::vector<std::string>& paths, const std::string& format,
             const std::string& out_dir) {
+  // compare-N.csv: one per table, at most one per experiment of the first file and a few more.
+  if (!out_dir.empty())
+    sdpa::check_output_folder("--out", out_dir, {"compare.md"}, inputs_named(paths, "an input"));
   std::vector<sdpa::compare::ResultFile> files;
   int status = 0;
   for (const auto& p : paths) {
@@ -152,15 +180,20 @@ int compare(const std::vector<std::string>& paths, const std::string& format,
   std::string csv;
   for (const auto& t : tables)
     csv += (csv.empty() ? "# " : "\n# ") + t.title + "\n" + sdpa::compare::csv(t);
-  std::cout << (format == "csv" ? csv : sdpa::report::markdown(tables));
   if (!out_dir.empty()) {
-    sdpa::write_file_atomically(out_dir + "/compare.md", sdpa::report::markdown(tables));
+    std::vector<std::pair<std::string, std::string>> outputs = {
+        {out_dir + "/compare.md", sdpa::report::markdown(tables)}};
     for (std::size_t i = 0; i < tables.size(); ++i)
-      sdpa::write_file_atomically(out_dir + "/compare-" + std::to_string(i + 1) + ".csv",
-                                  sdpa::compare::csv(tables[i]));
+      outputs.emplace_back(out_dir + "/compare-" + std::to_string(i + 1) + ".csv",
+                           sdpa::compare::csv(tables[i]));
+    for (const auto& [path, text] : outputs)  // the CSV names are known only now
+      sdpa::check_output_file("--out", path, inputs_named(paths, "an input"));
+    sdpa::write_files_atomically(outputs);
+  }
+  std::cout << (format == "csv" ? csv : sdpa::report::markdown(tables));
+  if (!out_dir.empty())
     std::cerr << "wrote " << out_dir << "/compare.md and compare-1.csv .. compare-" << tables.size()
               << ".csv (one per table, in order)\n";
-  }
   return 0;
 }
 
@@ -181,6 +214,57 @@ int run_attend(const sdpa::AttendOptions& options) {
   return 0;
 }
 
+// A command-line mistake as a user reads it: CLI11's message, which names the option,
+// rewritten where it does not ("A subcommand is required" for an unknown subcommand), and
+// always led by the subcommand. main prints it as an error with exit code 2.
+std::string usage_message(const CLI::ParseError& e, const CLI::App& app, int argc, char** argv) {
+  std::string where, message = e.what();
+  for (const auto* sub : app.get_subcommands()) where = sub->get_name() + ": ";
+  if (where.empty() && message == "A subcommand is required") {
+    std::vector<std::string> names;
+    for (const auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+    std::string expected;
+    for (const auto& n : names) expected += (expected.empty() ? "" : ", ") + n;
+    std::string word;
+    for (int i = 1; i < argc && word.empty(); ++i)
+      if (argv[i][0] != '-') word = argv[i];
+    if (word.empty()) return "expected a subcommand (" + expected + "), found none";
+    const std::string hint = sdpa::closest(word, names);
+    return "unknown subcommand \"" + word + "\"" +
+           (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") + "; expected one of " +
+           expected;
+  }
+  const std::string extras = "The following argument";
+  if (message.rfind(extras, 0) == 0)
+    message = "unexpected argument(s): " + message.substr(message.find(": ") + 2);
+  std::smatch m;
+  if (std::regex_match(message, m, std::regex("(.*): 1 required TEXT missing")))
+    message = m[1].str() + ": expected a value, found none";
+  else if (std::regex_match(message, m,
+                            std::regex("(.*): At least (\\d+) required but received (\\d+)")))
+    message = m[1].str() + ": expected at least " + m[2].str() + " values, found " + m[3].str();
+  else if (std::regex_match(message, m, std::regex("(.*) is required")))
+    message = "missing " + m[1].str();
+  return where + message;
+}
+
+// Options given with an empty value ("-o ''") are mistakes, never "use the default".
+void refuse_empty_values(const CLI::App& command) {
+  for (const auto* option : command.get_options())
+    if (option->count() > 0 && option->get_type_size_min() > 0)
+      for (const auto& value : option->results())
+        if (value.empty())
+          throw sdpa::InputError(command.get_name() + ": " + option->get_name() +
+                                 ": expected a value, found an empty string");
+}
+
+void check_choice(const std::string& option, const std::string& value,
+                  const std::vector<std::string>& choices) {
+  if (std::find(choices.begin(), choices.end(), value) != choices.end()) return;
+  throw sdpa::InputError(option + ": expected one of " + sdpa::join_quoted(choices) + ", found \"" +
+                         value + "\"");
+}
+
 // Parses the command line and runs the subcommand; main turns what it throws into exit codes.
 int dispatch(int argc, char** argv) {
   sdpa::RunOptions run_options;
@@ -192,7 +276,9 @@ int dispatch(int argc, char** argv) {
                                         sdpa::suite_info()["git_commit"].get<std::string>() + ")");
   app.require_subcommand(1);
 
-  std::string config_path;
+  // Numbers are read as text and checked by the library against the config's own limits
+  // (configs/schema.json), so a flag and the config value it stands for share one range.
+  std::string config_path, run_threads;
   auto* run_cmd = app.add_subcommand(
       "run",
       "validate and run a config, write its result file, print its tables; Google "
@@ -206,10 +292,8 @@ int dispatch(int argc, char** argv) {
                     "journal itself in place of CONFIG");
   run_cmd->add_option("-o,--output", run_options.output,
                       "result file (default results/<machine-id>/<config-name>-<UTC time>.json)");
-  run_cmd
-      ->add_option("-j,--threads", run_options.threads,
-                   "threads (default: the config's, else all cores)")
-      ->check(CLI::PositiveNumber);
+  run_cmd->add_option("-j,--threads", run_threads,
+                      "threads, 1 to 1024 (default: the config's, else all cores)");
   run_cmd->add_option(
       "--benchmark-json", run_options.benchmark_json,
       "also write Google Benchmark's JSON of the timing cells (compare.py reads it)");
@@ -217,16 +301,17 @@ int dispatch(int argc, char** argv) {
   auto* validate_cmd = app.add_subcommand("validate", "check a config without running it");
   validate_cmd->add_option("config", config_path, "config file (JSON)")->required();
 
-  app.add_subcommand("list", "experiment kinds and kernels available on this machine");
+  auto* list_cmd =
+      app.add_subcommand("list", "experiment kinds and kernels available on this machine");
   bool id_only = false;
-  app.add_subcommand("info", "the machine fingerprint and build, as JSON")
-      ->add_flag("--machine-id", id_only, "print only the machine id (the results/ folder name)");
+  auto* info_cmd = app.add_subcommand("info", "the machine fingerprint and build, as JSON");
+  info_cmd->add_flag("--machine-id", id_only,
+                     "print only the machine id (the results/ folder name)");
 
   ReportOptions report_options;
   auto* report_cmd = app.add_subcommand("report", "tables from result files (no experiment runs)");
   report_cmd->add_option("results", report_options.files, "result files")->required();
-  report_cmd->add_option("--format", report_options.format, "md, csv or both (csv needs --out)")
-      ->check(CLI::IsMember({"md", "csv", "both"}));
+  report_cmd->add_option("--format", report_options.format, "md, csv or both (csv needs --out)");
   report_cmd->add_option(
       "--out", report_options.out,
       "folder for README.md (tables), csv/ and plots/ (default: Markdown to stdout)");
@@ -254,13 +339,12 @@ int dispatch(int argc, char** argv) {
       ->add_option("results", compare_files, "two or more result files; the first is the baseline")
       ->required()
       ->expected(2, -1);
-  compare_cmd->add_option("--format", compare_format, "md or csv on stdout (default md)")
-      ->check(CLI::IsMember({"md", "csv"}));
+  compare_cmd->add_option("--format", compare_format, "md or csv on stdout (default md)");
   compare_cmd->add_option("--out", compare_out,
                           "also write compare.md and one compare-N.csv per table into this folder");
 
   sdpa::AttendOptions attend_options;
-  double attend_scale = 0;
+  std::string attend_scale, attend_threads;
   auto* attend_cmd = app.add_subcommand(
       "attend", "run one kernel on .npy arrays (float32, C order) and write .npy outputs");
   attend_cmd->add_option("--q", attend_options.q, "Q: (n_q, d_k) or (b, n_q, d_k)")->required();
@@ -274,23 +358,44 @@ int dispatch(int argc, char** argv) {
   attend_cmd->add_option("--kernel", attend_options.kernel, "kernel (default flash; see `list`)");
   attend_cmd->add_option("--scale", attend_scale, "scale c (default 1/sqrt(d_k))");
   attend_cmd->add_flag("--causal", attend_options.causal, "causal mask (bottom-right aligned)");
-  attend_cmd->add_option("-j,--threads", attend_options.threads, "threads (default 1)")
-      ->check(CLI::PositiveNumber);
+  attend_cmd->add_option("-j,--threads", attend_threads, "threads, 1 to 1024 (default 1)");
 
-  CLI11_PARSE(app, argc, argv);
-  if (attend_cmd->count("--scale")) attend_options.scale = attend_scale;
-  if (!run_options.benchmark_flags.empty() && !*run_cmd) {
-    std::cerr << "error: arguments after -- are Google Benchmark flags, for `run` only\n";
-    return 2;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    throw sdpa::InputError(usage_message(e, app, argc, argv) +
+                           "\nRun with --help for more information.");
   }
-  if (*run_cmd) return run(config_path, resume, run_options);
-  if (*compare_cmd) return compare(compare_files, compare_format, compare_out);
+  for (const auto* command : app.get_subcommands()) refuse_empty_values(*command);
+  if (!run_options.benchmark_flags.empty() && !*run_cmd)
+    throw sdpa::InputError("arguments after -- are Google Benchmark flags, for `run` only");
+  if (*run_cmd) {
+    if (!run_threads.empty())
+      run_options.threads = sdpa::parse_threads_option("-j,--threads", run_threads);
+    return run(config_path, resume, run_options);
+  }
+  if (*compare_cmd) {
+    check_choice("--format", compare_format, {"md", "csv"});
+    return compare(compare_files, compare_format, compare_out);
+  }
   if (*validate_cmd) return validate(config_path);
-  if (app.got_subcommand("list")) return list();
-  if (app.got_subcommand("info")) return info(id_only);
-  if (*report_cmd) return report(report_options);
+  if (*list_cmd) return list();
+  if (*info_cmd) return info(id_only);
+  if (*report_cmd) {
+    check_choice("--format", report_options.format, {"md", "csv", "both"});
+    return report(report_options);
+  }
   if (*claims_cmd) return claims(claims_files, claims_output);
-  if (*attend_cmd) return run_attend(attend_options);
+  if (*attend_cmd) {
+    if (!attend_scale.empty())
+      attend_options.scale =
+          sdpa::parse_number_option("--scale", attend_scale, sdpa::NumberRange{});
+    if (!attend_threads.empty())
+      attend_options.threads = sdpa::parse_threads_option("-j,--threads", attend_threads);
+    return run_attend(attend_options);
+  }
   return 0;
 }
 

@@ -1,9 +1,15 @@
 #include "sdpa/attend.hpp"
 
+#include <algorithm>
+#include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <optional>
 
+#include "sdpa/experiments.hpp"
 #include "sdpa/input_error.hpp"
+#include "sdpa/input_file.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/npy.hpp"
 
@@ -49,6 +55,30 @@ npy::Array shaped_like(const Operand& like, std::int64_t rows, std::int64_t cols
   return a;
 }
 
+std::string number(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+// NaN or inf in an input would be hidden, not shown: the kernels' max subtraction turns a
+// row with NaN into lse = -inf and o = 0. So inputs must be finite; the first that is not is
+// named by its index.
+void expect_finite(const Operand& o) {
+  const auto& d = o.array.data;
+  const auto bad = std::find_if(d.begin(), d.end(), [](float x) { return !std::isfinite(x); });
+  if (bad == d.end()) return;
+  const std::int64_t i = bad - d.begin(), row = i / o.cols % o.rows, col = i % o.cols;
+  throw InputError(
+      o.path + ": expected finite values, found " + number(*bad) + " at row " +
+      std::to_string(row) + ", column " + std::to_string(col) +
+      (o.array.shape.size() == 3 ? " of batch " + std::to_string(i / o.cols / o.rows) : ""));
+}
+
+bool all_finite(const std::vector<float>& x) {
+  return std::all_of(x.begin(), x.end(), [](float v) { return std::isfinite(v); });
+}
+
 }  // namespace
 
 std::vector<std::string> attend(const AttendOptions& o) {
@@ -57,12 +87,36 @@ std::vector<std::string> attend(const AttendOptions& o) {
     throw InputError("--kernel: unknown kernel \"" + o.kernel + "\" (see `sdpa-bench list`)");
   if (!o.grad_out.empty() && !kernel->backward)
     throw InputError("--kernel: \"" + o.kernel + "\" has no backward, needed for --grad-out");
+  // Every output is checked, and written, together: all or nothing.
+  std::vector<std::string> names = {"o.npy", "lse.npy"};
+  if (!o.grad_out.empty()) names.insert(names.end(), {"dq.npy", "dk.npy", "dv.npy"});
+  check_output_folder("--out", o.out, names,
+                      {{o.q, "--q"}, {o.k, "--k"}, {o.v, "--v"}, {o.grad_out, "--grad-out"}});
+
   const Operand q = load(o.q, "Q"), k = load(o.k, "K"), v = load(o.v, "V");
   const std::string rank = q.array.shape.size() == 3 ? "(" + std::to_string(q.batch) + ", " : "(";
+  for (const Operand* a : {&q, &k, &v})
+    expect(a->batch > 0 && a->rows > 0 && a->cols > 0, *a,
+           "a shape without zero dimensions (attention needs a query, a key and d >= 1)");
   expect(k.array.shape.size() == q.array.shape.size() && k.batch == q.batch && k.cols == q.cols, k,
          "K of shape " + rank + "n_kv, " + std::to_string(q.cols) + "), like Q's batch and d_k");
   expect(v.array.shape.size() == q.array.shape.size() && v.batch == q.batch && v.rows == k.rows, v,
          "V of shape " + rank + std::to_string(k.rows) + ", d_v), like K's batch and n_kv");
+  std::optional<Operand> d_out;
+  if (!o.grad_out.empty()) {
+    d_out.emplace(load(o.grad_out, "dO"));
+    const auto out_shape = shaped_like(q, q.rows, v.cols, {}).shape;
+    expect(d_out->array.shape == out_shape, *d_out,
+           "dO shaped like the output " + shape_text(out_shape));
+  }
+  for (const Operand* a : {&q, &k, &v}) expect_finite(*a);
+  if (d_out) expect_finite(*d_out);
+  const double scale = o.scale.value_or(1.0 / std::sqrt(double(q.cols)));
+  if (std::abs(scale) > FLT_MAX || (scale != 0 && std::abs(scale) < FLT_MIN))
+    throw InputError(
+        "--scale: expected 0 or a magnitude in fp32's normal range [1.18e-38, "
+        "3.4e+38] (the kernels compute in fp32), found " +
+        number(scale));
 
   const Shape shape{q.batch, q.rows, k.rows, q.cols, v.cols};
   std::vector<float> out(shape.out_elements()), lse(shape.rows());
@@ -72,41 +126,47 @@ std::vector<std::string> attend(const AttendOptions& o) {
                   .v = v.array.data.data(),
                   .out = out.data()};
   fwd.lse = lse.data();
-  fwd.scale = float(o.scale.value_or(1.0 / std::sqrt(double(q.cols))));
+  fwd.scale = float(scale);
   fwd.causal = o.causal;
   fwd.threads = o.threads;
   kernel->forward(fwd);
+  std::vector<std::pair<std::string, npy::Array>> outputs = {
+      {"o.npy", shaped_like(q, q.rows, v.cols, out)}, {"lse.npy", shaped_like(q, q.rows, 0, lse)}};
+
+  if (d_out) {
+    std::vector<float> dq(shape.q_elements()), dk(shape.k_elements()), dv(shape.v_elements());
+    BackwardArgs bwd{.shape = shape,
+                     .q = fwd.q,
+                     .k = fwd.k,
+                     .v = fwd.v,
+                     .out = out.data(),
+                     .lse = lse.data(),
+                     .d_out = d_out->array.data.data(),
+                     .d_q = dq.data(),
+                     .d_k = dk.data(),
+                     .d_v = dv.data()};
+    bwd.scale = fwd.scale, bwd.causal = o.causal, bwd.threads = o.threads;
+    kernel->backward(bwd);
+    outputs.emplace_back("dq.npy", shaped_like(q, q.rows, q.cols, dq));
+    outputs.emplace_back("dk.npy", shaped_like(k, k.rows, k.cols, dk));
+    outputs.emplace_back("dv.npy", shaped_like(v, v.rows, v.cols, dv));
+  }
+  // Finite inputs can still overflow fp32 in c q.k (or in a gradient): refused rather than
+  // written as inf and NaN.
+  for (const auto& [name, array] : outputs)
+    if (!all_finite(array.data))
+      throw InputError("scale " + number(scale) +
+                       ": the scores c q.k (or the gradients) overflow fp32 for these inputs: " +
+                       name + " would hold non-finite values; reduce the scale or the inputs");
 
   namespace fs = std::filesystem;
-  fs::create_directories(o.out);
+  std::vector<std::pair<std::string, std::string>> files;
   std::vector<std::string> written;
-  auto save = [&](const char* name, const npy::Array& a) {
+  for (const auto& [name, array] : outputs) {
     written.push_back((fs::path(o.out) / name).string());
-    npy::write(written.back(), a);
-  };
-  save("o.npy", shaped_like(q, q.rows, v.cols, out));
-  save("lse.npy", shaped_like(q, q.rows, 0, lse));
-  if (o.grad_out.empty()) return written;
-
-  const Operand d_out = load(o.grad_out, "dO");
-  expect(d_out.array.shape == shaped_like(q, q.rows, v.cols, {}).shape, d_out,
-         "dO shaped like the output " + shape_text(shaped_like(q, q.rows, v.cols, {}).shape));
-  std::vector<float> dq(shape.q_elements()), dk(shape.k_elements()), dv(shape.v_elements());
-  BackwardArgs bwd{.shape = shape,
-                   .q = fwd.q,
-                   .k = fwd.k,
-                   .v = fwd.v,
-                   .out = out.data(),
-                   .lse = lse.data(),
-                   .d_out = d_out.array.data.data(),
-                   .d_q = dq.data(),
-                   .d_k = dk.data(),
-                   .d_v = dv.data()};
-  bwd.scale = fwd.scale, bwd.causal = o.causal, bwd.threads = o.threads;
-  kernel->backward(bwd);
-  save("dq.npy", shaped_like(q, q.rows, q.cols, dq));
-  save("dk.npy", shaped_like(k, k.rows, k.cols, dk));
-  save("dv.npy", shaped_like(v, v.rows, v.cols, dv));
+    files.emplace_back(written.back(), npy::serialize(array));
+  }
+  write_files_atomically(files);
   return written;
 }
 

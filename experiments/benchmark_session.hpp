@@ -28,7 +28,8 @@ class BenchmarkSession {
  public:
   // `flags`: Google Benchmark flags such as "--benchmark_filter=naive"; `json_path`: where its
   // JSON goes ("" for nowhere). --benchmark_out=FILE is the same as json_path (JSON only).
-  // Throws InputError for flags Google Benchmark does not know.
+  // Throws InputError for flags Google Benchmark does not know, and for values out of range
+  // (numbers in the range of the config value they stand for) or malformed.
   BenchmarkSession(const std::vector<std::string>& flags, const std::string& json_path);
   ~BenchmarkSession();
   BenchmarkSession(const BenchmarkSession&) = delete;
@@ -39,8 +40,12 @@ class BenchmarkSession {
   BenchmarkRuns run(const std::string& name, const std::function<void()>& body,
                     const BenchmarkSettings& settings);
 
-  // Writes the JSON file (atomically), if one was asked for. Called once, after the last run.
-  void finish();
+  // Where Google Benchmark's JSON goes (--benchmark-json or --benchmark_out), "" for nowhere.
+  const std::string& json_path() const;
+
+  // The JSON file's text, if one was asked for ("" otherwise). Called once, after the last
+  // run; the runner writes it with the result file, all or nothing.
+  std::string finish();
 
  private:
   struct State;

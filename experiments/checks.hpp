@@ -2,9 +2,14 @@
 // "<json path below the experiment>: <message>", as ExperimentKind::check does.
 #pragma once
 
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
+#include "inputs.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/kernels.hpp"
 
@@ -18,6 +23,33 @@ inline json grid_values(const json& value) {
 // The JSON path of a grid parameter's i-th value: "/key/i" for a list, "/key" for one value.
 inline std::string grid_path(const json& params, const std::string& key, std::size_t i) {
   return "/" + key + (params[key].is_array() ? "/" + std::to_string(i) : "");
+}
+
+// The JSON path of the value a cell took of a grid parameter.
+inline std::string cell_path(const json& params, const json& cell, const std::string& key) {
+  const json values = grid_values(params[key]);
+  const auto at = std::find(values.begin(), values.end(), cell[key]);
+  return grid_path(params, key, std::size_t(at - values.begin()));
+}
+
+// A scale the kernels would not receive as it is: outside fp32's normal range it becomes inf
+// or 0, or loses precision, when converted. "" when it is inside.
+inline std::string scale_range_problem(const json& params, const json& cell, double scale) {
+  if (std::abs(scale) >= FLT_MIN && std::abs(scale) <= FLT_MAX) return "";
+  char value[64];
+  std::snprintf(value, sizeof value, "%g", scale);
+  return cell_path(params, cell, "scale") + ": scale " + cell["scale"].dump() +
+         (cell["scale"].is_string() ? " is " + std::string(value) : "") + " at d_k " +
+         cell["d_k"].dump() + ", outside fp32's normal range [1.18e-38, 3.4e+38], where the " +
+         "kernels compute";
+}
+
+// The cell check of kinds that draw Q and K and run a kernel on them: the scale, the entries
+// and the scores inside fp32's range.
+inline std::string attention_range_problem(const json& params, const json& cell, double scale,
+                                           const InputSpec& inputs) {
+  if (std::string p = scale_range_problem(params, cell, scale); !p.empty()) return p;
+  return inputs.fp32_problem(cell["d_k"].get<double>(), scale);
 }
 
 // Every kernel named in params["kernel"] must have a backward; the message lists those that do.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "checks.hpp"
 #include "kinds.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/stats.hpp"
@@ -148,6 +149,11 @@ ExperimentKind entropy_experiment() {
                    96.0 * trials;
           },
       .check = nullptr,
+      .cell_check =
+          [](const json& params, const json& cell) {
+            const AttentionCell c(cell);
+            return attention_range_problem(params, cell, c.scale, c.inputs);
+          },
   };
 }
 

@@ -148,6 +148,11 @@ ExperimentKind gradient_experiment() {
                    8.0 * n_kv + 96.0 * n_q + 16.0 * d_model * d_k;
           },
       .check = kernels_without_backward,
+      .cell_check =
+          [](const json& params, const json& cell) {
+            const AttentionCell c(cell);
+            return attention_range_problem(params, cell, c.scale, c.inputs);
+          },
   };
 }
 

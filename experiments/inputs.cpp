@@ -1,7 +1,9 @@
 #include "inputs.hpp"
 
 #include <boost/random/uniform_real_distribution.hpp>
+#include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 namespace sdpa {
@@ -74,6 +76,38 @@ theory::ScoreModel InputSpec::score_model(double d_k, double scale, std::int64_t
     return {d_k, scale, 0, sd, 0, sd, n_q, n_k};
   }
   return {d_k, scale, mean_q, std_q, mean_k, std_k, n_q, n_k};
+}
+
+std::string InputSpec::fp32_problem(double d_k, double scale) const {
+  const double tiny = std::ldexp(double(FLT_MIN), 24);  // 2^-102
+  const theory::ScoreModel m = score_model(d_k, scale, 1, 1);
+  // The largest entries (projected inputs have unit-variance tokens through W: their sd is
+  // the model's), and the typical ones.
+  const double q_max = std::abs(m.mean_q) + 10 * m.std_q, k_max = std::abs(m.mean_k) + 10 * m.std_k;
+  const double q_rms = std::hypot(m.mean_q, m.std_q), k_rms = std::hypot(m.mean_k, m.std_k);
+  const double score_max = d_k * q_max * k_max * std::max(1.0, std::abs(scale));
+  const double product = q_rms * k_rms * std::min(1.0, std::abs(scale));
+  char what[256];
+  const char* remedy = "reduce the means, standard deviations or scale";
+  if (q_max > FLT_MAX || k_max > FLT_MAX)
+    std::snprintf(what, sizeof what, "/%s: inputs reach about %.3g (|mean| + 10 sd)",
+                  q_max >= k_max ? (m.mean_q != 0 ? "mean_q" : "std_q")
+                                 : (m.mean_k != 0 ? "mean_k" : "std_k"),
+                  std::max(q_max, k_max));
+  else if (score_max > FLT_MAX)
+    std::snprintf(what, sizeof what,
+                  ": scores c q.k can reach about %.3g (d_k %g times the largest entries %.3g "
+                  "and %.3g, scale %g)",
+                  score_max, d_k, q_max, k_max, scale);
+  else if (std::min(q_rms, k_rms) < tiny || product < tiny)
+    remedy = "increase the standard deviations or the scale",
+    std::snprintf(what, sizeof what,
+                  ": entries of about %.3g and %.3g (scale %g) make products of about %.3g, "
+                  "below fp32's full precision (2^-102 = %.3g)",
+                  q_rms, k_rms, scale, q_rms * k_rms * std::abs(scale), tiny);
+  else
+    return "";
+  return std::string(what) + "; the kernels compute in fp32 (largest 3.4e+38): " + remedy;
 }
 
 }  // namespace sdpa

@@ -44,6 +44,13 @@ struct InputSpec {
   // Whether scores are i.i.d. across (query, key) pairs with the moments of score_model
   // (false for aligned pairs, whose dot products are shifted).
   bool independent_scores() const { return alignment == 0; }
+
+  // Why inputs drawn so, and their scores c q.k, would leave fp32's range (the kernels'), as
+  // "<json path>: <message>", or "" when they stay inside it. Entries are bounded by
+  // |mean| + 10 sd (a normal passes it once in 10^23 draws) and a score by d_k times the
+  // product of those bounds, so "inside" holds for every draw of an experiment; entries or
+  // products below 2^-102 are refused too, since fp32 keeps its 24 bits only above that.
+  std::string fp32_problem(double d_k, double scale) const;
 };
 
 }  // namespace sdpa

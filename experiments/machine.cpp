@@ -1,15 +1,22 @@
 // The machine fingerprint and build provenance recorded in every result file, read from the
-// OS (/proc, /sys) and from what CMake recorded at configure time.
+// CPU (cpu_identity.hpp), the OS (/proc, /sys) and what CMake recorded at configure time.
 #include <sys/utsname.h>
 #include <unistd.h>
+#ifdef __aarch64__
+#include <sys/auxv.h>
+#include <sys/prctl.h>
+#endif
 
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <iomanip>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "build_info.hpp"
+#include "cpu_identity.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/kernels.hpp"
 
@@ -34,21 +41,35 @@ std::string cpuinfo(const std::string& key) {
   return "";
 }
 
-// The ISA extensions that matter for these kernels, as the CPU reports them.
+// The ISA extensions that matter for these kernels, as the CPU reports them: /proc/cpuinfo's
+// flags on x86; on aarch64 the kernel's hardware capabilities (what /proc/cpuinfo's Features
+// line prints, but also right under qemu, which shows the host's /proc/cpuinfo).
 json isa_extensions() {
-  static const char* wanted[] = {"sse4_2",   "avx",         "avx2",        "fma",
-                                 "f16c",     "avx512f",     "avx512dq",    "avx512bw",
-                                 "avx512vl", "avx512_bf16", "avx512_vnni", "avx512_fp16",
-                                 "amx_tile", "asimd",       "sve"};
-  std::istringstream flags(cpuinfo("flags") + " " + cpuinfo("Features"));
+  json out = json::array();
+#ifdef __aarch64__
+  const unsigned long hwcap = getauxval(AT_HWCAP), hwcap2 = getauxval(AT_HWCAP2);
+  const std::pair<const char*, bool> flags[] = {
+      {"asimd", hwcap & HWCAP_ASIMD},     {"asimdhp", hwcap & HWCAP_ASIMDHP},
+      {"asimddp", hwcap & HWCAP_ASIMDDP}, {"sve", hwcap & HWCAP_SVE},
+      {"sve2", hwcap2 & HWCAP2_SVE2},     {"bf16", hwcap2 & HWCAP2_BF16},
+      {"i8mm", hwcap2 & HWCAP2_I8MM}};
+  for (const auto& [name, present] : flags)
+    if (present) out.push_back(name);
+#else
+  static const char* wanted[] = {
+      "sse4_2",   "avx",      "avx2",        "fma",         "f16c",        "avx512f", "avx512dq",
+      "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni", "avx512_fp16", "amx_tile"};
+  std::istringstream flags(cpuinfo("flags"));
   std::vector<std::string> have;
   for (std::string f; flags >> f;) have.push_back(f);
-  json out = json::array();
   for (const char* w : wanted)
     if (std::find(have.begin(), have.end(), w) != have.end()) out.push_back(w);
+#endif
   return out;
 }
 
+// The caches sysfs lists for cpu0, else (some virtual machines list none) those cpuid
+// describes, each marked with its source.
 json caches() {
   json out = json::array();
   for (int i = 0; i < 8; ++i) {
@@ -60,7 +81,44 @@ json caches() {
                    {"size", size},
                    {"shared_by_cpus", first_line(dir + "shared_cpu_list")}});
   }
+  if (!out.empty()) return out;
+  for (const auto& c : cpu::cpuid_caches())
+    out.push_back({{"level", c.level},
+                   {"type", c.type},
+                   {"size", std::to_string(c.size_bytes / 1024) + "K"},  // sysfs's notation
+                   {"shared_by_logical_cpus", c.shared_by},
+                   {"source", "cpuid"}});
   return out;
+}
+
+// A name for people: cpuid's brand string on x86 (what /proc/cpuinfo calls "model name"), the
+// implementer and part on Arm, which have no brand string.
+std::string cpu_model(const cpu::Identity& id) {
+  if (!id.brand.empty()) return id.brand;
+  if (id.midr) {
+    std::ostringstream part;
+    part << "part 0x" << std::hex << id.model;
+    return id.vendor + " " + (id.microarchitecture.empty() ? part.str() : id.microarchitecture);
+  }
+  const std::string model = cpuinfo("model name");
+  return model.empty() ? "unknown CPU" : model;
+}
+
+// Lower-case letters and digits, runs of anything else as one '-'.
+std::string slug(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      out += char(std::tolower(static_cast<unsigned char>(c)));
+    else if (!out.empty() && out.back() != '-')
+      out += '-';
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out;
+}
+
+bool has(const json& list, const char* item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
 }
 
 double meminfo_bytes(const std::string& key) {
@@ -90,43 +148,77 @@ int default_threads() {
 
 double available_memory_bytes() { return meminfo_bytes("MemAvailable"); }
 
+std::string frequency_governor() {
+  return first_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor");
+}
+
 json machine_fingerprint() {
   utsname u{};
   uname(&u);
-  std::string model = cpuinfo("model name");
-  if (model.empty()) model = "unknown CPU";
+  const cpu::Identity id = cpu::identity();
   json kernels_isa = json::array();
   for (const auto& k : kernel_registry())
     if (std::find(kernels_isa.begin(), kernels_isa.end(), k.isa) == kernels_isa.end())
       kernels_isa.push_back(k.isa);
-  return {{"cpu_model", model},
-          {"logical_cores", default_threads()},
-          {"architecture", u.machine},
-          {"isa_extensions", isa_extensions()},
-          {"kernel_isas", kernels_isa},
-          {"caches", caches()},
-          {"memory_bytes", meminfo_bytes("MemTotal")},
-          {"os", os_name()},
-          {"kernel", std::string(u.sysname) + " " + u.release}};
+  const auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+  json machine = {{"cpu_model", cpu_model(id)},
+                  {"vendor", or_null(id.vendor)},
+                  {"family", id.family},
+                  {"model", id.model},
+                  {"stepping", id.stepping},
+                  {"microarchitecture", or_null(id.microarchitecture)},
+                  {"logical_cores", default_threads()},
+                  {"architecture", u.machine},
+                  {"isa_extensions", isa_extensions()},
+                  {"kernel_isas", kernels_isa},
+                  {"caches", caches()},
+                  {"memory_bytes", meminfo_bytes("MemTotal")},
+                  {"frequency_governor", or_null(frequency_governor())},
+                  {"hypervisor", or_null(cpu::hypervisor())},
+                  {"os", os_name()},
+                  {"kernel", std::string(u.sysname) + " " + u.release}};
+  if (id.midr) {
+    std::ostringstream midr;
+    midr << "0x" << std::hex << std::setw(8) << std::setfill('0') << *id.midr;
+    machine["midr"] = midr.str();
+    machine["variant"] = *id.variant;
+  }
+#ifdef __aarch64__
+  if (getauxval(AT_HWCAP) & HWCAP_SVE)
+    machine["sve_vector_bits"] = 8 * (prctl(PR_SVE_GET_VL) & PR_SVE_VL_LEN_MASK);
+#endif
+  return machine;
 }
 
+// <brand>-<microarchitecture>-<widest vector ISA>-<cores>c, e.g. "amd-epyc-zen-4-avx512-2c" or
+// "arm-neoverse-v1-sve-2c": hosts sold as one machine type but built on different cores land
+// in different folders. The microarchitecture is left out when the brand already names it and
+// replaced by family and model when it is unknown. Files written before the fingerprint had a
+// microarchitecture keep the id they were written with (result files carry their machine_id).
 std::string machine_id(const json& machine) {
-  std::string slug;
-  for (char c : machine["cpu_model"].get<std::string>()) {
-    if (std::isalnum(static_cast<unsigned char>(c)))
-      slug += char(std::tolower(c));
-    else if (!slug.empty() && slug.back() != '-')
-      slug += '-';
+  std::string id = slug(machine["cpu_model"].get<std::string>());
+  if (machine.contains("microarchitecture")) {
+    std::string core;
+    if (machine["microarchitecture"].is_string())
+      core = slug(machine["microarchitecture"].get<std::string>());
+    else if (!machine.contains("midr"))  // an unknown Arm core's model names its part already
+      core = "family" + std::to_string(machine["family"].get<int>()) + "-model" +
+             std::to_string(machine["model"].get<int>());
+    if (!core.empty() && ("-" + id + "-").find("-" + core + "-") == std::string::npos)
+      id += "-" + core;
   }
-  while (!slug.empty() && slug.back() == '-') slug.pop_back();
   const json& isa = machine["isa_extensions"];
-  const bool avx512 = std::find(isa.begin(), isa.end(), "avx512f") != isa.end();
-  const bool avx2 = std::find(isa.begin(), isa.end(), "avx2") != isa.end();
-  if (avx512)
-    slug += "-avx512";
-  else if (avx2)
-    slug += "-avx2";
-  return slug + "-" + std::to_string(machine["logical_cores"].get<int>()) + "c";
+  if (has(isa, "avx512f"))
+    id += "-avx512";
+  else if (has(isa, "avx2"))
+    id += "-avx2";
+  else if (has(isa, "sve2"))
+    id += "-sve2";
+  else if (has(isa, "sve"))
+    id += "-sve";
+  else if (has(isa, "asimd"))
+    id += "-neon";
+  return id + "-" + std::to_string(machine["logical_cores"].get<int>()) + "c";
 }
 
 json suite_info() {

@@ -253,21 +253,12 @@ Array parse(const std::string& path, std::string_view bytes) {
 }
 
 Array read(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw InputError(path + ": cannot read array: it is a directory, expected a .npy file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open array: " + std::strerror(errno));
-  const std::uint64_t size = std::filesystem::file_size(path, ec);
-  if (ec) throw InputError(path + ": cannot read array: " + ec.message());
-  std::string prefix(std::min<std::uint64_t>(size, 12 + kMaxHeaderBytes), '\0');
-  in.read(prefix.data(), std::streamsize(prefix.size()));
-  prefix.resize(std::size_t(in.gcount()));
-  const Header h = parse_header(path, prefix, size);
+  const InputFile file = InputFile::open(path, "array", "a .npy file");
+  const Header h = parse_header(
+      path, file.read(0, std::min<std::uint64_t>(file.size(), 12 + kMaxHeaderBytes)), file.size());
   Array a = allocate(path, h);
-  in.seekg(std::streamoff(h.data_offset));
-  in.read(reinterpret_cast<char*>(a.data.data()), std::streamsize(h.data_bytes));
-  if (std::uint64_t(in.gcount()) != h.data_bytes)
+  if (file.read_into(h.data_offset, reinterpret_cast<char*>(a.data.data()), h.data_bytes) !=
+      h.data_bytes)
     throw InputError(path + ": cannot read array: the file shrank while being read");
   return a;
 }

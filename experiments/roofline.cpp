@@ -58,6 +58,7 @@ ExperimentKind roofline_experiment() {
             return p["llc_multiple"].get<double>() * last_level_cache_bytes() / threads;
           },
       .check = nullptr,
+      .cell_check = nullptr,
   };
 }
 

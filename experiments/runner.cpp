@@ -14,7 +14,9 @@
 #include "benchmark_session.hpp"
 #include "peak_measure.hpp"
 #include "sdpa/experiments.hpp"
+#include "sdpa/input_file.hpp"
 #include "sdpa/journal.hpp"
+#include "sdpa/report.hpp"
 
 namespace sdpa {
 namespace {
@@ -123,45 +125,39 @@ class InterruptGuard {
   }, old_term_{};
 };
 
-using CellKey = std::pair<std::uint32_t, std::int64_t>;
-
-// The finished cells of a journal, checked against this config and its plan.
-std::map<CellKey, JournalEntry> resumable_cells(const std::string& journal,
-                                                const JournalContents& contents,
-                                                const Config& config,
-                                                const std::vector<ExperimentPlan>& plans) {
-  const JournalHeader& h = contents.header;
-  if (h.config_sha256 != config.sha256)
-    throw InputError(journal + ": the config changed since this run began: " + config.path +
-                     " has SHA-256 " + config.sha256.substr(0, 12) + "..., the journal expects " +
-                     h.config_sha256.substr(0, 12) +
-                     "...; restore the config to resume, or remove the journal to start afresh");
-  if (h.seed != config.seed)
-    throw InputError(journal + ": the journal's seed " + std::to_string(h.seed) +
-                     " differs from the config's " + std::to_string(config.seed));
-  std::map<CellKey, JournalEntry> done;
-  for (const auto& e : contents.entries) {
-    const std::string where = journal + ":" + std::to_string(e.line) + ": ";
-    if (e.experiment >= plans.size() || e.cell < 0 ||
-        std::size_t(e.cell) >= plans[e.experiment].cells.size())
-      throw InputError(where + "corrupt journal line: cell " + std::to_string(e.cell) +
-                       " of experiment " + std::to_string(e.experiment) +
-                       " is not in the config's plan");
-    if (!done.emplace(CellKey{e.experiment, e.cell}, e).second)
-      throw InputError(where + "corrupt journal line: cell " + std::to_string(e.cell) +
-                       " of experiment " + std::to_string(e.experiment) + " is recorded twice");
-  }
-  return done;
+// Everything that could refuse a run, before its first cell: memory for its threads (the
+// config was checked with its own), and every file it will write.
+void check_run(const Config& config, const std::vector<ExperimentPlan>& plans,
+               const JournalHeader& header, const std::string& journal,
+               const std::string& benchmark_json) {
+  if (const auto memory = memory_problems(plans, header.threads); !memory.empty())
+    throw InputError(config.path + ": " + memory.front());
+  check_output_file("-o", header.result,
+                    {{config.path, "the config"}, {benchmark_json, "Google Benchmark's JSON"}});
+  check_output_file("-o", journal, {{config.path, "the config"}});
+  if (!benchmark_json.empty())
+    check_output_file("--benchmark-json", benchmark_json,
+                      {{config.path, "the config"}, {journal, "the run's journal"}});
 }
 
 // A roofline cell finished before a resumption: its peak goes back into the machine section.
-void restore_peak(const ExperimentPlan& plan, const json& record, json& peaks) {
+// A journal's line is checked for its cell and checksum, not its record's fields: a missing
+// one is an InputError naming the line, not the JSON library's message.
+void restore_peak(const ExperimentPlan& plan, const JournalEntry& entry, const std::string& journal,
+                  json& peaks) {
+  const json& record = entry.record;
   if (plan.kind->name != "roofline" || !record.value("supported", false)) return;
-  store_peak(peaks, {{"isa", record["params"]["isa"]},
-                     {"threads", record["threads"]},
-                     {"fma_gflops", record["fma_gflops"]["value"]},
-                     {"triad_gbs", record["triad_gbs"]["value"]},
-                     {"source", "roofline"}});
+  try {
+    store_peak(peaks, {{"isa", record.at("params").at("isa")},
+                       {"threads", record.at("threads")},
+                       {"fma_gflops", record.at("fma_gflops").at("value")},
+                       {"triad_gbs", record.at("triad_gbs").at("value")},
+                       {"source", "roofline"}});
+  } catch (const json::exception&) {
+    throw InputError(journal + ":" + std::to_string(entry.line) +
+                     ": corrupt journal line: a supported roofline record needs /params/isa, "
+                     "/threads, /fma_gflops/value and /triad_gbs/value");
+  }
 }
 
 }  // namespace
@@ -179,8 +175,9 @@ std::string run_config(const Config& config, const RunOptions& options) {
 
   // A fresh run starts a journal; a resumed one takes its header and finished cells.
   JournalHeader header;
-  std::map<CellKey, JournalEntry> done;
+  std::map<std::pair<std::uint32_t, std::int64_t>, JournalEntry> done;
   std::optional<JournalWriter> journal;
+  std::optional<JournalContents> resumed;
   const std::time_t started = std::time(nullptr);
   const std::string fresh_result = !options.output.empty()
                                        ? options.output
@@ -193,17 +190,16 @@ std::string run_config(const Config& config, const RunOptions& options) {
   const std::string resume = resume_command(options.program, journal_path);
   InterruptGuard interrupt(resume);
   if (!options.resume.empty()) {
-    const JournalContents contents = read_journal(journal_path);
-    if (!contents.warning.empty()) std::fprintf(stderr, "warning: %s\n", contents.warning.c_str());
-    done = resumable_cells(journal_path, contents, config, plans);
-    header = contents.header;
+    // Locked before it is read: a live run's journal is not ours to read or continue.
+    journal.emplace(JournalWriter::reopen(journal_path));
+    resumed = read_journal(journal_path);
+    done = journal_cells(journal_path, *resumed, config, plans);
+    header = resumed->header;
     if (!options.output.empty() && options.output != header.result)
       throw InputError(journal_path + ": this run writes " + header.result + ", not " +
                        options.output);
     if (options.threads > 0) header.threads = options.threads;
-    journal.emplace(JournalWriter::reopen(journal_path, contents.valid_bytes));
-    progress.note("resuming " + journal_path + ": " + std::to_string(done.size()) + " of " +
-                  std::to_string(cells) + " cells done");
+    check_run(config, plans, header, journal_path, benchmark.json_path());
   } else {
     header.config_path = config.path;
     header.config_sha256 = config.sha256;
@@ -212,10 +208,23 @@ std::string run_config(const Config& config, const RunOptions& options) {
     header.started_at = utc_time(started, "%Y-%m-%dT%H:%M:%SZ");
     header.threads =
         options.threads > 0 ? options.threads : config.document.value("threads", default_threads());
-    if (std::filesystem::exists(journal_path))
+    check_run(config, plans, header, journal_path, benchmark.json_path());
+    if (std::filesystem::exists(journal_path)) {
+      if (journal_is_live(journal_path))
+        throw InputError(journal_path + ": another run of " + header.result +
+                         " is writing this journal now (it holds its lock); wait for it to "
+                         "finish or stop it, or give this run another -o");
       throw InputError(journal_path + ": an interrupted run of " + header.result +
                        " left this journal; resume it with `" + resume +
                        "`, or remove it to start afresh");
+    }
+  }
+  if (resumed) {
+    if (!resumed->warning.empty()) std::fprintf(stderr, "warning: %s\n", resumed->warning.c_str());
+    journal->continue_after(*resumed);
+    progress.note("resuming " + journal_path + ": " + std::to_string(done.size()) + " of " +
+                  std::to_string(cells) + " cells done");
+  } else {
     journal.emplace(JournalWriter::create(journal_path, header));
   }
 
@@ -241,7 +250,7 @@ std::string run_config(const Config& config, const RunOptions& options) {
     json records = json::array();
     for (const auto& cell : plan.cells) {
       if (const auto it = done.find({plan.index, cell.index}); it != done.end()) {
-        restore_peak(plan, it->second.record, shared.peaks);
+        restore_peak(plan, it->second, journal_path, shared.peaks);
         records.push_back(it->second.record);
         seconds += it->second.seconds;
         journaled_seconds += it->second.seconds;
@@ -275,10 +284,16 @@ std::string run_config(const Config& config, const RunOptions& options) {
   // peak refers to one of them.
   if (!shared.peaks.empty()) result["machine"]["peak"] = shared.peaks;
   result["duration_s"] = journaled_seconds + seconds_since(run_start);
-  write_file_atomically(header.result, result.dump(1) + "\n");
-  benchmark.finish();
-  journal.reset();
-  std::filesystem::remove(journal_path);
+  // The file must be one `report` reads: a result out of its schema (a journal's record
+  // crafted to pass its checks, a statistic that came out non-finite) is refused here, with
+  // the journal kept, rather than written.
+  std::string text = result.dump(1) + "\n";
+  report::parse_result_file(header.result, text);
+  std::vector<std::pair<std::string, std::string>> files = {{header.result, std::move(text)}};
+  if (std::string gb = benchmark.finish(); !benchmark.json_path().empty())
+    files.emplace_back(benchmark.json_path(), std::move(gb));
+  write_files_atomically(files);
+  journal->remove();
   return header.result;
 }
 

@@ -27,14 +27,16 @@ double direction_factor(const std::string& direction) {
 }
 
 struct TimingCell {
-  const Kernel& kernel;
+  std::string kernel_name;
+  const Kernel* kernel;  // null for another machine's kernel (kernel_elsewhere): not run
   Shape shape;
   bool causal;
   std::string direction;
   int threads;
 
   TimingCell(const json& p, int run_threads)
-      : kernel(*find_kernel(p["kernel"].get<std::string>())),
+      : kernel_name(p["kernel"]),
+        kernel(find_kernel(kernel_name)),
         shape{p["batch_heads"], p["n_q"], p["n_kv"], p["d_k"], p["d_v"]},
         causal(p["causal"]),
         direction(p["direction"]),
@@ -44,7 +46,7 @@ struct TimingCell {
   double flops() const { return forward_flops(shape, causal) * direction_factor(direction); }
   // Google Benchmark's name of the cell, so --benchmark_filter can pick cells.
   std::string name() const {
-    return kernel.name + "/" + direction + "/bh:" + std::to_string(shape.batch_heads) +
+    return kernel_name + "/" + direction + "/bh:" + std::to_string(shape.batch_heads) +
            "/nq:" + std::to_string(shape.n_q) + "/nkv:" + std::to_string(shape.n_kv) +
            "/dk:" + std::to_string(shape.d_k) + "/dv:" + std::to_string(shape.d_v) +
            "/causal:" + (causal ? "1" : "0") + "/threads:" + std::to_string(threads);
@@ -80,22 +82,15 @@ std::function<void()> timed_call(const TimingCell& c, Tensors& t) {
   f.scale = float(1 / std::sqrt(double(c.shape.d_k)));
   f.causal = c.causal;
   f.threads = c.threads;
-  if (!c.needs_backward()) return [&c, f] { c.kernel.forward(f); };
+  if (!c.needs_backward()) return [&c, f] { c.kernel->forward(f); };
   f.lse = t.lse.data();
-  c.kernel.forward(f);  // the backward reads the forward's output and row log-sum-exp
+  c.kernel->forward(f);  // the backward reads the forward's output and row log-sum-exp
   const BackwardArgs b = backward_of(f, t.d_out.data(), t.d_q.data(), t.d_k.data(), t.d_v.data());
-  if (c.direction == "backward") return [&c, b] { c.kernel.backward(b); };
-  return [&c, f, b] { c.kernel.forward(f), c.kernel.backward(b); };
+  if (c.direction == "backward") return [&c, b] { c.kernel->backward(b); };
+  return [&c, f, b] { c.kernel->forward(f), c.kernel->backward(b); };
 }
 
 // ---- conditions of the measurement
-
-std::string first_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
 
 json load_average() {
   std::ifstream in("/proc/loadavg");
@@ -122,7 +117,7 @@ std::string affinity() {
 }
 
 json environment_at_start() {
-  std::string governor = first_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor");
+  std::string governor = frequency_governor();
   const std::string scaling = governor.empty()            ? "unknown"
                               : governor == "performance" ? "off"
                                                           : "on";
@@ -151,12 +146,12 @@ json time_statistics(const BenchmarkRuns& runs) {
 // The share of the machine's peak for the kernel's ISA at this thread count: from a roofline
 // measured earlier in the run, else measured now (briefly), never assumed.
 void add_peak(json& record, const TimingCell& c, double gflops, RunShared& shared) {
-  const std::string isa = peak_isa_for(c.kernel.isa);
+  const std::string isa = peak_isa_for(c.kernel->isa);
   if (isa.empty()) {
     record["percent_of_peak"] = nullptr;
     record["peak"] = nullptr;
     record["peak_note"] =
-        "no peak measured: no roofline ISA for kernel ISA \"" + c.kernel.isa + "\"";
+        "no peak measured: no roofline ISA for kernel ISA \"" + c.kernel->isa + "\"";
     return;
   }
   if (!find_peak(shared.peaks, isa, c.threads)) {
@@ -170,6 +165,13 @@ void add_peak(json& record, const TimingCell& c, double gflops, RunShared& share
 
 json run_timing_cell(const CellContext& ctx) {
   const TimingCell c(ctx.cell.params, ctx.threads);
+  if (!c.kernel)
+    return {{"threads", c.threads},
+            {"kernel_isa", c.kernel_name.substr(c.kernel_name.find('@') + 1)},
+            {"flops", c.flops()},
+            {"benchmark_name", c.name()},
+            {"skipped", "not run: this CPU or build has no " + c.kernel_name},
+            {"environment", environment_at_start()}};
   RunShared alone;  // outside a run (tests): peaks and a session of this cell's own
   RunShared& shared = ctx.shared ? *ctx.shared : alone;
   std::unique_ptr<BenchmarkSession> own;
@@ -181,7 +183,7 @@ json run_timing_cell(const CellContext& ctx) {
   Tensors tensors(c, {ctx.seed, ctx.experiment, std::uint32_t(ctx.cell.index), 0});
   const auto call = timed_call(c, tensors);
 
-  json record = {{"threads", c.threads}, {"kernel_isa", c.kernel.isa}, {"flops", c.flops()}};
+  json record = {{"threads", c.threads}, {"kernel_isa", c.kernel->isa}, {"flops", c.flops()}};
   json environment = environment_at_start();
   const BenchmarkRuns runs = session.run(c.name(), call, settings);
   environment["load_average_end"] = load_average();
@@ -215,8 +217,10 @@ std::string quoted_list(const std::vector<std::string>& words) {
 std::vector<std::string> check_timing(const json& e) {
   auto values = [&](const char* key) { return e[key].is_array() ? e[key] : json::array({e[key]}); };
   std::vector<std::string> lacking, with;
-  for (const auto& name : values("kernel"))
-    if (!find_kernel(name.get<std::string>())->backward) lacking.push_back(name);
+  for (const auto& name : values("kernel")) {
+    const Kernel* k = find_kernel(name.get<std::string>());
+    if (k && !k->backward) lacking.push_back(name);
+  }
   for (const auto& k : kernel_registry())
     if (k.backward) with.push_back(k.name);
   std::vector<std::string> problems;
@@ -262,6 +266,7 @@ ExperimentKind timing_experiment() {
             return bytes / threads;
           },
       .check = check_timing,
+      .cell_check = nullptr,
   };
 }
 

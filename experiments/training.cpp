@@ -237,6 +237,10 @@ ExperimentKind training_experiment() {
             return 8.0 * 4 * params + 8.0 * 4 * rows * (d_model + 3 * width);
           },
       .check = check_training,
+      .cell_check =
+          [](const json& params, const json& cell) {
+            return scale_range_problem(params, cell, TrainingCell(cell).scale);
+          },
   };
 }
 

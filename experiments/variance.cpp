@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "checks.hpp"
 #include "kinds.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/rng.hpp"
@@ -178,6 +179,11 @@ ExperimentKind variance_experiment() {
                    96.0 * trials;
           },
       .check = check_variance,
+      .cell_check =
+          [](const json& params, const json& cell) {
+            const VarianceCell c(cell);
+            return attention_range_problem(params, cell, c.scale, c.inputs);
+          },
   };
 }
 

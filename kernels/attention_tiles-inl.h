@@ -46,34 +46,38 @@ struct Gemm {
 };
 
 // The register tile: MR x NV vectors of C held in registers over kc steps of k; each step loads
-// NV vectors of B once and broadcasts MR values of A, for MR * NV independent FMAs.
+// NV vectors of B once and broadcasts MR values of A, for MR * NV independent FMAs. Element I of
+// the tile is row I / NV, vector I % NV. The accumulators are a parameter pack, not an array:
+// SVE vectors are sizeless types, which arrays cannot hold (each still gets its own register,
+// and the compiler loads each B vector and broadcasts each A value once per step).
+template <class P, int MR, int NV, std::size_t... I>
+void MicroTileOf(const Gemm& g, const float* b, std::int64_t ldb, std::int64_t i0, std::int64_t v0,
+                 std::int64_t k0, std::int64_t kc, Gemm::Init init, std::index_sequence<I...>) {
+  constexpr std::int64_t L = P::kLanes;
+  constexpr std::int64_t kRow[] = {std::int64_t(I / NV)...}, kVec[] = {std::int64_t(I % NV)...};
+  float* c = g.c + i0 * g.ldc + v0 * L;
+  // Inlined, or the accumulators would be passed (and kept) on the stack.
+  [&](auto... acc) HWY_ATTR __attribute__((always_inline)) {
+    if (init != Gemm::Init::kZero)
+      ((acc = P::Mul(P::Set(init == Gemm::Init::kLoadScaled ? g.row_scale[i0 + kRow[I]] : 1.0f),
+                     P::Load(c + kRow[I] * g.ldc + kVec[I] * L))),
+       ...);
+    const float* a = g.a + i0 * g.a_row + k0 * g.a_col;
+    const float* bp = b + v0 * L;
+    for (std::int64_t p = 0; p < kc; ++p) {
+      ((acc = P::MulAdd(P::Set(a[kRow[I] * g.a_row]), P::Load(bp + kVec[I] * L), acc)), ...);
+      a += g.a_col;
+      bp += ldb;
+    }
+    (P::Store(acc, c + kRow[I] * g.ldc + kVec[I] * L), ...);
+  }
+  (((void)I, P::Zero())...);
+}
+
 template <class P, int MR, int NV>
 void MicroTile(const Gemm& g, const float* b, std::int64_t ldb, std::int64_t i0, std::int64_t v0,
                std::int64_t k0, std::int64_t kc, Gemm::Init init) {
-  using V = typename P::V;
-  constexpr std::int64_t L = P::kLanes;
-  V acc[MR][NV];
-  float* c = g.c + i0 * g.ldc + v0 * L;
-  for (int i = 0; i < MR; ++i) {
-    const V scale = P::Set(init == Gemm::Init::kLoadScaled ? g.row_scale[i0 + i] : 1.0f);
-    for (int v = 0; v < NV; ++v)
-      acc[i][v] =
-          init == Gemm::Init::kZero ? P::Zero() : P::Mul(scale, P::Load(c + i * g.ldc + v * L));
-  }
-  const float* a = g.a + i0 * g.a_row + k0 * g.a_col;
-  const float* bp = b + v0 * L;
-  for (std::int64_t p = 0; p < kc; ++p) {
-    V bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = P::Load(bp + v * L);
-    for (int i = 0; i < MR; ++i) {
-      const V ai = P::Set(a[i * g.a_row]);
-      for (int v = 0; v < NV; ++v) acc[i][v] = P::MulAdd(ai, bv[v], acc[i][v]);
-    }
-    a += g.a_col;
-    bp += ldb;
-  }
-  for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < NV; ++v) P::Store(acc[i][v], c + i * g.ldc + v * L);
+  MicroTileOf<P, MR, NV>(g, b, ldb, i0, v0, k0, kc, init, std::make_index_sequence<MR * NV>());
 }
 
 using MicroTileFn = void (*)(const Gemm&, const float*, std::int64_t, std::int64_t, std::int64_t,

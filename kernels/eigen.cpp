@@ -1,7 +1,11 @@
 // Registry entries of the Eigen peer: one per instruction set eigen_product.cpp was compiled
 // for (see there), each listed only where this CPU has that set, and `eigen` = the best.
+#include <array>
+#include <iterator>
+#include <utility>
 #include <vector>
 
+#include "hwy/targets.h"
 #include "probe_row.hpp"
 #include "registry_entries.hpp"
 #include "sdpa/kernels.hpp"
@@ -10,11 +14,28 @@ namespace sdpa::detail {
 
 using EigenRowHook = void (*)(const ForwardArgs&, std::int64_t row, const float* scores,
                               std::int64_t visible);
-#ifdef SDPA_EIGEN_X86
+using EigenForward = void (*)(const ForwardArgs&, EigenRowHook);
+
+// A copy of eigen_product.cpp and the Highway target whose instructions it may use: the copy
+// runs where Highway says the CPU supports that target (0: the baseline, runs everywhere).
+struct EigenCopy {
+  const char* isa;
+  std::int64_t hwy_target;
+  EigenForward forward;
+};
+
+// The copies kernels/CMakeLists.txt compiles for this architecture, best first.
+#if HWY_ARCH_X86_64
 void eigen_forward_avx512(const ForwardArgs& a, EigenRowHook probe_row);
 void eigen_forward_avx2(const ForwardArgs& a, EigenRowHook probe_row);
+constexpr EigenCopy kEigenCopies[] = {{"avx512", HWY_AVX3, &eigen_forward_avx512},
+                                      {"avx2", HWY_AVX2, &eigen_forward_avx2}};
+#elif HWY_ARCH_ARM_A64
+void eigen_forward_neon(const ForwardArgs& a, EigenRowHook probe_row);
+constexpr EigenCopy kEigenCopies[] = {{"neon", 0, &eigen_forward_neon}};
 #else
 void eigen_forward_baseline(const ForwardArgs& a, EigenRowHook probe_row);
+constexpr EigenCopy kEigenCopies[] = {{"baseline", 0, &eigen_forward_baseline}};
 #endif
 
 namespace {
@@ -25,38 +46,36 @@ void probe_row(const ForwardArgs& a, std::int64_t row, const float* scores, std:
   probe_scores(*a.probes, row, scores, visible);
 }
 
-template <void (*kForward)(const ForwardArgs&, EigenRowHook)>
+template <std::size_t kCopy>
 void eigen_forward(const ForwardArgs& a) {
-  kForward(a, a.probes ? &probe_row : nullptr);
+  kEigenCopies[kCopy].forward(a, a.probes ? &probe_row : nullptr);
   if (a.probes)
     for (std::int64_t r = 0; r < a.shape.rows(); ++r)
       a.probes->nonfinite[r] += count_nonfinite(a.out + r * a.shape.d_v, a.shape.d_v);
 }
 
-Kernel eigen_entry(const char* isa, ForwardFn forward) {
-  return {
-      .name = std::string("eigen@") + isa,
-      .family = "eigen",
-      .isa = isa,
-      .description = std::string("Eigen products + row softmax, n_q x n_kv per head (") + isa + ")",
-      .forward = forward};
+template <std::size_t... I>
+constexpr std::array<ForwardFn, sizeof...(I)> eigen_forwards(std::index_sequence<I...>) {
+  return {&eigen_forward<I>...};
 }
 
 }  // namespace
 
 std::vector<Kernel> eigen_kernels() {
+  static constexpr auto kForwards =
+      eigen_forwards(std::make_index_sequence<std::size(kEigenCopies)>());
   std::vector<Kernel> isas;  // best first
-#ifdef SDPA_EIGEN_X86
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("fma"))
-    isas.push_back(eigen_entry("avx512", &eigen_forward<&eigen_forward_avx512>));
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    isas.push_back(eigen_entry("avx2", &eigen_forward<&eigen_forward_avx2>));
-#else
-  isas.push_back(eigen_entry("baseline", &eigen_forward<&eigen_forward_baseline>));
-#endif
+  for (std::size_t i = 0; i < std::size(kEigenCopies); ++i) {
+    const EigenCopy& copy = kEigenCopies[i];
+    if (copy.hwy_target != 0 && (hwy::SupportedTargets() & copy.hwy_target) == 0) continue;
+    isas.push_back(
+        {.name = std::string("eigen@") + copy.isa,
+         .family = "eigen",
+         .isa = copy.isa,
+         .description =
+             std::string("Eigen products + row softmax, n_q x n_kv per head (") + copy.isa + ")",
+         .forward = kForwards[i]});
+  }
   if (isas.empty()) return {};
   Kernel best = isas.front();
   best.name = "eigen";

@@ -21,10 +21,18 @@ namespace hn = hwy::HWY_NAMESPACE;
 struct HwyLanes {
   using D = hn::ScalableTag<float>;
   using V = hn::Vec<D>;
+  // Tile shapes and strides are compile-time, so only targets whose vector length is known
+  // when compiling qualify: SVE_256 and SVE2_128 are SVE at one length, checked at run time by
+  // Highway before it picks them; generic SVE is disabled (CMake).
+  static_assert(!HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SVE_256 || HWY_TARGET == HWY_SVE2_128);
+#if HWY_HAVE_SCALABLE
+  static constexpr std::int64_t kLanes = hn::Lanes(D());  // constexpr on these two targets
+#else
   static constexpr std::int64_t kLanes = hn::MaxLanes(D());
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  // 32 vector registers: tiles of 8x3 (S^T) and 6x4 (O) use 24 accumulators, plus the B row
-  // and one broadcast.
+#endif
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_ARCH_ARM_A64
+  // 32 vector registers (AVX-512; NEON and SVE on aarch64): tiles of 8x3 (S^T) and 6x4 (O) use
+  // 24 accumulators, plus the B row and one broadcast.
   static constexpr int kMrS = 8, kNvS = 3, kMrO = 6, kNvO = 4;
 #else
   // 16 registers: 6x2 tiles, 12 accumulators + 2 B vectors + 1 broadcast.

@@ -17,13 +17,19 @@
 namespace sdpa::detail {
 
 // The suite's ISA names: avx512 (Highway's AVX3), avx512-dl (AVX3_DL), avx2, sse4, scalar
-// (Highway's EMU128/SCALAR fallback); other targets by Highway's name in lower case (neon, ...).
+// (Highway's EMU128/SCALAR fallback), sve-256 and sve2-128 (SVE at 256 bits, e.g. Neoverse V1;
+// SVE2 at 128 bits, e.g. Neoverse N2 and V2); other targets by Highway's name in lower case
+// (neon, ...).
 inline std::string isa_name(std::int64_t target) {
   switch (target) {
     case HWY_AVX3:
       return "avx512";
     case HWY_AVX3_DL:
       return "avx512-dl";
+    case HWY_SVE_256:
+      return "sve-256";
+    case HWY_SVE2_128:
+      return "sve2-128";
     case HWY_EMU128:
     case HWY_SCALAR:
       return "scalar";

@@ -2,6 +2,9 @@
 // A target is called by name through its entry in the HWY_EXPORT table rather than through
 // dynamic dispatch, so AVX2 can be measured on an AVX-512 machine.
 
+// Every attainable target, the scalar fallback included: a build whose baseline already has SIMD
+// (aarch64: NEON) would otherwise compile no scalar copy to measure "scalar" with.
+#define HWY_COMPILE_ALL_ATTAINABLE
 // clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "peak.cpp"
@@ -72,15 +75,19 @@ struct Target {
   std::int64_t bits;  // Highway target bit(s)
 };
 
-// Our ISA names and the Highway targets they stand for. "scalar" is Highway's fallback
-// (HWY_SCALAR or HWY_EMU128, whichever this build uses), compiled for the baseline ISA.
+// Our ISA names (those of the kernels' registry entries, see hwy_targets.hpp) and the Highway
+// targets they stand for, narrowest first per architecture. "scalar" is Highway's fallback
+// (HWY_SCALAR or HWY_EMU128, whichever this build uses), compiled for the baseline ISA. Every
+// name is known on every build, so one config runs anywhere: another architecture's ISAs are
+// just not supported here.
 constexpr Target kTargets[] = {
     {"scalar", HWY_SCALAR | HWY_EMU128},
-#if HWY_ARCH_X86
     {"sse4", HWY_SSE4},
     {"avx2", HWY_AVX2},
     {"avx512", HWY_AVX3},
-#endif
+    {"neon", HWY_NEON},
+    {"sve-256", HWY_SVE_256},
+    {"sve2-128", HWY_SVE2_128},
 };
 
 const Target* find_target(std::string_view isa) {
@@ -105,15 +112,19 @@ Fn entry(Fn const* table, std::string_view isa) {
 }  // namespace
 
 const std::vector<std::string>& known_isas() {
-  static const std::vector<std::string> names = {"scalar", "sse4", "avx2", "avx512"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& t : kTargets) out.emplace_back(t.name);
+    return out;
+  }();
   return names;
 }
 
 bool isa_supported(std::string_view isa) {
   const Target* t = find_target(isa);
-  if (t == nullptr) return false;
+  if (t == nullptr || (t->bits & HWY_TARGETS) == 0) return false;
   if (t->bits & (HWY_SCALAR | HWY_EMU128)) return true;
-  return (t->bits & HWY_TARGETS & hwy::SupportedTargets()) != 0;
+  return (t->bits & hwy::SupportedTargets()) != 0;
 }
 
 std::vector<std::string> supported_isas() {

@@ -2,6 +2,7 @@
 
 #include "registry_entries.hpp"
 #include "sdpa/kernels.hpp"
+#include "sdpa/peak.hpp"
 
 namespace sdpa {
 
@@ -63,6 +64,16 @@ std::vector<std::string> kernel_names() {
   std::vector<std::string> names;
   for (const auto& k : kernel_registry()) names.push_back(k.name);
   return names;
+}
+
+bool kernel_elsewhere(std::string_view name) {
+  const auto at = name.find('@');
+  if (at == std::string_view::npos || find_kernel(name)) return false;
+  const auto family = name.substr(0, at), isa = name.substr(at + 1);
+  const auto& isas = peak::known_isas();
+  const auto& reg = kernel_registry();
+  return std::find(isas.begin(), isas.end(), isa) != isas.end() &&
+         std::any_of(reg.begin(), reg.end(), [&](const Kernel& k) { return k.family == family; });
 }
 
 double forward_flops(const Shape& s, bool causal) {

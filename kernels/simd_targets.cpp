@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "sdpa/kernels.hpp"
@@ -23,19 +24,23 @@ HWY_ALIGN float g_fma_sink[HwyLanes::kLanes];
 
 // kChains independent FMA chains: enough to cover FMA latency x FMA ports (4 cycles x 2 on
 // Zen 4/5 and Intel cores since Skylake needs 8) while staying in 16 registers. Each chain
-// converges to add / (1 - mul) = 1, so no value overflows or goes subnormal.
-double FmaChains(std::int64_t iterations) {
-  constexpr int kChains = 12;
+// converges to add / (1 - mul) = 1, so no value overflows or goes subnormal. The chains are a
+// parameter pack, not an array: SVE vectors are sizeless types, which arrays cannot hold.
+template <std::size_t... I>
+double FmaChainsOf(std::int64_t iterations, std::index_sequence<I...>) {
   const HwyLanes::V mul = HwyLanes::Set(0.999f), add = HwyLanes::Set(0.001f);
-  HwyLanes::V acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = HwyLanes::Set(float(c));
-  for (std::int64_t it = 0; it < iterations; ++it) {
-    for (int c = 0; c < kChains; ++c) acc[c] = HwyLanes::MulAdd(acc[c], mul, add);
+  [&](auto... acc) HWY_ATTR __attribute__((always_inline)) {
+    for (std::int64_t it = 0; it < iterations; ++it) ((acc = HwyLanes::MulAdd(acc, mul, add)), ...);
+    HwyLanes::V total = HwyLanes::Zero();
+    ((total = HwyLanes::Add(total, acc)), ...);
+    HwyLanes::Store(total, g_fma_sink);  // keeps the chains from being optimised away
   }
-  HwyLanes::V total = acc[0];
-  for (int c = 1; c < kChains; ++c) total = HwyLanes::Add(total, acc[c]);
-  HwyLanes::Store(total, g_fma_sink);  // keeps the chains from being optimised away
-  return double(iterations) * kChains * HwyLanes::kLanes * 2.0;
+  (HwyLanes::Set(float(I))...);
+  return double(iterations) * sizeof...(I) * HwyLanes::kLanes * 2.0;
+}
+
+double FmaChains(std::int64_t iterations) {
+  return FmaChainsOf(iterations, std::make_index_sequence<12>());
 }
 
 void ExpArray(const float* x, float* y, std::int64_t n) {

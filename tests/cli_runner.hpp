@@ -16,7 +16,19 @@
 #include "sdpa/record.hpp"
 #include "test_files.hpp"
 
+// A cross-build's tests start sdpa-bench through the emulator (qemu, CMake's
+// CMAKE_CROSSCOMPILING_EMULATOR) that runs them too; a native build has none.
+#ifndef SDPA_EMULATOR
+#define SDPA_EMULATOR ""
+#endif
+
 namespace sdpa::testing {
+
+// `command` (a shell command line that starts with an sdpa-bench path) as this build runs it.
+inline std::string emulated(const std::string& command) {
+  const std::string emulator = SDPA_EMULATOR;
+  return emulator.empty() ? command : emulator + " " + command;
+}
 
 struct CommandResult {
   int exit_code = -1;  // -1 when the process was killed by a signal
@@ -27,7 +39,7 @@ struct CommandResult {
 // `env` (e.g. "PATH=/nonexistent ") is put before the command.
 inline CommandResult run_cli(const std::string& args, const TempDir& dir,
                              const std::string& env = "") {
-  const std::string cmd = env + std::string(SDPA_BENCH) + " " + args + " >" + (dir / ".out").string() +
+  const std::string cmd = env + emulated(SDPA_BENCH) + " " + args + " >" + (dir / ".out").string() +
                           " 2>" + (dir / ".err").string();
   const int status = std::system(cmd.c_str());
   CommandResult r;
@@ -61,11 +73,12 @@ inline Child spawn_cli(const std::vector<std::string>& args, const TempDir& dir,
                                    0644);
   if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
   std::vector<std::string> words = {SDPA_BENCH};
+  if (!std::string(SDPA_EMULATOR).empty()) words.insert(words.begin(), SDPA_EMULATOR);
   words.insert(words.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
-  const int rc = posix_spawn(&child.pid, SDPA_BENCH, &actions, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&child.pid, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw std::runtime_error("posix_spawn failed");
   return child;

@@ -2,6 +2,8 @@
 // verdicts, records without a match, configs that differ, reproducibility findings.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "sdpa/compare.hpp"
 
 using sdpa::json;
@@ -159,4 +161,41 @@ TEST_CASE("report: timing cells flagged noisy in the printed table") {
   CHECK(timing.rows[0][9] == "**noisy**");
   CHECK(timing.rows[1][9] == "-");
   CHECK(timing.rows[0][4] == "10 s");
+}
+
+namespace {
+
+json with_roofline(json doc, const std::string& machine_id, const std::vector<double>& samples) {
+  doc["machine_id"] = machine_id;
+  doc["experiments"].push_back(
+      {{"name", "roof"},
+       {"kind", "roofline"},
+       {"records", json::array({{{"params", {{"isa", "avx2"}, {"threads", 1}}},
+                                 {"threads", 1},
+                                 {"supported", true},
+                                 {"fma_gflops", {{"value", 0}, {"samples", samples}}}}})}});
+  return doc;
+}
+
+bool warns(const std::vector<sdpa::report::Table>& tables) {
+  return std::any_of(tables.begin(), tables.end(),
+                     [](const auto& t) { return t.title.rfind("warning: peaks", 0) == 0; });
+}
+
+}  // namespace
+
+TEST_CASE("compare warns when files of one machine id disagree on a peak beyond their noise") {
+  const json base = result(kSha, json::array(), json::array());
+  const json slow = with_roofline(base, "m-2c", {116, 117, 117.3});
+  const json fast = with_roofline(base, "m-2c", {268, 270, 269});
+  const auto tables = sdpa::compare::tables({{"a.json", slow}, {"b.json", fast}});
+  const auto& w = find(tables, "warning: peaks");
+  CHECK(w.rows ==
+        std::vector<std::vector<std::string>>{
+            {"m-2c", "avx2", "1", "a.json", "[116, 117.3]", "b.json", "[268, 270]", "2.302"}});
+  // Overlapping repetitions are noise; another machine id is another machine.
+  CHECK_FALSE(warns(sdpa::compare::tables(
+      {{"a.json", slow}, {"b.json", with_roofline(base, "m-2c", {117.2, 118})}})));
+  CHECK_FALSE(warns(sdpa::compare::tables(
+      {{"a.json", slow}, {"b.json", with_roofline(base, "other-2c", {268, 270})}})));
 }

@@ -23,6 +23,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <string>
@@ -38,8 +39,8 @@ constexpr double kU = 0x1p-24;  // fp32 unit roundoff
 constexpr double kSafety = 2.0;
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-#ifdef SDPA_SANITIZE
-constexpr std::int64_t kLarge = 200;  // sizes shrink under the sanitizers, checks do not
+#if defined(SDPA_SANITIZE) || defined(SDPA_EMULATED)
+constexpr std::int64_t kLarge = 200;  // sizes shrink under the sanitizers and qemu, checks do not
 #else
 constexpr std::int64_t kLarge = 1000;
 #endif
@@ -113,7 +114,8 @@ Problem make_problem(const Case& c) {
   w.out_tol.assign(s.out_elements(), 0);
   w.lse_tol.assign(s.rows(), 0);
   w.probes.resize(s.rows());
-  for (auto* t : {&w.entropy_tol, &w.max_weight_tol, &w.sum_tol, &w.sumsq_tol, &w.p2_tol, &w.p3_tol})
+  for (auto* t :
+       {&w.entropy_tol, &w.max_weight_tol, &w.sum_tol, &w.sumsq_tol, &w.p2_tol, &w.p3_tol})
     t->assign(s.rows(), 0);
 
   std::vector<double> sc, a, p, e;
@@ -295,6 +297,17 @@ TEST_CASE("the registry has every rung, a best entry per SIMD family and unique 
     CHECK_MESSAGE(sdpa::find_kernel("simd@" + t.isa) != nullptr, t.isa);
     CHECK_MESSAGE(sdpa::find_kernel("flash@" + t.isa) != nullptr, t.isa);
   }
+}
+
+TEST_CASE("the best SIMD target is the one the test run asks for") {
+  // The emulated arm64 runs (tests/CMakeLists.txt) set SDPA_EXPECT_ISA with the CPU they give
+  // qemu, so a run meant for SVE cannot pass on NEON alone.
+  const char* expected = std::getenv("SDPA_EXPECT_ISA");
+  if (expected == nullptr) return;
+  REQUIRE(!sdpa::simd_targets().empty());
+  CHECK(sdpa::simd_targets().front().isa == expected);
+  CHECK(sdpa::find_kernel("flash")->isa == expected);
+  CHECK(sdpa::find_kernel(std::string("flash@") + expected) != nullptr);
 }
 
 TEST_CASE("every kernel matches the fp64 reference on small and odd sizes") {

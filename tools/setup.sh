@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # Installs every Debian package that building, testing and `make run` need.
 # Idempotent: when everything is present it checks with dpkg-query and installs nothing.
+#   tools/setup.sh           the native (x86-64) build
+#   tools/setup.sh --arm64   also the aarch64 cross-build and its emulated tests (make test-arm64)
 set -euo pipefail
+
+arm64=false
+case "${1:-}" in
+  "") ;;
+  --arm64) arm64=true ;;
+  *) echo "usage: tools/setup.sh [--arm64]" >&2; exit 2 ;;
+esac
 
 packages=(
   cmake make g++ clang pkg-config git
@@ -19,16 +28,40 @@ packages=(
   libclang-rt-14-dev libomp-dev         # make fuzz: libFuzzer and ASan runtimes, OpenMP for clang
 )
 
+if $arm64; then
+  packages+=(
+    crossbuild-essential-arm64 qemu-user-static   # cross compiler; runs arm64 binaries on x86
+    # The arm64 builds of the libraries above that are not architecture-independent (multiarch);
+    # libgomp1 and libstdc++6 are what the emulated executables load at run time.
+    libbenchmark-dev:arm64 libopenblas-dev:arm64 libboost-math-dev:arm64
+    libboost-random-dev:arm64 libhwy-dev:arm64 libssl-dev:arm64 libgomp1:arm64 libstdc++6:arm64
+  )
+fi
+
+# A name without ":arch" means the native package or an architecture-independent one; asked
+# without an architecture, dpkg-query answers once per installed architecture instead.
+native=$(dpkg --print-architecture)
+installed() {
+  local query=$1 status
+  [[ $1 == *:* ]] || query="$1:$native"
+  status=$(dpkg-query -W -f='${Status}' "$query" 2>/dev/null ||
+    dpkg-query -W -f='${Status}' "$1:all" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]]
+}
+
 missing=()
 for p in "${packages[@]}"; do
-  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
-  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+  installed "$p" || missing+=("$p")
 done
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
 sudo=""
 if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
 echo "setup: installing ${missing[*]}" >&2
+# arm64 packages need the architecture known to dpkg before the update below lists them.
+if $arm64 && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  $sudo dpkg --add-architecture arm64
+fi
 # A fresh machine has no package lists; apt-get install finds nothing before an update.
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

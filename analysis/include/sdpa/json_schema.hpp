@@ -32,8 +32,30 @@ class JsonSchema {
   std::unique_ptr<Compiled> compiled_;
 };
 
-// A JSON value as a message shows it: `string "a"`, `number 0`, `an empty list`, ...
+// A JSON value as a message shows it: `string "a"`, `number 0`, `an empty list`, ... Bounded
+// and without recursion: a value nested 100 000 levels deep costs a few dozen steps.
 std::string describe_found(const json& value);
+
+// How deep a document of ours may nest. Configs and result files nest about ten levels; past
+// this limit a document is refused, since serialising, comparing or validating one recurses
+// once per level and a few ten thousand levels overflow the stack.
+inline constexpr int kMaxJsonDepth = 64;
+
+// The problem line "<JSON path>: expected ..., found ..." of the first value of `document`
+// nested deeper than kMaxJsonDepth; empty when there is none. Walks without recursion.
+std::string nesting_problem(const json& document);
+
+// A JSON text refused: where (a "<line>:<column>" or a JSON path, or empty) and why.
+struct JsonTextError {
+  std::string where, message;
+  // "<file>:<line>:<column>: <message>" or "<file>: <JSON path>: <message>".
+  std::string in_file(const std::string& file) const;
+};
+
+// Parses a user's JSON text: refuses a syntax error (at its line and column), a duplicate
+// key in an object (the last would silently win) and nesting deeper than kMaxJsonDepth (both
+// at their JSON path), by throwing JsonTextError.
+json parse_json_text(const std::string& text);
 
 // The candidate nearest to `word` (edit distance), or "" when none is near enough to be what
 // was meant.

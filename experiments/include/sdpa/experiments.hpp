@@ -40,6 +40,31 @@ Config parse_config(const std::string& path, const std::string& text);
 // configs/schema.json, compiled into the binary.
 const json& config_schema();
 
+// ---- limits of the numbers a user gives --------------------------------------------------
+
+// A number's range as configs/schema.json states it for a config value. Command-line flags
+// that stand for a config value (-j for `threads`, --benchmark_repetitions for a timing
+// experiment's `repetitions`, ...) are checked against the same node, so each limit is
+// written once, in the schema.
+struct NumberRange {
+  bool integer = false;
+  double min = -1e308, max = 1e308;
+  bool min_exclusive = false;
+  std::string text() const;  // "an integer from 1 to 1024", "a number in (0, 60]"
+};
+
+// The range of the schema node at `pointer` ("/properties/threads", ...).
+NumberRange config_range(const std::string& pointer);
+
+// `text` as a number in `range`: the whole text, finite. Throws InputError "<option>:
+// expected <range>, found \"<text>\"".
+double parse_number_option(const std::string& option, const std::string& text,
+                           const NumberRange& range);
+
+// A thread count given on the command line, in the range of the config's `threads` (1 to
+// 1024: libgomp crashes, rather than fail, when it cannot start the threads it is asked for).
+int parse_threads_option(const std::string& option, const std::string& text);
+
 // ---- experiment kinds ---------------------------------------------------------------------
 
 // One cell of an experiment's grid: every parameter with a single value.
@@ -80,6 +105,11 @@ struct ExperimentKind {
   // experiment's parameters with defaults filled in; each returned string is
   // "<json path below the experiment>: <message>".
   std::function<std::vector<std::string>(const json& params)> check;
+  // What one cell would compute out of range (the kernels compute in fp32: a scale or scores
+  // past its largest value give inf and then wrong statistics, not errors), as "<json path
+  // below the experiment>: <message>", or "" when nothing is; checked on every cell before
+  // anything runs. May be absent.
+  std::function<std::string(const json& params, const json& cell)> cell_check;
 };
 
 const std::vector<ExperimentKind>& experiment_kinds();
@@ -104,11 +134,19 @@ inline constexpr std::size_t kMaxCells = 100000;
 // than kMaxCells cells; a loaded config never has one.
 std::vector<ExperimentPlan> make_plan(const Config& config);
 
+// Memory the plan needs on `threads` threads at once against what the machine has: one line
+// per experiment that does not fit ("/experiments/<i>: needs about ..."), empty when all do.
+// parse_config checks the config's own thread count; a run checks its -j.
+std::vector<std::string> memory_problems(const std::vector<ExperimentPlan>& plans, int threads);
+
 // ---- machine and build --------------------------------------------------------------------
 
-json machine_fingerprint();                   // CPU, cores, ISA extensions, caches, memory, OS
+// CPU (model, vendor, family, model, stepping, microarchitecture), cores, ISA extensions,
+// caches, memory, frequency governor, hypervisor, OS
+json machine_fingerprint();
 json suite_info();                            // version, git commit, build type, compiler and flags
-std::string machine_id(const json& machine);  // e.g. "amd-epyc-avx512-2c"
+std::string machine_id(const json& machine);  // e.g. "amd-epyc-zen-4-avx512-2c"
+std::string frequency_governor();             // cpufreq's scaling governor; "" when there is none
 double available_memory_bytes();
 int default_threads();  // the cores this process may use
 
@@ -144,6 +182,10 @@ std::string default_result_folder();
 // Writes text to path through a temporary file in the same folder, fsync and rename: a crash
 // never leaves a half-written file.
 void write_file_atomically(const std::string& path, const std::string& text);
+
+// The outputs of one command, all or nothing: each {path, text} is written to its temporary
+// file and flushed before any is renamed into place, so a failure while writing leaves none.
+void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files);
 
 std::string sha256_hex(const std::string& bytes);
 

@@ -143,6 +143,10 @@ struct Kernel {
 const std::vector<Kernel>& kernel_registry();
 const Kernel* find_kernel(std::string_view name);
 std::vector<std::string> kernel_names();
+// A kernel of another machine: "family@isa" with a family this build registers and an ISA the
+// suite knows (sdpa/peak.hpp) that this CPU or build lacks, e.g. "flash@avx2" on aarch64. A
+// timing config naming one runs anywhere; the cell is recorded as not run.
+bool kernel_elsewhere(std::string_view name);
 
 // ---- the fp64 oracle, callable on double tensors (tests compare every variant with it)
 struct ReferenceResult {

@@ -12,7 +12,8 @@
 namespace sdpa::peak {
 
 // The instruction sets the peaks are measured for, narrowest first: "scalar" (what the
-// baseline build runs), "sse4", "avx2", "avx512" (AVX-512F/BW/DQ/VL).
+// baseline build runs), "sse4", "avx2", "avx512" (AVX-512F/BW/DQ/VL) on x86-64, "neon",
+// "sve-256" (SVE at 256 bits), "sve2-128" (SVE2 at 128 bits) on aarch64; every build knows all.
 const std::vector<std::string>& known_isas();
 // Those of known_isas() this build compiled and this CPU runs.
 std::vector<std::string> supported_isas();

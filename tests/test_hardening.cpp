@@ -1,0 +1,458 @@
+// Bad input, tried as a hostile user would (issue 17): each class of input that crashed, hung,
+// gave a wrong number or left a file behind is now refused with exit code 2, a message that
+// names the file, JSON path or option, what was expected and what was found, and nothing
+// written. Each case asserts all three.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "cli_runner.hpp"
+#include "sdpa/experiments.hpp"
+#include "sdpa/journal.hpp"
+#include "sdpa/json_schema.hpp"
+#include "sdpa/npy.hpp"
+
+using sdpa::testing::run_cli;
+using sdpa::testing::slurp;
+using sdpa::testing::spawn_cli;
+using sdpa::testing::TempDir;
+using sdpa::testing::wait_cli;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kTiny = R"({"name": "tiny", "seed": 7, "experiments": [
+  {"name": "v", "kind": "variance", "d_k": [2, 4], "n_q": 3, "n_k": 3, "trials": 5}]})";
+
+const char* kTiming = R"({"name": "timing", "seed": 1, "experiments": [
+  {"name": "t", "kind": "timing", "kernel": "naive", "n_q": 8, "n_kv": 8, "d_k": 4, "d_v": 4,
+   "threads": 1, "repetitions": 2, "min_time": 0.001, "warmup_time": 0}]})";
+
+// The names in a folder: what a refused command must leave unchanged.
+std::set<std::string> files_in(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& f : fs::recursive_directory_iterator(dir))
+    names.insert(fs::relative(f.path(), dir).string());
+  return names;
+}
+
+// `[[[...]]]` nested `depth` levels deep.
+std::string nested(std::size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+struct Refused {
+  const TempDir& dir;
+  std::set<std::string> before = files_in(dir.path);
+  // Runs `args` (under a time limit, so a hang fails rather than stalls the suite) and
+  // checks exit code 2, the message and that the folder is unchanged.
+  void check(const std::string& args, const std::string& message) const {
+    CAPTURE(args);
+    const auto r = run_cli(args, dir, "timeout 60 ");
+    CHECK(r.exit_code == 2);
+    CHECK(r.err == "error: " + message + "\n");
+    CHECK(files_in(dir.path) == before);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("class 1: nesting 70 000 levels deep and -j 100000 are refused, not crashes") {
+  TempDir dir;
+  const std::string deep = (dir / "deep.json").string(), cfg = (dir / "cfg.json").string();
+  dir.write("deep.json", nested(70000));
+  dir.write("cfg.json", R"({"name": "t", "seed": 1, "experiments": [{"name": "v", "kind":
+    "variance", "d_k": )" + nested(70000) +
+                            "}]}");
+  dir.write("tiny.json", kTiny);
+  const std::string tiny = (dir / "tiny.json").string(), out = (dir / "r.json").string();
+  // A result file with a deep value where a record has a field.
+  REQUIRE(run_cli("run " + tiny + " -o " + out, dir).exit_code == 0);
+  auto doc = sdpa::json::parse(slurp(out));
+  doc["experiments"][0]["records"][1]["extra"] = "DEEP";
+  std::string text = doc.dump();
+  text.replace(text.find("\"DEEP\""), 6, nested(70000));
+  dir.write("deep-result.json", text);
+  fs::remove(out);
+
+  const Refused refused{dir};
+  const std::string too_deep =
+      ": expected at most 64 levels of lists and objects nested in each other, found more";
+  refused.check("validate " + deep, deep + ": /0/0/0/0/0/0/0/0/..." + too_deep);
+  refused.check("run " + cfg + " -o " + out, cfg + ": /experiments/0/d_k/0/0/0/0/0/..." + too_deep);
+  refused.check("report " + (dir / "deep-result.json").string(),
+                (dir / "deep-result.json").string() + ": /experiments/0/records/1/extra/0/0/0/..." +
+                    too_deep);
+  refused.check("run " + tiny + " -o " + out + " -j 100000",
+                "-j,--threads: expected an integer from 1 to 1024, found \"100000\"");
+  refused.check("attend --q q.npy --k k.npy --v v.npy --out o -j 100000",
+                "-j,--threads: expected an integer from 1 to 1024, found \"100000\"");
+}
+
+TEST_CASE("describing a found value and finding deep nesting take no recursion") {
+  const auto deep = sdpa::json::parse(nested(100000));
+  CHECK(sdpa::describe_found(deep) ==
+        "list " + std::string(57, '[') + "...");  // the first 57 characters
+  CHECK(sdpa::describe_found(sdpa::json::parse(R"({"a": [1, "x", null], "b": {}})")) ==
+        R"(object {"a":[1,"x",null],"b":{}})");
+  CHECK(sdpa::nesting_problem(sdpa::json::parse(nested(64))) == "");
+  CHECK(sdpa::nesting_problem(sdpa::json::parse(R"({"a": [[1, )" + nested(63) + "]]}")) ==
+        "/a/0/1/0/0/0/0/0/...: expected at most 64 levels of lists and objects nested in each "
+        "other, found more");
+  CHECK_NOTHROW(sdpa::parse_json_text(nested(64)));
+  CHECK_THROWS_AS(sdpa::parse_json_text(nested(65)), sdpa::JsonTextError);
+}
+
+TEST_CASE("class 2: FIFOs and devices are refused by type, and times have a ceiling") {
+  TempDir dir;
+  dir.write("timing.json", kTiming);
+  const std::string fifo = (dir / "fifo.json").string(), cfg = (dir / "timing.json").string(),
+                    out = (dir / "r.json").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  const Refused refused{dir};
+  refused.check("validate " + fifo, fifo + ": cannot read config: it is a FIFO, expected a file");
+  refused.check("report " + fifo,
+                fifo + ": cannot read result file: it is a FIFO, expected a file");
+  refused.check("validate /dev/zero",
+                "/dev/zero: cannot read config: it is a character device, expected a file");
+  refused.check("attend --q " + fifo + " --k k.npy --v v.npy --out " + (dir / "o").string(),
+                fifo + ": cannot read array: it is a FIFO, expected a .npy file");
+  refused.check("run " + cfg + " -o " + out + " -- --benchmark_min_time=1e308",
+                "--benchmark_min_time: expected a number in (0, 60], found \"1e308\"");
+  refused.check("run " + cfg + " -o " + out + " -- --benchmark_min_warmup_time=inf",
+                "--benchmark_min_warmup_time: expected a number in [0, 60], found \"inf\"");
+}
+
+TEST_CASE("class 3: Google Benchmark's flags are checked before anything runs") {
+  TempDir dir;
+  dir.write("timing.json", kTiming);
+  const std::string run =
+      "run " + (dir / "timing.json").string() + " -o " + (dir / "r.json").string() + " -- ";
+  const Refused refused{dir};
+  for (const std::string n : {"-5", "0", "2.5", "10001"})
+    refused.check(
+        run + "--benchmark_repetitions=" + n,
+        "--benchmark_repetitions: expected an integer from 1 to 10000, found \"" + n + "\"");
+  refused.check(run + "'--benchmark_filter=['",
+                "--benchmark_filter: expected a regular expression (POSIX extended, as Google "
+                "Benchmark reads it; Unexpected character within '[...]' in regular "
+                "expression), found \"[\"");
+  refused.check(run + "--benchmark_filter=",
+                "--benchmark_filter: expected a regular expression, "
+                "found \"\"");
+  refused.check(run + "--benchmark_enable_random_interleaving=maybe",
+                "--benchmark_enable_random_interleaving: expected true or false, found \"maybe\"");
+  refused.check(run + "--benchmark_time_unit=h",
+                "--benchmark_time_unit: expected one of ns, us, ms, s, found \"h\"");
+  refused.check(run + "--benchmark_list_tests",
+                "--benchmark_list_tests: not for `run`: it lists benchmarks instead of running "
+                "them, and every cell would be recorded as not run; `sdpa-bench validate CONFIG` "
+                "counts the cells");
+}
+
+TEST_CASE("class 5: values whose scores leave fp32's range are refused before running") {
+  TempDir dir;
+  auto config = [&](const std::string& name, const std::string& fields) {
+    dir.write(name, R"({"name": "x", "seed": 1, "experiments": [{"name": "e", )" + fields + "}]}");
+    return (dir / name).string();
+  };
+  const std::string scale = config("scale.json", R"("kind": "variance", "d_k": 4, "scale": 1e40)");
+  const std::string mean = config("mean.json", R"("kind": "variance", "d_k": 4, "mean_q": 1e39,
+    "scale": "none")");
+  const std::string std = config("std.json", R"("kind": "variance", "d_k": 4, "std_k": 1e200,
+    "scale": "none")");
+  const std::string entropy =
+      config("entropy.json", R"("kind": "entropy", "d_k": 4, "scale": [1, 1e160])");
+  const std::string product = config("product.json", R"("kind": "variance", "d_k": [64, 128],
+    "std_q": 1e19, "std_k": 1e19, "scale": "none")");
+  const std::string tiny = config("tiny.json", R"("kind": "entropy", "d_k": 4, "std_q": 1e-20,
+    "std_k": 1e-20, "scale": "none")");
+  const std::string out = " -o " + (dir / "r.json").string();
+  const Refused refused{dir};
+  refused.check("run " + scale + out,
+                scale +
+                    ": /experiments/0/scale: scale 1e+40 at d_k 4, outside fp32's normal range "
+                    "[1.18e-38, 3.4e+38], where the kernels compute");
+  refused.check("validate " + mean, mean +
+                                        ": /experiments/0/mean_q: inputs reach about 1e+39 (|mean| "
+                                        "+ 10 sd); the kernels compute in fp32 (largest 3.4e+38): "
+                                        "reduce the means, standard deviations or scale");
+  refused.check("validate " + std, std +
+                                       ": /experiments/0/std_k: inputs reach about 1e+201 (|mean| "
+                                       "+ 10 sd); the kernels compute in fp32 (largest 3.4e+38): "
+                                       "reduce the means, standard deviations or scale");
+  refused.check("run " + entropy + out,
+                entropy +
+                    ": /experiments/0/scale/1: scale 1e+160 at d_k 4, outside fp32's normal range "
+                    "[1.18e-38, 3.4e+38], where the kernels compute");
+  refused.check(
+      "validate " + product,
+      product +
+          ": /experiments/0: scores c q.k can reach about 6.4e+41 (d_k 64 times the largest "
+          "entries 1e+20 and 1e+20, scale 1); the kernels compute in fp32 (largest 3.4e+38): "
+          "reduce the means, standard deviations or scale (and 1 more cell(s))");
+  refused.check("validate " + tiny,
+                tiny +
+                    ": /experiments/0: entries of about 1e-20 and 1e-20 (scale 1) make products "
+                    "of about 1e-40, below fp32's full precision (2^-102 = 1.97e-31); the kernels "
+                    "compute in fp32 (largest 3.4e+38): increase the standard deviations or the "
+                    "scale");
+}
+
+namespace {
+
+void write_array(const TempDir& dir, const std::string& name, std::vector<std::int64_t> shape,
+                 float fill, float special = 0, std::size_t at = std::size_t(-1)) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  sdpa::npy::Array a{shape, std::vector<float>(std::size_t(n), fill)};
+  for (std::size_t i = 0; i < a.data.size(); ++i) a.data[i] = fill * float(1 + i % 3);
+  if (at < a.data.size()) a.data[at] = special;
+  sdpa::npy::write((dir / name).string(), a);
+}
+
+}  // namespace
+
+TEST_CASE("class 6: attend refuses d_k = 0, non-finite inputs or scale, overflow and bad dO") {
+  TempDir dir;
+  write_array(dir, "q.npy", {3, 4}, 0.5f);
+  write_array(dir, "k.npy", {5, 4}, 0.25f);
+  write_array(dir, "v.npy", {5, 2}, 1.0f);
+  write_array(dir, "q0.npy", {3, 0}, 0);
+  write_array(dir, "k0.npy", {5, 0}, 0);
+  write_array(dir, "qnan.npy", {3, 4}, 0.5f, std::nanf(""), 6);
+  write_array(dir, "big.npy", {5, 4}, 1e38f);
+  write_array(dir, "do.npy", {3, 3}, 1.0f);
+  auto path = [&](const char* name) { return (dir / name).string(); };
+  const std::string kv = " --k " + path("k.npy") + " --v " + path("v.npy") + " --out " + path("o");
+  const Refused refused{dir};
+  refused.check("attend --q " + path("q0.npy") + " --k " + path("k0.npy") + " --v " +
+                    path("v.npy") + " --out " + path("o"),
+                path("q0.npy") +
+                    ": expected a shape without zero dimensions (attention needs a query, a key "
+                    "and d >= 1), found (3, 0)");
+  for (const char* bad : {"nan", "inf", "-inf"})
+    refused.check("attend --q " + path("q.npy") + kv + " --scale=" + bad,
+                  std::string("--scale: expected a finite number, found \"") + bad + "\"");
+  refused.check("attend --q " + path("q.npy") + kv + " --scale 1e308",
+                "--scale: expected 0 or a magnitude in fp32's normal range [1.18e-38, 3.4e+38] "
+                "(the kernels compute in fp32), found 1e+308");
+  refused.check("attend --q " + path("qnan.npy") + kv,
+                path("qnan.npy") + ": expected finite values, found nan at row 1, column 2");
+  refused.check("attend --q " + path("q.npy") + " --k " + path("big.npy") + " --v " +
+                    path("v.npy") + " --out " + path("o"),
+                "scale 0.5: the scores c q.k (or the gradients) overflow fp32 for these inputs: "
+                "o.npy would hold non-finite values; reduce the scale or the inputs");
+  refused.check("attend --q " + path("q.npy") + kv + " --grad-out " + path("do.npy"),
+                path("do.npy") + ": expected dO shaped like the output (3, 2), found (3, 3)");
+}
+
+TEST_CASE("class 7: usage errors exit 2 and name the option or subcommand") {
+  TempDir dir;
+  dir.write("tiny.json", kTiny);
+  const std::string tiny = (dir / "tiny.json").string(), more =
+                                                             "\nRun with --help for more "
+                                                             "information.";
+  const Refused refused{dir};
+  refused.check("run " + tiny + " -j 0",
+                "-j,--threads: expected an integer from 1 to 1024, found \"0\"");
+  refused.check("run " + tiny + " -j two",
+                "-j,--threads: expected an integer from 1 to 1024, found \"two\"");
+  refused.check("frob",
+                "unknown subcommand \"frob\"; expected one of run, validate, list, info, "
+                "report, claims, compare, attend" +
+                    more);
+  refused.check("rnu " + tiny,
+                "unknown subcommand \"rnu\" (did you mean \"run\"?); expected one "
+                "of run, validate, list, info, report, claims, compare, attend" +
+                    more);
+  refused.check("",
+                "expected a subcommand (run, validate, list, info, report, claims, compare, "
+                "attend), found none" +
+                    more);
+  refused.check("run", "run: missing config" + more);
+  refused.check("run " + tiny + " extra", "run: unexpected argument(s): extra" + more);
+  refused.check("run " + tiny + " -o", "run: --output: expected a value, found none" + more);
+  refused.check("compare " + tiny, "compare: results: expected at least 2 values, found 1" + more);
+  refused.check("report " + tiny + " --format xml",
+                "--format: expected one of \"md\", \"csv\", \"both\", found \"xml\"");
+}
+
+TEST_CASE("class 8: output paths are checked before any work") {
+  TempDir dir;
+  dir.write("tiny.json", kTiny);
+  dir.write("timing.json", kTiming);
+  fs::create_directories(dir / "folder");
+  const std::string tiny = (dir / "tiny.json").string(), out = (dir / "r.json").string();
+  const std::string long_name = (dir / (std::string(300, 'a') + ".json")).string();
+  const Refused refused{dir};
+  refused.check("run " + tiny + " -o " + (dir / "folder").string(),
+                "-o " + (dir / "folder").string() + ": it is a directory, expected a regular file");
+  refused.check("run " + tiny + " -o /proc/sdpa-bench-test/r.json",
+                "-o /proc/sdpa-bench-test/r.json: cannot create files in /proc: No such file or "
+                "directory");
+  refused.check("run " + tiny + " -o " + long_name,
+                "-o " + long_name +
+                    ": its name is 305 bytes long, expected at most 247 (the file system's limit, "
+                    "less the temporary file's 8)");
+  refused.check("run " + tiny + " -o " + tiny,
+                "-o " + tiny + ": it is the config (" + tiny + "); choose another file");
+  refused.check("run " + (dir / "timing.json").string() + " -o " + out + " --benchmark-json " + out,
+                "-o " + out + ": it is Google Benchmark's JSON (" + out + "); choose another file");
+  refused.check("claims " + tiny + " -o " + tiny,
+                "-o " + tiny + ": it is an input (" + tiny + "); choose another file");
+  refused.check("report " + tiny + " --out " + tiny,
+                "--out " + tiny + ": it is a file, expected a folder");
+  refused.check("compare " + tiny + " " + tiny + " --out " + tiny,
+                "--out " + tiny + ": it is a file, expected a folder");
+  refused.check("attend --q " + (dir / "folder/o.npy").string() + " --k k --v v --out " +
+                    (dir / "folder").string() + " --kernel naive",
+                "--out " + (dir / "folder").string() + ": " + (dir / "folder/o.npy").string() +
+                    ": it is --q (" + (dir / "folder/o.npy").string() + "); choose another file");
+
+  // A folder written before (csv/ and README.md exist) is one to write again.
+  REQUIRE(run_cli("run " + tiny + " -o " + out, dir).exit_code == 0);
+  const std::string report = "report " + out + " --format both --out " + (dir / "rep").string();
+  REQUIRE(run_cli(report, dir).exit_code == 0);
+  const auto again = run_cli(report, dir);
+  CAPTURE(again.err);
+  CHECK(again.exit_code == 0);
+  CHECK(fs::exists(dir / "rep/csv/v.csv"));
+}
+
+namespace {
+
+// A finished journal of kTiny's run, built from that run's own records.
+struct JournalFixture {
+  TempDir dir;
+  std::string config = (dir / "tiny.json").string(), result = (dir / "r.json").string(),
+              journal = result + ".journal";
+  sdpa::json records;
+
+  JournalFixture() {
+    dir.write("tiny.json", kTiny);
+    REQUIRE(run_cli("run " + config + " -o " + (dir / "ref.json").string(), dir).exit_code == 0);
+    records = sdpa::json::parse(slurp(dir / "ref.json"))["experiments"][0]["records"];
+    fs::remove(dir / "ref.json");
+  }
+
+  std::string header(const std::string& threads, const std::string& started_at) const {
+    return R"({"sdpa_bench_journal": 2, "config_path": ")" + config + R"(", "config_sha256": ")" +
+           sdpa::sha256_hex(kTiny) + R"(", "seed": 7, "result": ")" + result +
+           R"(", "started_at": )" + started_at + R"(, "threads": )" + threads + "}\n";
+  }
+  std::string line(std::int64_t cell, const sdpa::json& record) const {
+    return sdpa::journal_line({0, cell, 0.01, record}, sdpa::sha256_hex(kTiny)) + "\n";
+  }
+};
+
+}  // namespace
+
+TEST_CASE("class 9: journals are checked against the config, line by line") {
+  JournalFixture f;
+  const std::string resume = "run --resume " + f.journal;
+  auto check = [&](const std::string& journal_text, const std::string& message) {
+    f.dir.write("r.json.journal", journal_text);
+    const Refused refused{f.dir};
+    refused.check(resume, message);
+    CHECK(slurp(f.journal) == journal_text);  // kept as it was
+    fs::remove(f.journal);
+  };
+  const std::string ok_header = f.header("1", "\"2026-01-01T00:00:00Z\"");
+  check(f.header("0", "\"2026-01-01T00:00:00Z\""),
+        f.journal +
+            ":1: corrupt journal line: /threads: expected a thread count from 1 to 1024 "
+            "(results do not depend on it), found number 0");
+  check(f.header("null", "\"2026-01-01T00:00:00Z\""),
+        f.journal +
+            ":1: corrupt journal line: /threads: expected a thread count from 1 to 1024 "
+            "(results do not depend on it), found null");
+  check(f.header("1", "\"yesterday\""),
+        f.journal +
+            ":1: corrupt journal line: /started_at: expected a UTC time such as "
+            "\"2026-01-31T12:00:00Z\", found string \"yesterday\"");
+  // Another cell's record under this cell's index, with a valid checksum.
+  check(ok_header + f.line(0, f.records[0]) + f.line(1, f.records[0]) + f.line(0, f.records[0]),
+        f.journal +
+            ":3: corrupt journal line: its record is not that of cell 1 of experiment 0 "
+            "(its cell index or parameters differ from the plan's)");
+  // An edited value: the checksum no longer matches.
+  std::string edited = f.line(1, f.records[1]);
+  edited.replace(edited.find("\"seconds\":0.01"), 14, "\"seconds\":0.02");
+  check(ok_header + f.line(0, f.records[0]) + edited + f.line(0, f.records[0]),
+        f.journal +
+            ":3: corrupt journal line: /sha256: the checksum does not match the line's "
+            "contents (edited or damaged)");
+  // A journal of the previous format.
+  std::string v1 = ok_header;
+  v1.replace(v1.find("\"sdpa_bench_journal\": 2"), 23, "\"sdpa_bench_journal\": 1");
+  check(v1, f.journal +
+                ":1: corrupt journal line: /sdpa_bench_journal: expected journal version "
+                "2, found number 1 (written by another version of sdpa-bench: remove the "
+                "journal to start afresh)");
+
+  // A whole journal of correct lines resumes to the records of an uninterrupted run.
+  f.dir.write("r.json.journal", ok_header + f.line(1, f.records[1]));
+  const auto r = run_cli(resume, f.dir);
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(sdpa::json::parse(slurp(f.result))["experiments"][0]["records"] == f.records);
+}
+
+TEST_CASE("class 9: a live run's journal is locked; a second run is told it is alive") {
+  TempDir dir;
+  // One cell of several seconds (more under the sanitizers): the first run is killed long
+  // before it ends.
+  const std::string trials = "4000";
+  dir.write("slow.json", R"({"name": "slow", "seed": 1, "experiments": [{"name": "v",
+    "kind": "variance", "d_k": 256, "n_q": 128, "n_k": 128, "scale": "none", "trials": )" +
+                             trials + "}]}");
+  const std::string config = (dir / "slow.json").string(), result = (dir / "r.json").string(),
+                    journal = result + ".journal";
+  const auto child = spawn_cli({"run", config, "-j", "1", "-o", result}, dir);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!fs::exists(journal) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(fs::exists(journal));
+  const std::string header = slurp(journal);
+  const auto second = run_cli({"run", config, "-o", result}, dir);
+  const auto resumed = run_cli({"run", "--resume", journal}, dir);
+  const bool still_running = ::kill(child.pid, 0) == 0 && !fs::exists(result);
+  ::kill(child.pid, SIGKILL);
+  wait_cli(child);
+  REQUIRE(still_running);
+  CHECK(second.exit_code == 2);
+  CHECK(second.err == "error: " + journal + ": another run of " + result +
+                          " is writing this journal now (it holds its lock); wait for it to "
+                          "finish or stop it, or give this run another -o\n");
+  CHECK(resumed.exit_code == 2);
+  CHECK(resumed.err == "error: " + journal +
+                           ": another run is writing this journal now (it holds its lock); wait "
+                           "for it to finish or stop it, or give this run another -o\n");
+  CHECK(slurp(journal).rfind(header, 0) == 0);  // neither run touched it
+  // Once the first run is gone, its lock is too: the journal can be resumed (which the tests
+  // of test_resume.cpp do; here it would recompute the long cell).
+  CHECK_FALSE(sdpa::journal_is_live(journal));
+  CHECK_NOTHROW(sdpa::JournalWriter::reopen(journal));
+}
+
+TEST_CASE("class 10: duplicate keys, empty values and library messages") {
+  TempDir dir;
+  dir.write("dup.json", R"({"name": "t", "seed": 1, "experiments": [{"name": "v",
+    "kind": "variance", "d_k": 2, "trials": 3, "d_k": 4}]})");
+  dir.write("tiny.json", kTiny);
+  const std::string dup = (dir / "dup.json").string(), tiny = (dir / "tiny.json").string();
+  const Refused refused{dir};
+  refused.check("validate " + dup, dup +
+                                       ": /experiments/0/d_k: duplicate key \"d_k\" (each key may "
+                                       "appear once in an object; the last would silently win)");
+  refused.check("run " + tiny + " -o ''", "run: --output: expected a value, found an empty string");
+  refused.check("run " + tiny + " --benchmark-json ''",
+                "run: --benchmark-json: expected a value, found an empty string");
+  refused.check("claims " + tiny + " -o ''",
+                "claims: --output: expected a value, found an empty string");
+  refused.check("attend --q q --k k --v v --out ''",
+                "attend: --out: expected a value, found an empty string");
+}
