@@ -8,10 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
+#include <map>
 #include <optional>
 #include <sstream>
 
 #include "grouping.hpp"
+#include "sdpa/stability_analysis.hpp"
 
 namespace sdpa::plots {
 namespace {
@@ -282,11 +285,104 @@ std::vector<Panel> loss_panels(const std::vector<const json*>& records) {
   return panels;
 }
 
+// Stability: a rate's mean curve of `field` per block, reduced over blocks by `pick` at each
+// logged step (null: no seed reached it), as series rows without an interval.
+std::vector<std::string> curve_rows(const json& record, const json& rate, const std::string& field,
+                                    const std::function<double(double, double)>& pick, bool logy) {
+  std::vector<std::string> rows;
+  const json& steps = record["step"];
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    double y = std::numeric_limits<double>::quiet_NaN();
+    for (const auto& layer : rate["curves"]["layers"]) {
+      const json& v = layer[field][i];
+      if (!v.is_number()) continue;
+      y = std::isnan(y) ? v.get<double>() : pick(y, v.get<double>());
+    }
+    if (logy && !(y > 0)) y = std::numeric_limits<double>::quiet_NaN();  // no log of it
+    const std::string x = data(json(y));
+    rows.push_back(steps[i].dump() + " " + x + " " + x + " " + x + " NaN");
+  }
+  return rows;
+}
+
 struct Figure {
   std::string name, title;
   std::vector<Panel> panels;
   std::vector<double> ceilings = {};  // per panel, the highest of its values and its peak line
 };
+
+// Stability, per d_k: final loss (min(l, l0), mean across seeds with its CI) against the learning
+// rate, one line per scheme; and the largest logit (over blocks) and the lowest entropy (over
+// blocks) against step at a stable rate (the largest at which every scheme trains, else the one
+// with the lowest mean final loss over the schemes) and at the grid's largest rate.
+std::vector<Figure> stability_figures(const std::string& name, const std::string& title,
+                                      const std::vector<const json*>& records) {
+  namespace sa = stability_analysis;
+  std::map<double, std::vector<const json*>> cells;
+  for (const json* r : records) cells[(*r)["params"]["d_k"].get<double>()].push_back(r);
+  std::vector<Figure> out;
+  Figure loss{name + "-final-loss", title + ": final loss vs learning rate", {}};
+  for (const auto& [d_k, schemes] : cells) {
+    Panel panel{.title = "d_k = " + report::number(d_k),
+                .xlabel = "learning rate (AdamW peak)",
+                .ylabel = "held-out loss min(l, l0), mean across seeds",
+                .logx = true};
+    for (const json* r : schemes) {
+      Series series{.title = report::label((*r)["params"]["scale"])};
+      for (const auto& rate : (*r)["learning_rates"]) {
+        const json& l = rate["capped_final_loss"];
+        series.rows.push_back(rate["learning_rate"].dump() + " " + data(l["value"]) + " " +
+                              data(l["ci95"][0]) + " " + data(l["ci95"][1]) + " NaN");
+      }
+      panel.series.push_back(std::move(series));
+    }
+    loss.panels.push_back(std::move(panel));
+  }
+  out.push_back(std::move(loss));
+  for (const auto& [d_k, schemes] : cells) {
+    const json& grid = (*schemes.front())["learning_rates"];
+    std::size_t stable = grid.size(), best = 0;
+    double best_loss = std::numeric_limits<double>::infinity();
+    for (std::size_t i = 0; i < grid.size(); ++i) {
+      double sum = 0;
+      bool all_train = true;
+      for (const json* r : schemes) {
+        const json& rate = (*r)["learning_rates"][i];
+        all_train = all_train && sa::rate_trains(rate);
+        const json& v = rate["capped_final_loss"]["value"];
+        sum += v.is_number() ? v.get<double>() : std::numeric_limits<double>::infinity();
+      }
+      if (all_train) stable = i;
+      if (sum < best_loss) best_loss = sum, best = i;
+    }
+    if (stable == grid.size()) stable = best;
+    const std::size_t unstable = grid.size() - 1;
+    Figure f{name + "-logits-dk" + report::number(d_k),
+             title + ", d_k = " + report::number(d_k) + ": largest logit and entropy vs step",
+             {}};
+    for (const bool logit : {true, false})
+      for (const std::size_t i : {stable, unstable}) {
+        Panel panel{.title = "learning rate " + grid[i]["learning_rate"].dump() +
+                             (i == unstable ? " (largest)" : " (stable)"),
+                    .xlabel = "training step",
+                    .ylabel = logit ? "largest attention logit (max over blocks)"
+                                    : "attention entropy, nats (min over blocks)",
+                    .logx = false,
+                    .logy = logit};
+        for (const json* r : schemes)
+          panel.series.push_back(
+              {.title = report::label((*r)["params"]["scale"]),
+               .rows = curve_rows(
+                   *r, (*r)["learning_rates"][i], logit ? "max_logit" : "entropy",
+                   logit ? [](double a, double b) { return std::max(a, b); }
+                         : [](double a, double b) { return std::min(a, b); },
+                   logit)});
+        f.panels.push_back(std::move(panel));
+      }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -318,6 +414,16 @@ Output write_plots(const std::vector<report::ResultFile>& results, const std::st
           figures.push_back({machine + experiment + "-loss" + suffix,
                              title + ": held-out loss vs step" + group,
                              loss_panels(groups[g].records)});
+        }
+      }
+      if (e["kind"] == "stability") {
+        const auto groups = report::group_records(e["records"], "d_k", "scale", fixed);
+        for (std::size_t g = 0; g < groups.size(); ++g) {
+          const std::string suffix = groups.size() > 1 ? "-" + std::to_string(g + 1) : "";
+          const std::string group = groups[g].title.empty() ? "" : " (" + groups[g].title + ")";
+          for (auto& f :
+               stability_figures(machine + experiment + suffix, title + group, groups[g].records))
+            figures.push_back(std::move(f));
         }
       }
       for (const auto& spec : specs_for(e["kind"])) {

@@ -14,6 +14,7 @@
 #include "sdpa/input_error.hpp"
 #include "sdpa/input_file.hpp"
 #include "sdpa/json_schema.hpp"
+#include "sdpa/stability_analysis.hpp"
 #include "training_verdict.hpp"
 
 namespace sdpa::report {
@@ -268,7 +269,15 @@ std::vector<Table> training_tables(const json& experiment, const std::string& so
       {"s2 init", [](const json& r) { return number(r["sigma2_init"]); }},
       {"steps to target (reached)", [](const json& r) { return steps_to_target(r); }},
       {"final loss [95% CI]", [](const json& r) { return statistic_with_ci(r["final_loss"]); }},
-      {"final acc [95% CI]", [](const json& r) { return statistic_with_ci(r["final_accuracy"]); }},
+      {"final acc [Wilson 95%]",
+       [](const json& r) {
+         // The record's Student-t interval can pass 1; accuracy is bounded (issue 19).
+         const json& acc = r["final_accuracy"]["value"];
+         if (acc.is_null()) return json_number(acc);
+         const auto ci = stats::wilson_interval_of_mean(
+             acc.get<double>(), r["steps_to_target"]["seeds"].get<std::int64_t>());
+         return json_number(acc) + " " + interval(json{ci.low, ci.high});
+       }},
       {"H init → end", [](const json& r) { return init_to_end(r, "entropy"); }},
       {"max w init → end", [](const json& r) { return init_to_end(r, "max_weight"); }},
       {"‖∇W_Q‖ init → end", [](const json& r) { return curve_ends(r, "grad_norm_w_q"); }},
@@ -283,7 +292,9 @@ std::vector<Table> training_tables(const json& experiment, const std::string& so
       "2 ln N). steps to target: median first logged step whose held-out accuracy reaches the "
       "target (- when half the seeds or more never did), with how many seeds reached it. H, max "
       "w: attention entropy (nats) and largest weight of the query row, mean over held-out "
-      "sequences and heads. ‖∇W_Q‖: Frobenius norm of the held-out loss's gradient in W_Q. "
+      "sequences and heads. final loss: Student-t interval across seeds; final acc: Wilson score "
+      "interval of the mean across seeds (stats::wilson_interval_of_mean), which stays inside "
+      "[0, 1]. ‖∇W_Q‖: Frobenius norm of the held-out loss's gradient in W_Q. "
       "non-finite: training steps whose loss or gradient was inf/NaN "
       "(skipped), in how many seeds. Intervals are across seeds.",
       "final_loss");
@@ -364,12 +375,108 @@ std::vector<Table> timing_tables(const json& experiment, const std::string& sour
   return {std::move(t)};
 }
 
+// The records of one table group of a stability experiment by d_k, each d_k's schemes in the
+// order the records come (the config's).
+using SchemeRecords = std::vector<std::pair<std::string, const json*>>;
+std::map<double, SchemeRecords> by_d_k(const std::vector<const json*>& records) {
+  std::map<double, SchemeRecords> out;
+  for (const json* r : records)
+    out[param(*r, "d_k").get<double>()].emplace_back(label(param(*r, "scale")), r);
+  return out;
+}
+
+std::string share(const json& p) {
+  return p["count"].dump() + "/" + p["runs"].dump() + " " + interval(p["ci95"]);
+}
+
+// One table per d_k: a row per learning rate, a column per scheme, `cell` filling it.
+Table rate_table(const std::string& title, const SchemeRecords& schemes,
+                 const std::function<std::string(const json& rate)>& cell, std::string note) {
+  Table t;
+  t.title = title;
+  t.header = {"learning rate"};
+  for (const auto& [scheme, r] : schemes) t.header.push_back(scheme);
+  const json& grid = (*schemes.front().second)["learning_rates"];
+  for (std::size_t i = 0; i < grid.size(); ++i) {
+    std::vector<std::string> row = {json_number(grid[i]["learning_rate"])};
+    for (const auto& [scheme, r] : schemes) {
+      const json& rates = (*r)["learning_rates"];
+      row.push_back(i < rates.size() ? cell(rates[i]) : "-");
+    }
+    t.rows.push_back(std::move(row));
+  }
+  t.note = std::move(note);
+  return t;
+}
+
+// Learning-rate sensitivity per d_k and scheme; per d_k, final loss, trained and diverged
+// shares, and logit growth against the learning rate.
+std::vector<Table> stability_tables(const json& experiment, const std::string& source) {
+  namespace sa = stability_analysis;
+  std::vector<Table> out;
+  if (experiment["records"].empty()) return out;
+  std::string fixed;
+  for (const auto& [group, records] : group_records(experiment["records"], "d_k", "scale", fixed)) {
+    const std::string title = table_title(experiment, source, group);
+    const auto cells = by_d_k(records);
+    Table sens;
+    sens.title = title + ": learning-rate sensitivity";
+    sens.header = {"d_k", "scale", "LR sensitivity [95% CI]", "rates that train", "l0 [95% CI]"};
+    for (const auto& [d_k, schemes] : cells)
+      for (const auto& [scheme, r] : schemes) {
+        const auto rates = sa::trainable_rates(*r);
+        sens.rows.push_back(
+            {number(d_k), scheme, statistic_with_ci((*r)["sensitivity"]),
+             std::to_string(rates.size()) + " of " + std::to_string((*r)["learning_rates"].size()) +
+                 (rates.empty()
+                      ? ""
+                      : " (" + number(rates.front()) + " to " + number(rates.back()) + ")"),
+             statistic_with_ci((*r)["initial_loss"])});
+      }
+    sens.note =
+        "Fixed: " + fixed +
+        ". LR sensitivity (Wortsman et al. 2023, sec. 2.2): mean over the learning-rate grid of "
+        "min(final loss, l0) minus the best final loss, per seed (a run that blew up counts as "
+        "l0), then its mean across seeds with a Student-t interval (lower end raised to 0 when "
+        "every seed's value is non-negative); lower is less sensitive. l0: held-out loss at "
+        "initialisation. A rate trains when more than half of its seeds reach the target "
+        "accuracy.";
+    out.push_back(std::move(sens));
+    for (const auto& [d_k, schemes] : cells) {
+      const std::string at = title + ", d_k = " + number(d_k);
+      out.push_back(rate_table(
+          at + ": final loss", schemes,
+          [](const json& rate) { return statistic_with_ci(rate["capped_final_loss"]); },
+          "Held-out loss at the last step, min(final loss, l0) per seed (a run that blew up "
+          "counts as l0), mean across seeds [Student-t 95 % CI]."));
+      out.push_back(rate_table(
+          at + ": runs that trained · diverged", schemes,
+          [](const json& rate) { return share(rate["trained"]) + " · " + share(rate["diverged"]); },
+          "Trained: runs whose final held-out accuracy reached the target. Diverged: runs with a "
+          "non-finite loss or gradient, or whose final held-out loss is above l0. Shares with "
+          "their Wilson 95 % score interval (stays inside [0, 1])."));
+      out.push_back(rate_table(
+          at + ": largest attention logit", schemes,
+          [](const json& rate) {
+            const auto g = sa::logit_growth(rate);
+            return number(g.initial) + " → " + number(g.peak) + " (H min " +
+                   number(g.lowest_entropy) + ")";
+          },
+          "Largest attention logit c q.k over blocks, held-out rows and heads, mean across seeds: "
+          "at initialisation → its peak over training; H min: the lowest mean attention entropy "
+          "(nats) of any block at any logged step after 0 (ln N is uniform attention)."));
+    }
+  }
+  return out;
+}
+
 using TableMaker = std::vector<Table> (*)(const json& experiment, const std::string& source);
 
 const std::map<std::string, TableMaker>& makers() {
   static const std::map<std::string, TableMaker> m = {
-      {"variance", variance_tables}, {"entropy", entropy_tables},   {"gradient", gradient_tables},
-      {"training", training_tables}, {"roofline", roofline_tables}, {"timing", timing_tables}};
+      {"variance", variance_tables}, {"entropy", entropy_tables},     {"gradient", gradient_tables},
+      {"training", training_tables}, {"stability", stability_tables}, {"roofline", roofline_tables},
+      {"timing", timing_tables}};
   return m;
 }
 

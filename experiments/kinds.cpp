@@ -6,7 +6,7 @@ namespace sdpa {
 const std::vector<ExperimentKind>& experiment_kinds() {
   static const std::vector<ExperimentKind> kinds = {
       variance_experiment(), entropy_experiment(),  gradient_experiment(),
-      training_experiment(), roofline_experiment(), timing_experiment(),
+      training_experiment(), stability_experiment(), roofline_experiment(), timing_experiment(),
   };
   return kinds;
 }

@@ -8,6 +8,7 @@ ExperimentKind variance_experiment();
 ExperimentKind entropy_experiment();
 ExperimentKind gradient_experiment();
 ExperimentKind training_experiment();
+ExperimentKind stability_experiment();
 ExperimentKind roofline_experiment();
 ExperimentKind timing_experiment();
 }  // namespace sdpa
