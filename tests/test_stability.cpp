@@ -9,7 +9,11 @@
 #include <cstring>
 #include <limits>
 
+#include "experiment_runner.hpp"
+#include "sdpa/report.hpp"
+#include "sdpa/sensitivity.hpp"
 #include "stability_run.hpp"
+#include "test_files.hpp"
 
 namespace stability = sdpa::stability;
 using stability::Matrix;
@@ -347,4 +351,131 @@ TEST_CASE("a sweep's runs are bit-identical on 1 and 2 threads and across calls"
                                         }()},
                                         2),
                   std::invalid_argument);
+}
+
+// ---- the `stability` experiment kind ------------------------------------------------------
+
+namespace {
+
+// Seconds-long sweeps: three rates, the largest far past what any scheme survives.
+const std::string kSweep =
+    R"("d_k": 8, "d_model": 8, "d_ff": 16, "learning_rates": [0.001, 0.03, 3], "steps": 30, )"
+    R"("log_every": 10, "seeds": 3, "eval_size": 32, "batch": 16)";
+
+}  // namespace
+
+TEST_CASE("stability kind: bit-identical records on 1 and 2 threads and across runs") {
+  for (const std::string scale : {"none", "qk_norm"}) {
+    const std::string fields = kSweep + R"(, "scale": ")" + scale + "\"";
+    const std::string one = sdpa::testing::run_cell("stability", fields, 1).dump();
+    CHECK(sdpa::testing::run_cell("stability", fields, 2).dump() == one);
+    CHECK(sdpa::testing::run_cell("stability", fields, 1).dump() == one);
+  }
+}
+
+TEST_CASE("stability kind: the record's sensitivity, shares and curves follow its per-seed runs") {
+  const auto r = sdpa::testing::run_cell("stability", kSweep + R"(, "scale": "sqrt_dk")", 2);
+  const auto& rates = r["learning_rates"];
+  REQUIRE(rates.size() == 3);
+  CHECK(r["step"] == sdpa::json::array({0, 10, 20, 30}));
+  CHECK(r["n_keys"] == 9);  // 8 pairs and the query
+  CHECK(r["scale_value"].get<double>() == doctest::Approx(1 / std::sqrt(8.0)));
+  // The sensitivity recomputed from the stored per-seed losses (NaN is stored as null).
+  const auto l0 = r["initial_loss"]["per_seed"].get<std::vector<double>>();
+  std::vector<std::vector<double>> finals(l0.size());
+  for (const auto& rate : rates)
+    for (std::size_t t = 0; t < l0.size(); ++t) {
+      const auto& x = rate["final_loss_per_seed"][t];
+      finals[t].push_back(x.is_null() ? std::numeric_limits<double>::quiet_NaN() : x.get<double>());
+    }
+  const auto s = sdpa::stats::lr_sensitivity_across_seeds(finals, l0);
+  CHECK(r["sensitivity"]["value"].get<double>() == s.mean);
+  CHECK(r["sensitivity"]["per_seed"].get<std::vector<double>>() == s.per_seed);
+  for (const auto& rate : rates) {
+    CAPTURE(rate["learning_rate"]);
+    CHECK(rate["diverged"]["runs"] == 3);
+    // A run that diverged has a step where it did; one that did not has none.
+    std::int64_t diverged = 0;
+    for (const auto& at : rate["diverged_at"]) diverged += at.is_null() ? 0 : 1;
+    CHECK(rate["diverged"]["count"] == diverged);
+    for (const char* share : {"diverged", "trained"}) {
+      const auto& ci = rate[share]["ci95"];
+      CHECK((0 <= ci[0].get<double>() && ci[0] <= ci[1] && ci[1].get<double>() <= 1));
+    }
+    const auto& acc = rate["final_accuracy"];
+    if (!acc["value"].is_null())
+      CHECK((0 <= acc["ci95"][0].get<double>() && acc["ci95"][1].get<double>() <= 1));
+    // Every block has every series at every logged step.
+    REQUIRE(rate["curves"]["layers"].size() == 2);
+    for (const auto& layer : rate["curves"]["layers"])
+      for (const auto& [name, series] : layer.items()) CHECK(series.size() == 4);
+  }
+  // The smallest rate barely moves the logits; the largest blows them up.
+  const auto peak = [&](std::size_t i) {
+    double p = 0;
+    for (const auto& layer : rates[i]["curves"]["layers"])
+      for (const auto& x : layer["max_logit"])
+        if (x.is_number()) p = std::max(p, x.get<double>());
+    return p;
+  };
+  CHECK(peak(2) > 10 * peak(0));
+}
+
+TEST_CASE("stability kind: every seed's runs share l0 across rates, schemes' seeds share data") {
+  // l0 is one number per seed for all rates: the runs of a seed start from the same weights.
+  const auto r = sdpa::testing::run_cell("stability", kSweep + R"(, "scale": "dk")", 1);
+  const auto l0 = r["initial_loss"]["per_seed"].get<std::vector<double>>();
+  CHECK(l0[0] != l0[1]);  // seeds differ
+  // Schemes whose scale is the same number give the same record: the cell's place in the grid
+  // is not part of the key (common random numbers). At d_k = 1, "none", "sqrt_dk" and "dk"
+  // all scale by 1.
+  const std::string one =
+      R"("d_k": 1, "d_model": 8, "d_ff": 16, "learning_rates": [0.001, 0.03], )"
+      R"("steps": 10, "log_every": 10, "seeds": 2, "eval_size": 16, "batch": 8, )"
+      R"("scale": ["none", "dk"])";
+  const auto a = sdpa::testing::run_cell("stability", one, 1, 0);
+  const auto b = sdpa::testing::run_cell("stability", one, 1, 1);
+  CHECK(a["scale_value"] == b["scale_value"]);
+  CHECK(a.dump() == b.dump());
+}
+
+TEST_CASE("stability kind: its records are valid result records and make tables") {
+  sdpa::testing::TempDir dir;
+  const auto config = sdpa::parse_config(
+      "t.json", R"({"name": "t", "seed": 3, "experiments": [{"name": "s", "kind": "stability", )" +
+                    kSweep + R"(, "scale": ["none", "sqrt_dk", "qk_norm"]}]})");
+  sdpa::RunOptions options;
+  options.output = (dir / "r.json").string();
+  options.threads = 2;
+  options.progress = false;
+  const auto doc = sdpa::report::read_result_file(sdpa::run_config(config, options));
+  const auto tables = sdpa::report::tables({doc});
+  // The sensitivity table, then per d_k: final loss, trained/diverged, logits.
+  REQUIRE(tables.size() == 4);
+  CHECK(tables[0].title == "stability: s: learning-rate sensitivity");
+  CHECK(tables[0].rows.size() == 3);
+  CHECK(tables[2].header ==
+        std::vector<std::string>{"learning rate", "none", "sqrt_dk", "qk_norm"});
+  CHECK(tables[2].rows.size() == 3);
+}
+
+TEST_CASE("configs/stability.json is a valid config; a stability config it cannot run is refused") {
+  CHECK(sdpa::make_plan(sdpa::load_config("configs/stability.json")).size() == 1);
+  const auto error_of = [](const std::string& fields) {
+    try {
+      sdpa::testing::cell_count("stability", fields);
+    } catch (const sdpa::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(error_of(R"("d_k": 4, "learning_rates": [0.01, 0.001])") ==
+        "test.json: /experiments/0/learning_rates/1: expected increasing learning rates, found "
+        "0.001 after 0.01");
+  CHECK(error_of(R"("d_k": 4, "steps": 10, "log_every": 5, "warmup_steps": 10)") ==
+        "test.json: /experiments/0/warmup_steps: expected fewer than steps (10), found 10");
+  CHECK(error_of(R"("d_k": 4, "scale": "qknorm")").find("/experiments/0/scale") !=
+        std::string::npos);
+  CHECK(error_of(R"("d_k": 4, "learning_rates": [0.01])").find("/experiments/0/learning_rates") !=
+        std::string::npos);
 }
