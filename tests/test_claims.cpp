@@ -51,7 +51,8 @@ const json& small_stability_result() {
   static const json result = run_shrunk("configs/stability.json", [](json& e) {
     e["d_k"] = 8, e["d_model"] = 8, e["d_ff"] = 16;
     e["learning_rates"] = {0.001, 0.03, 3};
-    e["steps"] = 30, e["log_every"] = 10, e["seeds"] = 3, e["eval_size"] = 32, e["batch"] = 16;
+    e["steps"] = 30, e["log_every"] = 10, e["warmup_steps"] = 5, e["seeds"] = 3;
+    e["eval_size"] = 32, e["batch"] = 16;
   });
   return result;
 }
