@@ -5,7 +5,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 BIN    := $(BUILD)/cli/sdpa-bench
 
-.PHONY: setup configure build run test test-arm64 bench results report fuzz lint clean
+.PHONY: setup configure build run test test-arm64 bench results report schemas fuzz lint clean
 
 setup:
 	@tools/setup.sh
@@ -52,6 +52,11 @@ report: build
 	$(BIN) claims $(firstword $(filter %/seeds.json,$(REFERENCE_RESULTS))) \
 	  $(firstword $(filter %/training.json,$(REFERENCE_RESULTS))) -o results/claims.md
 
+# configs/schema.json and results/schema.json, assembled from kinds/config.schema.json,
+# kinds/result.schema.json and each kind's parts (tests/test_kinds.cpp checks they are current).
+schemas: build
+	$(BUILD)/tools/write_schemas configs/schema.json results/schema.json
+
 # libFuzzer targets (fuzz/), each run for FUZZ_SECONDS from its seeds in fuzz/corpus/<target>/;
 # what they learn goes to build/fuzz/corpus/, a crash to build/fuzz/crash-* (and fails).
 FUZZERS      ?= config result npy journal
@@ -71,7 +76,7 @@ fuzz: setup
 
 # clang-tidy (.clang-tidy, compile commands of build/release) on the project's sources, and
 # clang-format (.clang-format) on them and the fuzz targets.
-LINT_DIRS    := kernels experiments analysis cli
+LINT_DIRS    := kernels input experiments analysis kinds cli tools
 LINT_SOURCES  = $(shell git ls-files --cached --others --exclude-standard $(addsuffix /*.cpp,$(LINT_DIRS)))
 FORMAT_FILES  = $(shell git ls-files --cached --others --exclude-standard \
                   $(foreach d,$(LINT_DIRS) fuzz,$(d)/*.cpp $(d)/*.hpp))

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "grouping.hpp"
+#include "markdown.hpp"
 #include "sdpa/input_error.hpp"
 #include "sdpa/report.hpp"
 #include "sdpa/stability_analysis.hpp"
@@ -725,17 +726,8 @@ std::string markdown(const std::vector<Claim>& claims, const std::vector<std::st
            "`stability` experiment, such as a run of `configs/stability.json`; none was given.\n";
   for (const auto& c : claims) {
     out << "\n## Claim " << c.number << "\n\n> " << c.statement
-        << "\n\n**Verdict: " << to_string(c.verdict) << "**: " << c.reason << ".\n\n|";
-    for (const auto& h : c.header) out << " " << h << " |";
-    out << "\n|";
-    for (std::size_t i = 0; i < c.header.size(); ++i) out << "---|";
-    out << "\n";
-    for (const auto& row : c.rows) {
-      out << "|";
-      for (const auto& cell : row) out << " " << cell << " |";
-      out << "\n";
-    }
-    out << "\nSource: " << c.source << ".\n";
+        << "\n\n**Verdict: " << to_string(c.verdict) << "**: " << c.reason << ".\n\n"
+        << report::markdown_table(c.header, c.rows, false) << "\nSource: " << c.source << ".\n";
   }
   return out.str();
 }

@@ -6,6 +6,8 @@
 #include <optional>
 #include <tuple>
 
+#include "csv.hpp"
+#include "kind_report.hpp"
 #include "sdpa/nonparametric.hpp"
 
 namespace sdpa::compare {
@@ -255,10 +257,11 @@ std::optional<std::string> first_difference(const json& a, const json& b, const 
   return a == b ? std::nullopt : std::optional(path);
 }
 
-// Statistics (every kind but the measurements timing and roofline) depend only on the config
-// and the seed: with both equal, any difference is a reproducibility finding.
+// Statistics (every kind whose records are not measurements of the machine, KindReport) depend
+// only on the config and the seed: with both equal, any difference is a reproducibility finding.
 bool is_statistics(const json& experiment) {
-  return experiment["kind"] != "timing" && experiment["kind"] != "roofline";
+  const report::KindReport* kind = report::find_kind_report(experiment["kind"]);
+  return !kind || !kind->measurement;
 }
 
 // The outcome for one statistics experiment of A: identical in B, or the first difference.
@@ -276,8 +279,7 @@ std::string reproduced(const json& experiment, std::size_t index, const ResultFi
          shown(*match);
 }
 
-// Statistics (every kind but the measurements timing and roofline) depend only on the config
-// and the seed: with both equal, any difference is a reproducibility finding.
+// Each statistics experiment of `base` (is_statistics) against `other`'s of the same name.
 Table reproducibility_table(const ResultFile& base, const ResultFile& other) {
   Table t;
   t.title = "reproducibility of statistics: " + other.path + " against " + base.path;
@@ -294,15 +296,8 @@ Table reproducibility_table(const ResultFile& base, const ResultFile& other) {
   }
   t.note =
       "Same config sha256 and seed must give identical statistics on machines of the same "
-      "ISA (design, \"Randomness\"); a finding names the first differing JSON path (of A).";
+      "ISA (docs/design.md, \"Randomness\"); a finding names the first differing JSON path (of A).";
   return t;
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? "\"\"" : std::string(1, c);
-  return q + "\"";
 }
 
 }  // namespace
@@ -325,7 +320,7 @@ std::string csv(const Table& table) {
   auto line = [&](const std::vector<std::string>& cells) {
     for (std::size_t i = 0; i < cells.size(); ++i) {
       if (i > 0) out += ',';
-      out += csv_field(cells[i]);
+      out += report::csv_field(cells[i]);
     }
     out += '\n';
   };

@@ -24,6 +24,16 @@ const json& param(const json& record, const std::string& key) {
   return it == params.end() ? none : *it;
 }
 
+std::string machine_of(const json& result) { return result.value("machine_id", std::string("?")); }
+
+std::vector<std::string> machine_ids(const std::vector<const json*>& results) {
+  std::vector<std::string> ids;
+  for (const json* r : results)
+    if (std::find(ids.begin(), ids.end(), machine_of(*r)) == ids.end())
+      ids.push_back(machine_of(*r));
+  return ids;
+}
+
 std::vector<Group> group_records(const json& records, const std::string& row_key,
                                  const std::string& column_key, std::string& fixed) {
   std::vector<std::string> varying;

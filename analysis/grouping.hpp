@@ -23,6 +23,12 @@ struct Group {
   std::vector<const json*> records;
 };
 
+// A result file's machine id.
+std::string machine_of(const json& result);
+// The machine ids of result files, in order of first appearance: tables and plots name the
+// machine only when there are several.
+std::vector<std::string> machine_ids(const std::vector<const json*>& results);
+
 // Records grouped by every parameter except the row and column parameters, so each group is
 // one table (or plot) with rows by `row_key` and column groups (series) by `column_key`.
 // Parameters with one value across the experiment are appended to `fixed`.

@@ -8,71 +8,55 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <limits>
-#include <map>
 #include <optional>
 #include <sstream>
 
 #include "grouping.hpp"
-#include "sdpa/stability_analysis.hpp"
+#include "kind_report.hpp"
+#include "plotting.hpp"
 
 namespace sdpa::plots {
-namespace {
-
-namespace fs = std::filesystem;
-
-// One plot: y (a statistic with its CI) against the row parameter, one series per value of
-// the column parameter, with the theory (where the record has one) as a dashed line.
-struct Spec {
-  std::string suffix;                // file name part
-  std::string row_key = "d_k";       // the x axis
-  std::string column_key = "scale";  // one series per value
-  std::string xlabel = "d_k (key dimension)";
-  std::string series_prefix = "c = ";
-  std::string stat;  // record field holding {value, ci95, predicted}
-  std::string ylabel;
-  bool logy = false;
-  // With files from several machines, also one figure with a panel per machine on one y scale.
-  bool compare_machines = false;
-  // The prediction to draw for a record, if any.
-  std::function<std::optional<double>(const json& record)> theory = [](const json&) {
-    return std::optional<double>();
-  };
-  // Extra gnuplot commands for a group (reference lines, markers).
-  std::function<std::string(const std::vector<const json*>&)> decorate = [](const auto&) {
-    return std::string();
-  };
-};
 
 std::optional<double> predicted_field(const json& stat) {
   return stat["predicted"].is_number() ? std::optional(stat["predicted"].get<double>())
                                        : std::nullopt;
 }
 
+std::string data(const json& x) { return x.is_number() ? x.dump() : "NaN"; }
+
+double measured_peak(const std::vector<const json*>& records) {
+  double peak = 0;
+  for (const json* r : records)
+    if (r->contains("peak") && (*r)["peak"].is_object())
+      peak = std::max(peak, (*r)["peak"].value("fma_gflops", 0.0));
+  return peak;
+}
+
+double ceiling(const std::string& stat, const std::vector<const json*>& records) {
+  double top = measured_peak(records);
+  for (const json* r : records)
+    for (const json& x : {(*r)[stat]["value"], (*r)[stat]["ci95"][1]})
+      if (x.is_number()) top = std::max(top, x.get<double>());
+  return 1.1 * top;
+}
+
+std::string group_suffix(std::size_t g, std::size_t groups) {
+  return groups > 1 ? "-" + std::to_string(g + 1) : "";
+}
+
+std::string group_label(const report::Group& group) {
+  return group.title.empty() ? "" : " (" + group.title + ")";
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
 std::string quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
   return q + "'";
 }
-
-// A number as gnuplot reads it: JSON's shortest form, NaN (a gap) for null.
-std::string data(const json& x) { return x.is_number() ? x.dump() : "NaN"; }
-
-// One line of a plot: rows "x value ci_low ci_high theory" (theory NaN where there is none).
-struct Series {
-  std::string title;
-  std::vector<std::string> rows = {};
-  bool has_theory = false;
-};
-
-// One set of axes. A figure is one panel, or several side by side (gnuplot's multiplot).
-struct Panel {
-  std::string title, xlabel, ylabel;
-  bool logx = true, logy = false;
-  bool bands = false;         // the CI as a shaded band (dense curves) rather than error bars
-  std::string decorate = {};  // gnuplot commands: reference lines, markers, ranges
-  std::vector<Series> series = {};
-};
 
 std::string draw(const Panel& p, std::size_t index, bool side_by_side) {
   std::ostringstream gp;
@@ -135,9 +119,9 @@ std::string figure(const std::string& name, const std::string& title,
   return gp.str();
 }
 
-// One panel from a spec: series by the column parameter, in the records' order.
-Panel spec_panel(const Spec& spec, const std::string& title,
-                 const std::vector<const json*>& records) {
+// One panel of a curve plot: series by the column parameter, in the records' order.
+Panel curve_panel(const Curve& spec, const std::string& title,
+                  const std::vector<const json*>& records) {
   Panel panel{.title = title,
               .xlabel = spec.xlabel,
               .ylabel = spec.ylabel,
@@ -158,230 +142,12 @@ Panel spec_panel(const Spec& spec, const std::string& title,
   return panel;
 }
 
-// The largest measured FMA peak the records were timed against (0 when none is known).
-double measured_peak(const std::vector<const json*>& records) {
-  double peak = 0;
-  for (const json* r : records)
-    if (r->contains("peak") && (*r)["peak"].is_object())
-      peak = std::max(peak, (*r)["peak"].value("fma_gflops", 0.0));
-  return peak;
-}
-
-// The top of a y axis from 0 that shows every value, its interval and the peak line.
-double ceiling(const std::string& stat, const std::vector<const json*>& records) {
-  double top = measured_peak(records);
-  for (const json* r : records)
-    for (const json& x : {(*r)[stat]["value"], (*r)[stat]["ci95"][1]})
-      if (x.is_number()) top = std::max(top, x.get<double>());
-  return 1.1 * top;
-}
-
-std::vector<Spec> specs_for(const std::string& kind) {
-  if (kind == "variance")
-    return {{.suffix = "variance",
-             .stat = "score_variance",
-             .ylabel = "Var(s), variance of the scores",
-             .logy = true,
-             .theory = [](const json& r) { return predicted_field(r["score_variance"]); }}};
-  if (kind == "entropy")
-    return {{.suffix = "entropy",
-             .stat = "entropy",
-             .ylabel = "H, softmax entropy per row (nats)",
-             .theory =
-                 [](const json& r) {
-                   return r["formula_valid"].get<bool>() ? predicted_field(r["entropy"])
-                                                         : std::nullopt;
-                 },
-             .decorate =
-                 [](const std::vector<const json*>& records) {
-                   // ln N, and the freezing point sigma^2 = 2 ln N of the unscaled series.
-                   const json& first = *records.front();
-                   std::ostringstream d;
-                   d << "set arrow from graph 0, first " << first["ln_n"].dump()
-                     << " to graph 1, first " << first["ln_n"].dump() << " nohead dt 3 lc 'gray'\n"
-                     << "set label 'ln N' at graph 0.02, first " << first["ln_n"].dump()
-                     << " offset 0,0.6\n";
-                   for (const json* r : records)
-                     if ((*r)["params"]["scale"] == "none") {
-                       const double d_k = (*r)["params"]["d_k"], s2 = (*r)["sigma2"];
-                       const double freeze = d_k * (*r)["saturation_sigma2"].get<double>() / s2;
-                       d << "set arrow from first " << freeze << ", graph 0 to first " << freeze
-                         << ", graph 1 nohead dt 4 lc 'red'\nset label 'c = 1: {/Symbol s}^2 = 2 "
-                            "ln N' at first "
-                         << freeze << ", graph 0.95 offset 0.5,0 tc 'red'\n";
-                       break;
-                     }
-                   return d.str();
-                 }}};
-  if (kind == "gradient")
-    return {{.suffix = "jacobian",
-             .stat = "jacobian_fro2",
-             .ylabel = "||J||_F^2, softmax Jacobian per row",
-             .logy = true,
-             .theory = [](const json& r) { return predicted_field(r["jacobian_fro2"]); }},
-            {.suffix = "participation",
-             .stat = "participation",
-             .ylabel = "share of keys with |dS| > 1e-3 max |dS|"}};
-  if (kind == "timing")
-    return {{.suffix = "throughput",
-             .row_key = "n_kv",
-             .column_key = "kernel",
-             .xlabel = "N (keys per query)",
-             .series_prefix = "",
-             .stat = "gflops",
-             .ylabel = "GFLOP/s",
-             .compare_machines = true,
-             .decorate = [](const std::vector<const json*>& records) {
-               // The machine's measured FMA peak for these cells, as a horizontal line.
-               const double peak = measured_peak(records);
-               if (peak <= 0) return std::string();
-               std::ostringstream d;
-               d << "set arrow from graph 0, first " << peak << " to graph 1, first " << peak
-                 << " nohead dt 2 lc 'black'\nset label 'measured FMA peak' at graph 0.02, first "
-                 << peak << " offset 0,0.6\nset yrange [0:" << ceiling("gflops", records) << "]\n";
-               return d.str();
-             }}};
-  return {};
-}
-
 bool gnuplot_available() {
   const char* path = std::getenv("PATH");
   std::istringstream dirs(path ? path : "");
   for (std::string d; std::getline(dirs, d, ':');)
     if (!d.empty() && fs::exists(fs::path(d) / "gnuplot")) return true;
   return false;
-}
-
-// Training: held-out loss against step, one line per scale scheme, at the smallest and the
-// largest d_k of each group, side by side.
-std::vector<Panel> loss_panels(const std::vector<const json*>& records) {
-  double smallest = 0, largest = 0;
-  for (const json* r : records) {
-    const double d_k = (*r)["params"]["d_k"];
-    if (r == records.front() || d_k < smallest) smallest = d_k;
-    if (r == records.front() || d_k > largest) largest = d_k;
-  }
-  std::vector<double> shown = {smallest};
-  if (largest != smallest) shown.push_back(largest);
-  std::vector<Panel> panels;
-  for (const double d_k : shown) {
-    Panel panel{.title = "d_k = " + report::number(d_k),
-                .xlabel = "training step",
-                .ylabel = "held-out loss (nats), mean across seeds",
-                .logx = false,  // linear y too: a band whose low end is <= 0 has no log
-                .bands = true};
-    for (const json* r : records) {
-      if ((*r)["params"]["d_k"].get<double>() != d_k) continue;
-      Series series{.title = "c = " + report::label((*r)["params"]["scale"])};
-      const json& steps = (*r)["curves"]["step"];
-      const json& loss = (*r)["curves"]["loss"];
-      for (std::size_t i = 0; i < steps.size(); ++i)
-        series.rows.push_back(steps[i].dump() + " " + data(loss["mean"][i]) + " " +
-                              data(loss["ci95"][i][0]) + " " + data(loss["ci95"][i][1]) + " NaN");
-      panel.series.push_back(std::move(series));
-    }
-    panels.push_back(std::move(panel));
-  }
-  return panels;
-}
-
-// Stability: a rate's mean curve of `field` per block, reduced over blocks by `pick` at each
-// logged step (null: no seed reached it), as series rows without an interval.
-std::vector<std::string> curve_rows(const json& record, const json& rate, const std::string& field,
-                                    const std::function<double(double, double)>& pick, bool logy) {
-  std::vector<std::string> rows;
-  const json& steps = record["step"];
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    double y = std::numeric_limits<double>::quiet_NaN();
-    for (const auto& layer : rate["curves"]["layers"]) {
-      const json& v = layer[field][i];
-      if (!v.is_number()) continue;
-      y = std::isnan(y) ? v.get<double>() : pick(y, v.get<double>());
-    }
-    if (logy && !(y > 0)) y = std::numeric_limits<double>::quiet_NaN();  // no log of it
-    const std::string x = data(json(y));
-    rows.push_back(steps[i].dump() + " " + x + " " + x + " " + x + " NaN");
-  }
-  return rows;
-}
-
-struct Figure {
-  std::string name, title;
-  std::vector<Panel> panels;
-  std::vector<double> ceilings = {};  // per panel, the highest of its values and its peak line
-};
-
-// Stability, per d_k: final loss (min(l, l0), mean across seeds with its CI) against the learning
-// rate, one line per scheme; and the largest logit (over blocks) and the lowest entropy (over
-// blocks) against step at a stable rate (the largest at which every scheme trains, else the one
-// with the lowest mean final loss over the schemes) and at the grid's largest rate.
-std::vector<Figure> stability_figures(const std::string& name, const std::string& title,
-                                      const std::vector<const json*>& records) {
-  namespace sa = stability_analysis;
-  std::map<double, std::vector<const json*>> cells;
-  for (const json* r : records) cells[(*r)["params"]["d_k"].get<double>()].push_back(r);
-  std::vector<Figure> out;
-  Figure loss{name + "-final-loss", title + ": final loss vs learning rate", {}};
-  for (const auto& [d_k, schemes] : cells) {
-    Panel panel{.title = "d_k = " + report::number(d_k),
-                .xlabel = "learning rate (AdamW peak)",
-                .ylabel = "held-out loss min(l, l0), mean across seeds",
-                .logx = true};
-    for (const json* r : schemes) {
-      Series series{.title = report::label((*r)["params"]["scale"])};
-      for (const auto& rate : (*r)["learning_rates"]) {
-        const json& l = rate["capped_final_loss"];
-        series.rows.push_back(rate["learning_rate"].dump() + " " + data(l["value"]) + " " +
-                              data(l["ci95"][0]) + " " + data(l["ci95"][1]) + " NaN");
-      }
-      panel.series.push_back(std::move(series));
-    }
-    loss.panels.push_back(std::move(panel));
-  }
-  out.push_back(std::move(loss));
-  for (const auto& [d_k, schemes] : cells) {
-    const json& grid = (*schemes.front())["learning_rates"];
-    std::size_t stable = grid.size(), best = 0;
-    double best_loss = std::numeric_limits<double>::infinity();
-    for (std::size_t i = 0; i < grid.size(); ++i) {
-      double sum = 0;
-      bool all_train = true;
-      for (const json* r : schemes) {
-        const json& rate = (*r)["learning_rates"][i];
-        all_train = all_train && sa::rate_trains(rate);
-        const json& v = rate["capped_final_loss"]["value"];
-        sum += v.is_number() ? v.get<double>() : std::numeric_limits<double>::infinity();
-      }
-      if (all_train) stable = i;
-      if (sum < best_loss) best_loss = sum, best = i;
-    }
-    if (stable == grid.size()) stable = best;
-    const std::size_t unstable = grid.size() - 1;
-    Figure f{name + "-logits-dk" + report::number(d_k),
-             title + ", d_k = " + report::number(d_k) + ": largest logit and entropy vs step",
-             {}};
-    for (const bool logit : {true, false})
-      for (const std::size_t i : {stable, unstable}) {
-        Panel panel{.title = "learning rate " + grid[i]["learning_rate"].dump() +
-                             (i == unstable ? " (largest)" : " (stable)"),
-                    .xlabel = "training step",
-                    .ylabel = logit ? "largest attention logit (max over blocks)"
-                                    : "attention entropy, nats (min over blocks)",
-                    .logx = false,
-                    .logy = logit};
-        for (const json* r : schemes)
-          panel.series.push_back(
-              {.title = report::label((*r)["params"]["scale"]),
-               .rows = curve_rows(
-                   *r, (*r)["learning_rates"][i], logit ? "max_logit" : "entropy",
-                   logit ? [](double a, double b) { return std::max(a, b); }
-                         : [](double a, double b) { return std::min(a, b); },
-                   logit)});
-        f.panels.push_back(std::move(panel));
-      }
-    out.push_back(std::move(f));
-  }
-  return out;
 }
 
 }  // namespace
@@ -391,42 +157,24 @@ Output write_plots(const std::vector<report::ResultFile>& results, const std::st
   Output out;
   std::vector<Figure> figures;
   // Names and titles carry the machine only when the files come from several machines.
-  std::vector<std::string> machines;
-  for (const auto& file : results) {
-    const std::string id = file.doc.value("machine_id", std::string());
-    if (std::find(machines.begin(), machines.end(), id) == machines.end()) machines.push_back(id);
-  }
+  std::vector<const json*> docs;
+  for (const auto& file : results) docs.push_back(&file.doc);
+  const std::vector<std::string> machines = report::machine_ids(docs);
   // Panels of the same plot from different machines, for the side-by-side figures.
   std::vector<Figure> across_machines;
   for (const auto& file : results) {
-    const std::string id = file.doc.value("machine_id", std::string());
+    const std::string id = report::machine_of(file.doc);
     const std::string machine = machines.size() > 1 ? id + "-" : "";
     for (const auto& e : file.doc["experiments"]) {
-      if (e["records"].empty()) continue;
+      const report::KindReport* kind = report::find_kind_report(e["kind"]);
+      if (!kind || e["records"].empty()) continue;
       const std::string experiment = e["name"];
       const std::string title = experiment + (machine.empty() ? "" : " [" + id + "]");
+      if (kind->figures)
+        for (auto& f : kind->figures(e, machine + experiment, title))
+          figures.push_back(std::move(f));
       std::string fixed;
-      if (e["kind"] == "training") {
-        const auto groups = report::group_records(e["records"], "d_k", "scale", fixed);
-        for (std::size_t g = 0; g < groups.size(); ++g) {
-          const std::string suffix = groups.size() > 1 ? "-" + std::to_string(g + 1) : "";
-          const std::string group = groups[g].title.empty() ? "" : " (" + groups[g].title + ")";
-          figures.push_back({machine + experiment + "-loss" + suffix,
-                             title + ": held-out loss vs step" + group,
-                             loss_panels(groups[g].records)});
-        }
-      }
-      if (e["kind"] == "stability") {
-        const auto groups = report::group_records(e["records"], "d_k", "scale", fixed);
-        for (std::size_t g = 0; g < groups.size(); ++g) {
-          const std::string suffix = groups.size() > 1 ? "-" + std::to_string(g + 1) : "";
-          const std::string group = groups[g].title.empty() ? "" : " (" + groups[g].title + ")";
-          for (auto& f :
-               stability_figures(machine + experiment + suffix, title + group, groups[g].records))
-            figures.push_back(std::move(f));
-        }
-      }
-      for (const auto& spec : specs_for(e["kind"])) {
+      for (const auto& spec : kind->curves) {
         const auto groups =
             report::group_records(e["records"], spec.row_key, spec.column_key, fixed);
         for (std::size_t g = 0; g < groups.size(); ++g) {
@@ -435,11 +183,11 @@ Output write_plots(const std::vector<report::ResultFile>& results, const std::st
           if (std::all_of(groups[g].records.begin(), groups[g].records.end(),
                           [&](const json* r) { return (*r)["params"][spec.row_key] == first_x; }))
             continue;
-          const std::string suffix = groups.size() > 1 ? "-" + std::to_string(g + 1) : "";
-          const std::string group = groups[g].title.empty() ? "" : " (" + groups[g].title + ")";
+          const std::string suffix = group_suffix(g, groups.size());
+          const std::string group = group_label(groups[g]);
           figures.push_back({machine + experiment + "-" + spec.suffix + suffix,
                              "",
-                             {spec_panel(spec, title + group, groups[g].records)}});
+                             {curve_panel(spec, title + group, groups[g].records)}});
           if (!spec.compare_machines || machines.size() < 2) continue;
           // Matched by experiment and group, whatever the order of groups in each file.
           const std::string across = experiment + group + " on each machine";
@@ -448,7 +196,7 @@ Output write_plots(const std::vector<report::ResultFile>& results, const std::st
           if (it == across_machines.end())
             it = across_machines.insert(
                 it, {experiment + "-" + spec.suffix + "-machines" + suffix, across, {}});
-          it->panels.push_back(spec_panel(spec, id, groups[g].records));
+          it->panels.push_back(curve_panel(spec, id, groups[g].records));
           it->ceilings.push_back(ceiling(spec.stat, groups[g].records));
         }
       }

@@ -20,15 +20,22 @@
 
 namespace {
 
+// Loads a config; its notes (an old parameter name read under its new one) go to stderr.
+sdpa::Config load_config(const std::string& path) {
+  sdpa::Config config = sdpa::load_config(path);
+  for (const auto& note : config.notes) std::cerr << "note: " << note << "\n";
+  return config;
+}
+
 // `target` is a config, or with --resume the journal of an interrupted run (which names its
 // config); `run CONFIG --resume` finds the journal itself.
 int run(const std::string& target, bool resume, sdpa::RunOptions options) {
   std::optional<sdpa::Config> config;
   if (sdpa::is_journal_path(target)) {
-    config = sdpa::load_config(sdpa::read_journal(target).header.config_path);
+    config = load_config(sdpa::read_journal(target).header.config_path);
     options.resume = target;
   } else {
-    config = sdpa::load_config(target);
+    config = load_config(target);
     if (resume) {
       options.resume = sdpa::find_journal(*config, options.output);
       if (options.resume.empty())
@@ -43,7 +50,7 @@ int run(const std::string& target, bool resume, sdpa::RunOptions options) {
 }
 
 int validate(const std::string& config_path) {
-  const sdpa::Config config = sdpa::load_config(config_path);
+  const sdpa::Config config = load_config(config_path);
   std::size_t cells = 0;
   const auto plan = sdpa::make_plan(config);
   for (const auto& p : plan) cells += p.cells.size();

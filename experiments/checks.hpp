@@ -9,20 +9,21 @@
 #include <string>
 #include <vector>
 
+#include "grid.hpp"
 #include "inputs.hpp"
 #include "sdpa/experiments.hpp"
+#include "sdpa/json_schema.hpp"
 #include "sdpa/kernels.hpp"
+#include "trials.hpp"
 
 namespace sdpa {
 
-// A grid parameter's values: the list itself, or the single value as a list of one.
-inline json grid_values(const json& value) {
-  return value.is_array() ? value : json::array({value});
-}
-
-// The JSON path of a grid parameter's i-th value: "/key/i" for a list, "/key" for one value.
-inline std::string grid_path(const json& params, const std::string& key, std::size_t i) {
-  return "/" + key + (params[key].is_array() ? "/" + std::to_string(i) : "");
+// The names of the kernels on this machine that have a backward.
+inline std::vector<std::string> kernels_with_backward() {
+  std::vector<std::string> names;
+  for (const auto& k : kernel_registry())
+    if (k.backward) names.push_back(k.name);
+  return names;
 }
 
 // The JSON path of the value a cell took of a grid parameter.
@@ -44,26 +45,24 @@ inline std::string scale_range_problem(const json& params, const json& cell, dou
          "kernels compute";
 }
 
-// The cell check of kinds that draw Q and K and run a kernel on them: the scale, the entries
-// and the scores inside fp32's range.
-inline std::string attention_range_problem(const json& params, const json& cell, double scale,
-                                           const InputSpec& inputs) {
-  if (std::string p = scale_range_problem(params, cell, scale); !p.empty()) return p;
-  return inputs.fp32_problem(cell["d_k"].get<double>(), scale);
+// The cell check of kinds whose cells draw Q and K and run a kernel on them (AttentionCell):
+// the scale, the entries and the scores inside fp32's range.
+inline std::string attention_cell_problem(const json& params, const json& cell) {
+  const AttentionCell c(cell);
+  if (std::string p = scale_range_problem(params, cell, c.scale); !p.empty()) return p;
+  return c.inputs.fp32_problem(double(c.d_k), c.scale);
 }
 
 // Every kernel named in params["kernel"] must have a backward; the message lists those that do.
 inline std::vector<std::string> kernels_without_backward(const json& params) {
   std::vector<std::string> problems;
   const json kernels = grid_values(params["kernel"]);
-  std::string with_backward;
-  for (const auto& k : kernel_registry())
-    if (k.backward) with_backward += (with_backward.empty() ? "\"" : ", \"") + k.name + "\"";
   for (std::size_t i = 0; i < kernels.size(); ++i) {
     const Kernel* k = find_kernel(kernels[i].get<std::string>());
     if (k && !k->backward)
-      problems.push_back(grid_path(params, "kernel", i) + ": kernel " + kernels[i].dump() +
-                         " has no backward; kernels with one: " + with_backward);
+      problems.push_back(
+          grid_path(params, "kernel", i) + ": kernel " + kernels[i].dump() +
+          " has no backward; kernels with one: " + join_quoted(kernels_with_backward()));
   }
   return problems;
 }

@@ -9,7 +9,8 @@
 #include <set>
 #include <sstream>
 
-#include "config_schema_text.hpp"
+#include "config_schema_parts.hpp"
+#include "grid.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/input_file.hpp"
 #include "sdpa/json_schema.hpp"
@@ -18,10 +19,31 @@
 namespace sdpa {
 namespace {
 
+// Old parameter names (ExperimentKind::renamed) in a config: each is read under its new name
+// with a note, or is a problem when the new name is given too.
+struct OldNames {
+  std::vector<std::string> problems, notes;
+};
+OldNames old_names(const json& doc) {
+  OldNames out;
+  const auto& experiments = doc["experiments"];
+  for (std::size_t i = 0; i < experiments.size(); ++i)
+    for (const auto& [old, now] : find_experiment_kind(experiments[i]["kind"])->renamed) {
+      if (!experiments[i].contains(old)) continue;
+      const std::string at = "/experiments/" + std::to_string(i) + "/" + old + ": \"" + old +
+                             "\" is the old name of \"" + now + "\"";
+      if (experiments[i].contains(now))
+        out.problems.push_back(at + "; give only \"" + now + "\"");
+      else
+        out.notes.push_back(at + " (read as " + now + "); rename it");
+    }
+  return out;
+}
+
 // Checks the schema cannot express: names that must be unique, kernels from the registry,
 // each kind's own rules, and memory the machine does not have.
 std::vector<std::string> semantic_problems(const json& doc, int threads) {
-  std::vector<std::string> problems;
+  std::vector<std::string> problems = old_names(doc).problems;
   std::set<std::string> names;
   const auto& experiments = doc["experiments"];
   for (std::size_t i = 0; i < experiments.size(); ++i) {
@@ -31,16 +53,14 @@ std::vector<std::string> semantic_problems(const json& doc, int threads) {
     if (!names.insert(name).second)
       problems.push_back(at + "/name: duplicate experiment name \"" + name + "\"");
     if (e.contains("kernel")) {
-      const json list = e["kernel"].is_array() ? e["kernel"] : json::array({e["kernel"]});
+      const json list = grid_values(e["kernel"]);
       for (std::size_t j = 0; j < list.size(); ++j) {
         const std::string k = list[j];
         // A timing config may name another machine's kernels (its cells are recorded as not
         // run), so one config compares x86 and Arm; statistics need a kernel that runs here.
         if (find_kernel(k) || (e["kind"] == "timing" && kernel_elsewhere(k))) continue;
         const std::string hint = closest(k, kernel_names());
-        problems.push_back(at + "/kernel" +
-                           (e["kernel"].is_array() ? "/" + std::to_string(j) : "") +
-                           ": unknown kernel \"" + k + "\"" +
+        problems.push_back(at + grid_path(e, "kernel", j) + ": unknown kernel \"" + k + "\"" +
                            (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +
                            "; kernels on this machine: " + join_quoted(kernel_names()));
       }
@@ -93,7 +113,18 @@ std::vector<std::string> prefixed(const std::string& path, std::vector<std::stri
 }  // namespace
 
 const json& config_schema() {
-  static const json schema = json::parse(kConfigSchemaText);
+  static const json schema = [] {
+    json s = assemble_schema(
+        kConfigSchemaBase, kConfigSchemaParts, "", "experiment",
+        [](const std::string& ref) {
+          return json{{"$ref", ref}};
+        },
+        "Assembled by sdpa-bench from kinds/config.schema.json and each kind's "
+        "kinds/<kind>/config.schema.json (`make schemas` writes it here); edit those.");
+    json& kinds = s["definitions"]["experiment"]["properties"]["kind"]["enum"];
+    for (const SchemaText& part : kConfigSchemaParts) kinds.push_back(part.kind);
+    return s;
+  }();
   return schema;
 }
 
@@ -106,12 +137,13 @@ Config parse_config(const std::string& path, const std::string& text) {
   } catch (const JsonTextError& e) {
     throw InputError(e.in_file(path));
   }
-  static const JsonSchema schema(kConfigSchemaText);
+  static const JsonSchema schema(config_schema().dump());
   auto problems = schema.problems(c.document);
   if (!problems.empty()) throw InputError::from_lines(prefixed(path, problems));
   const int threads = c.document.value("threads", default_threads());
   problems = semantic_problems(c.document, threads);
   if (!problems.empty()) throw InputError::from_lines(prefixed(path, problems));
+  c.notes = prefixed(path, old_names(c.document).notes);
   c.name = c.document["name"];
   c.seed = c.document["seed"].get<std::uint64_t>();
   c.sha256 = sha256_hex(text);
@@ -119,15 +151,15 @@ Config parse_config(const std::string& path, const std::string& text) {
 }
 
 std::vector<std::string> memory_problems(const std::vector<ExperimentPlan>& plans, int threads) {
-  // The largest cell of each experiment, once per thread running at the same time.
+  // The largest cell of each experiment (cells run one after another), by its kind's estimate
+  // for the cell's kernel and the threads running at once.
   std::vector<std::string> problems;
   const double available = available_memory_bytes();
   for (const auto& plan : plans) {
-    if (!plan.kind->bytes_per_thread) continue;
-    double worst = 0;
+    if (!plan.kind->memory_bytes) continue;
+    double need = 0;
     for (const auto& cell : plan.cells)
-      worst = std::max(worst, plan.kind->bytes_per_thread(cell.params));
-    const double need = worst * threads;
+      need = std::max(need, plan.kind->memory_bytes(cell.params, threads));
     if (need > 0.8 * available) {
       std::ostringstream msg;
       msg.precision(3);

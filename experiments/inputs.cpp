@@ -51,31 +51,31 @@ InputSpec InputSpec::from(const json& p) {
   return s;
 }
 
-void InputSpec::sample(PhiloxStream& rng, std::int64_t n_q, std::int64_t n_k, std::int64_t d_k,
+void InputSpec::sample(PhiloxStream& rng, std::int64_t n_q, std::int64_t n_kv, std::int64_t d_k,
                        std::span<float> q, std::span<float> k) const {
   if (kind == "projected") {
     const auto w_q = initial_weights(rng, init, d_model, d_k);
     const auto w_k = initial_weights(rng, init, d_model, d_k);
     project(rng, w_q, n_q, d_model, d_k, q);
-    project(rng, w_k, n_k, d_model, d_k, k);
+    project(rng, w_k, n_kv, d_model, d_k, k);
     return;
   }
   fill_normal<float>(rng, q, mean_q, std_q);
   fill_normal<float>(rng, k, mean_k, std_k);
   if (alignment > 0) {
     const float rho = float(alignment), rest = float(std::sqrt(1 - alignment * alignment));
-    const std::int64_t pairs = std::min(n_q, n_k) * d_k;
+    const std::int64_t pairs = std::min(n_q, n_kv) * d_k;
     for (std::int64_t i = 0; i < pairs; ++i) k[i] = rho * q[i] + rest * k[i];
   }
 }
 
 theory::ScoreModel InputSpec::score_model(double d_k, double scale, std::int64_t n_q,
-                                          std::int64_t n_k) const {
+                                          std::int64_t n_kv) const {
   if (kind == "projected") {
     const double sd = std::sqrt(theory::projected_variance(init, double(d_model), d_k));
-    return {d_k, scale, 0, sd, 0, sd, n_q, n_k};
+    return {d_k, scale, 0, sd, 0, sd, n_q, n_kv};
   }
-  return {d_k, scale, mean_q, std_q, mean_k, std_k, n_q, n_k};
+  return {d_k, scale, mean_q, std_q, mean_k, std_k, n_q, n_kv};
 }
 
 std::string InputSpec::fp32_problem(double d_k, double scale) const {

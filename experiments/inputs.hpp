@@ -1,7 +1,7 @@
 // Input distributions shared by the experiment kinds: how Q and K are drawn, and the moments
 // theory needs from them.
 //   normal:    q ~ N(mean_q, std_q^2), k ~ N(mean_k, std_k^2), entries i.i.d.
-//   aligned:   additionally k_i = rho q_i + sqrt(1 - rho^2) z_i for i < min(n_q, n_k)
+//   aligned:   additionally k_i = rho q_i + sqrt(1 - rho^2) z_i for i < min(n_q, n_kv)
 //   projected: q = x W_Q, k = x' W_K with x, x' of unit variance (fresh tokens for queries and
 //              keys) and W of shape d_model x d_k drawn per trial with Glorot
 //              (normal, variance 2 / (d_model + d_k)) or PyTorch's Linear default
@@ -33,13 +33,18 @@ struct InputSpec {
   // Reads the input parameters of a cell; absent ones keep the defaults above.
   static InputSpec from(const json& params);
 
-  // Draws q [n_q, d_k] and k [n_k, d_k] from the stream.
-  void sample(PhiloxStream& rng, std::int64_t n_q, std::int64_t n_k, std::int64_t d_k,
+  // Draws q [n_q, d_k] and k [n_kv, d_k] from the stream.
+  void sample(PhiloxStream& rng, std::int64_t n_q, std::int64_t n_kv, std::int64_t d_k,
               std::span<float> q, std::span<float> k) const;
 
   // The score model theory uses: per-entry means and standard deviations of q and k.
   theory::ScoreModel score_model(double d_k, double scale, std::int64_t n_q,
-                                 std::int64_t n_k) const;
+                                 std::int64_t n_kv) const;
+
+  // Bytes of W_Q and W_K (in double) a trial of projected inputs draws; none for normal ones.
+  double weight_bytes(std::int64_t d_k) const {
+    return kind == "projected" ? 16.0 * double(d_model) * double(d_k) : 0.0;
+  }
 
   // Whether scores are i.i.d. across (query, key) pairs with the moments of score_model
   // (false for aligned pairs, whose dot products are shifted).

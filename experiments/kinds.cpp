@@ -1,12 +1,15 @@
-// The registry of experiment kinds: adding a kind means one file and one line here.
+// The registry of experiment kinds (the writing side): one entry per kind of kinds/kinds.cmake,
+// each from its kinds/<kind>/experiment.cpp. analysis/report_kinds.cpp is the reading side's
+// registry, made from the same list; a test checks the two against each other.
 #include "kinds.hpp"
 
 namespace sdpa {
 
 const std::vector<ExperimentKind>& experiment_kinds() {
   static const std::vector<ExperimentKind> kinds = {
-      variance_experiment(), entropy_experiment(),  gradient_experiment(),
-      training_experiment(), stability_experiment(), roofline_experiment(), timing_experiment(),
+#define SDPA_KIND(kind) kind##_experiment(),
+#include "kind_list.inc"
+#undef SDPA_KIND
   };
   return kinds;
 }

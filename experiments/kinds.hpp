@@ -1,14 +1,11 @@
-// Internal: one entry point per experiment kind, each defined in its own file.
+// Internal: the entry point of every experiment kind, <kind>_experiment(), each defined in its
+// kinds/<kind>/experiment.cpp; declared from the list in kinds/kinds.cmake.
 #pragma once
 
 #include "sdpa/experiments.hpp"
 
 namespace sdpa {
-ExperimentKind variance_experiment();
-ExperimentKind entropy_experiment();
-ExperimentKind gradient_experiment();
-ExperimentKind training_experiment();
-ExperimentKind stability_experiment();
-ExperimentKind roofline_experiment();
-ExperimentKind timing_experiment();
+#define SDPA_KIND(kind) ExperimentKind kind##_experiment();
+#include "kind_list.inc"
+#undef SDPA_KIND
 }  // namespace sdpa

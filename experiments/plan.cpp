@@ -1,16 +1,24 @@
 // The plan: each experiment's config object, schema defaults filled in, expanded into the
 // cross product of its list-valued parameters (the kind's axes, the last varying fastest).
+#include <algorithm>
 #include <cstdio>
 
+#include "grid.hpp"
 #include "sdpa/experiments.hpp"
 
 namespace sdpa {
 namespace {
 
-// The schema definition of a kind holds each parameter's default.
-json with_defaults(const json& experiment) {
-  json filled = experiment;
-  const json& definition = config_schema()["definitions"][experiment["kind"].get<std::string>()];
+// The experiment's parameters under their current names (ExperimentKind::renamed), and the
+// default of each one it does not give, from the kind's schema definition.
+json with_defaults(const json& experiment, const ExperimentKind& kind) {
+  json filled = json::object();
+  for (const auto& [key, value] : experiment.items()) {
+    const auto renamed = std::find_if(kind.renamed.begin(), kind.renamed.end(),
+                                      [&](const auto& names) { return names.first == key; });
+    filled[renamed == kind.renamed.end() ? key : renamed->second] = value;
+  }
+  const json& definition = config_schema()["definitions"][kind.name];
   for (auto& [key, property] : definition["properties"].items())
     if (!filled.contains(key) && property.contains("default")) filled[key] = property["default"];
   return filled;
@@ -26,13 +34,12 @@ std::vector<ExperimentPlan> make_plan(const Config& config) {
     plan.index = static_cast<std::uint32_t>(e);
     plan.name = experiments[e]["name"];
     plan.kind = find_experiment_kind(experiments[e]["kind"]);
-    plan.params = with_defaults(experiments[e]);
+    plan.params = with_defaults(experiments[e], *plan.kind);
 
     std::vector<json> values;  // per axis, the list of its values
     double cells = 1;          // (a double: a product of list lengths may pass 2^64)
     for (const auto& axis : plan.kind->axes) {
-      const json& v = plan.params[axis];
-      values.push_back(v.is_array() ? v : json::array({v}));
+      values.push_back(grid_values(plan.params[axis]));
       cells *= double(values.back().size());
     }
     if (cells > double(kMaxCells)) {

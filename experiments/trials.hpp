@@ -3,11 +3,13 @@
 // and the cell parameters every attention experiment has.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "inputs.hpp"
 #include "scale.hpp"
 #include "sdpa/experiments.hpp"
+#include "sdpa/kernels.hpp"
 #include "sdpa/rng.hpp"
 #include "sdpa/stats.hpp"
 
@@ -39,6 +41,17 @@ inline json summary(const std::vector<double>& x) {
   return measured(stats::mean(x), stats::mean_ci(x), std::nullopt, "");
 }
 
+// The memory of a cell of `trials` trials on `threads` threads: `per_trial` bytes for each trial
+// running at once, and `result` bytes per trial kept until the cell's statistics are made.
+inline double trials_memory(double per_trial, double result, std::int64_t trials, int threads) {
+  return per_trial * double(std::min<std::int64_t>(threads, trials)) + result * double(trials);
+}
+
+// What a call of params["kernel"] allocates beyond its arguments (Kernel::workspace_bytes).
+inline double kernel_workspace(const json& params, const Shape& shape, Pass pass, int threads) {
+  return find_kernel(params["kernel"].get<std::string>())->workspace_bytes(shape, pass, threads);
+}
+
 // The parameters of a cell that runs attention over N = n_kv keys per query.
 struct AttentionCell {
   std::string kernel;
@@ -56,6 +69,13 @@ struct AttentionCell {
         inputs(InputSpec::from(p)) {}
 
   theory::ScoreModel model() const { return inputs.score_model(double(d_k), scale, n_q, n_kv); }
+
+  // Bytes one trial of a forward-only kind holds: Q and K in fp32, W_Q and W_K of projected
+  // inputs, its kernel's forward workspace (d_v = 1), and `own`, what the kind adds to them.
+  double forward_trial_bytes(double own) const {
+    return 4.0 * double(n_q + n_kv) * double(d_k) + inputs.weight_bytes(d_k) + own +
+           find_kernel(kernel)->workspace_bytes({1, n_q, n_kv, d_k, 1}, Pass::forward, 1);
+  }
 };
 
 }  // namespace sdpa

@@ -224,7 +224,7 @@ void AttendBlock(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_t
 template <class P>
 void TiledForward(const ForwardArgs& a, std::int64_t key_tile) {
   const std::int64_t ld_acc = round_up(a.shape.d_v, P::kLanes);
-  key_tile = std::max<std::int64_t>(1, std::min(key_tile, a.shape.n_kv));
+  key_tile = clamp_key_tile(a.shape, key_tile);
   for_each_query_block(a, key_tile, ld_acc,
                        a.probes ? &AttendBlock<P, true> : &AttendBlock<P, false>);
 }

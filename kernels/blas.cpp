@@ -58,6 +58,12 @@ void blas_dispatch(const ForwardArgs& a) {
     blas_forward<false>(a);
 }
 
+// The n_q x n_kv probabilities (one matrix, reused for every head) and the row sums. OpenBLAS's
+// own buffers are allocated once, when the library starts, not per call.
+double blas_workspace(const Shape& s, Pass, int) {
+  return 4.0 * double(s.n_q) * double(s.n_kv + 1);
+}
+
 }  // namespace
 
 std::vector<Kernel> detail::blas_kernels() {
@@ -65,7 +71,9 @@ std::vector<Kernel> detail::blas_kernels() {
            .family = "blas",
            .isa = "openblas",
            .description = "OpenBLAS cblas_sgemm products + row softmax, n_q x n_kv per head",
-           .forward = &blas_dispatch}};
+           .forward = &blas_dispatch,
+           .workspace = &blas_workspace,
+           .same_bits_on_any_threads = false}};
 }
 
 }  // namespace sdpa

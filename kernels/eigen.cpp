@@ -59,6 +59,12 @@ constexpr std::array<ForwardFn, sizeof...(I)> eigen_forwards(std::index_sequence
   return {&eigen_forward<I>...};
 }
 
+// The n_q x n_kv score matrix (one, reused for every head) and three vectors of n_q; Eigen's
+// GEMM packing buffers, bounded by its cache blocking, are not counted.
+double eigen_workspace(const Shape& s, Pass, int) {
+  return 4.0 * double(s.n_q) * double(s.n_kv + 3);
+}
+
 }  // namespace
 
 std::vector<Kernel> eigen_kernels() {
@@ -74,7 +80,9 @@ std::vector<Kernel> eigen_kernels() {
          .isa = copy.isa,
          .description =
              std::string("Eigen products + row softmax, n_q x n_kv per head (") + copy.isa + ")",
-         .forward = kForwards[i]});
+         .forward = kForwards[i],
+         .workspace = &eigen_workspace,
+         .same_bits_on_any_threads = false});
   }
   if (isas.empty()) return {};
   Kernel best = isas.front();

@@ -36,9 +36,16 @@ namespace sdpa::detail {
 
 HWY_EXPORT(FlashForward);
 
+// Forward: per thread, one key tile of scores and the block's scratch, whatever n_kv.
+double flash_workspace(const Shape& s, Pass pass, int threads) {
+  if (pass == Pass::backward) return flash_backward_workspace_bytes(s, threads);
+  return tiled_workspace_bytes(s, HWY_NAMESPACE::kFlashKeys, kMaxLanes, threads);
+}
+
 std::vector<Kernel> flash_kernels() {
-  auto entries = per_target_kernels("flash", "fused tiles, online softmax, O(tile) scratch, lse",
-                                    supported_targets(HWY_DISPATCH_TABLE(FlashForward)));
+  auto entries =
+      per_target_kernels("flash", "fused tiles, online softmax, O(tile) scratch, lse",
+                         supported_targets(HWY_DISPATCH_TABLE(FlashForward)), &flash_workspace);
   for (auto& k : entries) k.backward = flash_backward_fn(k.isa);  // flash_backward.cpp
   return entries;
 }

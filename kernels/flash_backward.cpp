@@ -305,14 +305,16 @@ BackwardFn flash_backward_fn(std::string_view isa) {
   return nullptr;
 }
 
-}  // namespace sdpa::detail
-
-namespace sdpa {
-
-double flash_backward_workspace_bytes(const Shape& s) {
-  const double blocks = double(s.batch_heads * detail::query_blocks_per_head(s));
-  return sizeof(float) * blocks * detail::kQueryBlock * double(s.d_k + s.d_v + 2);  // PackedQueries
+double flash_backward_workspace_bytes(const Shape& s, int threads) {
+  const double blocks = double(s.batch_heads * query_blocks_per_head(s));
+  const double packed = blocks * double(kQueryBlock * (s.d_k + s.d_v + 2));  // PackedQueries
+  // BackwardScratch, with rows rounded up to the widest target's vectors.
+  const std::int64_t ld_k = round_up(s.d_k, kMaxLanes), ld_v = round_up(s.d_v, kMaxLanes);
+  constexpr std::int64_t keys = HWY_NAMESPACE::kKeyBlock, queries = kQueryBlock;
+  const double scratch = double(2 * keys * queries + keys * (ld_k + ld_v) + queries * ld_k +
+                                std::max(keys, queries) * std::max(ld_k, ld_v) + 4 * queries);
+  return sizeof(float) * (packed + double(threads) * scratch);
 }
 
-}  // namespace sdpa
+}  // namespace sdpa::detail
 #endif  // HWY_ONCE

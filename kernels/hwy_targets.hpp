@@ -71,7 +71,8 @@ std::vector<TargetFn<Fn>> supported_targets(Fn const (&table)[N]) {
 // gets an entry of its own only where no SIMD target runs.
 inline std::vector<Kernel> per_target_kernels(const std::string& family,
                                               const std::string& description,
-                                              const std::vector<TargetFn<ForwardFn>>& targets) {
+                                              const std::vector<TargetFn<ForwardFn>>& targets,
+                                              WorkspaceFn workspace) {
   std::vector<Kernel> out;
   for (const auto& t : targets) {
     if (is_fallback_target(t.target) && !out.empty()) continue;
@@ -79,7 +80,8 @@ inline std::vector<Kernel> per_target_kernels(const std::string& family,
              .family = family,
              .isa = t.isa,
              .description = description + " (" + t.isa + ")",
-             .forward = t.fn};
+             .forward = t.fn,
+             .workspace = workspace};
     if (out.empty()) {  // the best target comes first
       Kernel best = k;
       best.name = family;

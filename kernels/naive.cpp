@@ -115,6 +115,11 @@ void naive_dispatch(const ForwardArgs& a) {
     naive_forward<kStable, false>(a);
 }
 
+// One row of scores (or of dS) per thread, and the master's copy OpenMP's firstprivate starts from.
+double naive_workspace(const Shape& s, Pass, int threads) {
+  return 4.0 * double(threads + 1) * double(s.n_kv);
+}
+
 }  // namespace
 
 std::vector<Kernel> detail::naive_kernels() {
@@ -123,13 +128,15 @@ std::vector<Kernel> detail::naive_kernels() {
            .isa = "scalar",
            .description = "fp32 textbook loops, one row of scores, max-subtracted softmax",
            .forward = &naive_dispatch<true>,
-           .backward = &naive_backward},
+           .backward = &naive_backward,
+           .workspace = &naive_workspace},
           {.name = "naive-unstable",
            .family = "naive",
            .isa = "scalar",
            .description = "naive with exp(s)/sum exp(s), no max subtraction (overflow study)",
            .forward = &naive_dispatch<false>,
-           .unstable_softmax = true}};
+           .unstable_softmax = true,
+           .workspace = &naive_workspace}};
 }
 
 }  // namespace sdpa

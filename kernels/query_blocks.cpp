@@ -59,6 +59,13 @@ std::int64_t scratch_floats(const Shape& s, std::int64_t key_tile, std::int64_t 
   return counter.used();
 }
 
+double tiled_workspace_bytes(const Shape& s, std::int64_t key_tile, std::int64_t lanes,
+                             int threads) {
+  const std::int64_t floats =
+      scratch_floats(s, clamp_key_tile(s, key_tile), round_up(s.d_v, lanes));
+  return double(threads) * sizeof(float) * double(floats);
+}
+
 BlockScratch carve_scratch(float* base, const Shape& s, std::int64_t key_tile,
                            std::int64_t ld_acc) {
   Carver c(base);

@@ -63,6 +63,19 @@ struct BlockScratch {
 inline constexpr std::int64_t kDepthChunk = 128;
 
 std::int64_t scratch_floats(const Shape& s, std::int64_t key_tile, std::int64_t ld_acc);
+
+// The key tile a forward uses: at most n_kv keys, at least one.
+inline std::int64_t clamp_key_tile(const Shape& s, std::int64_t key_tile) {
+  return std::max<std::int64_t>(1, std::min(key_tile, s.n_kv));
+}
+
+// The most fp32 lanes of any target (AVX-512). Workspace estimates of the Highway rungs round
+// rows up to it: exact there, a few floats per row too many on narrower targets.
+inline constexpr std::int64_t kMaxLanes = 16;
+
+// Bytes for_each_query_block allocates for a forward on `threads` threads: one scratch each.
+double tiled_workspace_bytes(const Shape& s, std::int64_t key_tile, std::int64_t lanes,
+                             int threads);
 BlockScratch carve_scratch(float* base, const Shape& s, std::int64_t key_tile, std::int64_t ld_acc);
 
 // ---- scalar steps of a block, shared by every target
@@ -84,8 +97,9 @@ void mask_tile(const Shape& s, const QueryBlock& blk, std::int64_t key0, std::in
 void fold_tile_probes(const BlockScratch& w);
 
 // Writes the block's output rows (acc / l), lse = m + ln l and probes; H = ln l - t'/l, which is
-// the design's m + ln l - (sum e^{s-m} s)/l with m taken out of the sum (no cancellation when |m|
-// is large), and max weight = e^{m-m}/l = 1/l. Rows that see no key get 0, -inf and zero probes.
+// m + ln l - (sum e^{s-m} s)/l (docs/design.md, "Probes") with m taken out of the sum (no
+// cancellation when |m| is large), and max weight = e^{m-m}/l = 1/l. Rows that see no key get
+// 0, -inf and zero probes.
 void finish_block(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_end,
                   std::int64_t ld_acc, const BlockScratch& w);
 

@@ -105,6 +105,15 @@ void reference_backward(const BackwardArgs& a) {
                             a.d_v + b * s.n_kv * s.d_v, a.probes, b * s.n_q);
 }
 
+// A row of scores and of output in double per thread (and the master's copy of the output row);
+// the backward, per head it runs, dK, dV, a row of scores and of dS, in double.
+double reference_workspace(const Shape& s, Pass pass, int threads) {
+  if (pass == Pass::forward)
+    return 8.0 * (double(threads) * double(s.n_kv + s.d_v) + double(s.d_v));
+  const double heads = double(std::min<std::int64_t>(threads, s.batch_heads));
+  return heads * 8.0 * double(s.n_kv * (s.d_k + s.d_v + 2) + s.d_k + s.d_v);
+}
+
 }  // namespace
 
 ReferenceGradients reference_attention_backward(const Shape& s, std::span<const double> q,
@@ -145,7 +154,8 @@ std::vector<Kernel> detail::reference_kernels() {
            .description = "fp64 oracle: materialised scores and weights, max-subtracted softmax",
            .forward = &reference_forward,
            .backward = &reference_backward,
-           .fp64 = true}};
+           .fp64 = true,
+           .workspace = &reference_workspace}};
 }
 
 }  // namespace sdpa

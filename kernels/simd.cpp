@@ -32,9 +32,14 @@ namespace sdpa::detail {
 
 HWY_EXPORT(SimdForward);
 
+// Per thread, a block's scores over all n_kv keys and its scratch (query_blocks.hpp).
+double simd_workspace(const Shape& s, Pass, int threads) {
+  return tiled_workspace_bytes(s, s.n_kv, kMaxLanes, threads);
+}
+
 std::vector<Kernel> simd_kernels() {
   return per_target_kernels("simd", "blocked with Highway FMA micro-kernels and vector exp",
-                            supported_targets(HWY_DISPATCH_TABLE(SimdForward)));
+                            supported_targets(HWY_DISPATCH_TABLE(SimdForward)), &simd_workspace);
 }
 
 }  // namespace sdpa::detail

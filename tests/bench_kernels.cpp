@@ -1,7 +1,7 @@
 // Forward and backward timings of every registry variant (Google Benchmark), with GFLOP/s and
 // % of the fp32 FMA peak measured in this same binary for the variant's ISA and thread count.
-// A backward counts 2.5 forwards of FLOPs (design, "Conventions"), so a backward that takes
-// 2.5x its forward's time runs at the same GFLOP/s.
+// A backward counts 2.5 forwards of FLOPs (docs/design.md, "Conventions"; Kernel::flops), so a
+// backward that takes 2.5x its forward's time runs at the same GFLOP/s.
 //   build/release/tests/bench_kernels --benchmark_filter='(fwd|bwd)/flash/N:1024/'
 // Timing is a benchmark, never a test assertion.
 #include <benchmark/benchmark.h>
@@ -88,7 +88,7 @@ void bench_forward(benchmark::State& state, const sdpa::Kernel* kern, std::int64
   sdpa::RowProbes sink(shape.rows());
   sdpa::ForwardArgs args = forward_args(shape, t, threads);
   if (probes) args.probes = &sink;
-  time_calls(state, *kern, threads, sdpa::forward_flops(shape, false),
+  time_calls(state, *kern, threads, kern->flops(shape, false, sdpa::Pass::forward),
              [&] { kern->forward(args); });
 }
 
@@ -101,7 +101,7 @@ void bench_backward(benchmark::State& state, const sdpa::Kernel* kern, std::int6
   kern->forward(fwd);
   const sdpa::BackwardArgs args =
       sdpa::backward_of(fwd, t.d_out.data(), t.d_q.data(), t.d_k.data(), t.d_v.data());
-  time_calls(state, *kern, threads, 2.5 * sdpa::forward_flops(shape, false),
+  time_calls(state, *kern, threads, kern->flops(shape, false, sdpa::Pass::backward),
              [&] { kern->backward(args); });
 }
 

@@ -38,10 +38,11 @@ TEST_CASE("attend: O, dQ, dK, dV of a (b, n, d) problem match the fp64 reference
              d_out = normals({2, 5, 3}, 4);
   for (auto [name, a] : {std::pair{"q.npy", &q}, {"k.npy", &k}, {"v.npy", &v}, {"do.npy", &d_out}})
     sdpa::npy::write((dir / name).string(), *a);
-  const auto r = run_cli("attend --q " + (dir / "q.npy").string() + " --k " + (dir / "k.npy").string() +
-                             " --v " + (dir / "v.npy").string() + " --grad-out " + (dir / "do.npy").string() +
-                             " --causal --scale 0.5 --kernel flash --out " + (dir / "out").string(),
-                         dir);
+  const auto r =
+      run_cli("attend --q " + (dir / "q.npy").string() + " --k " + (dir / "k.npy").string() +
+                  " --v " + (dir / "v.npy").string() + " --grad-out " + (dir / "do.npy").string() +
+                  " --causal --scale 0.5 --kernel flash --out " + (dir / "out").string(),
+              dir);
   REQUIRE(r.exit_code == 0);
   const sdpa::Shape s{2, 5, 7, 8, 3};
   const std::vector<double> q64(q.data.begin(), q.data.end()), k64(k.data.begin(), k.data.end()),
@@ -55,7 +56,8 @@ TEST_CASE("attend: O, dQ, dK, dV of a (b, n, d) problem match the fp64 reference
   CHECK(max_error(sdpa::npy::read((dir / "out" / "dq.npy").string()).data, grads.d_q) < 1e-5);
   CHECK(max_error(sdpa::npy::read((dir / "out" / "dk.npy").string()).data, grads.d_k) < 1e-5);
   CHECK(max_error(sdpa::npy::read((dir / "out" / "dv.npy").string()).data, grads.d_v) < 1e-5);
-  CHECK(sdpa::npy::read((dir / "out" / "lse.npy").string()).shape == std::vector<std::int64_t>{2, 5});
+  CHECK(sdpa::npy::read((dir / "out" / "lse.npy").string()).shape ==
+        std::vector<std::int64_t>{2, 5});
 }
 
 TEST_CASE("attend: shapes that do not fit are refused, naming the file") {
@@ -63,9 +65,10 @@ TEST_CASE("attend: shapes that do not fit are refused, naming the file") {
   sdpa::npy::write((dir / "q.npy").string(), normals({4, 8}, 1));
   sdpa::npy::write((dir / "k.npy").string(), normals({6, 7}, 2));
   sdpa::npy::write((dir / "v.npy").string(), normals({6, 3}, 3));
-  const auto r = run_cli("attend --q " + (dir / "q.npy").string() + " --k " + (dir / "k.npy").string() +
-                             " --v " + (dir / "v.npy").string() + " --out " + (dir / "o").string(),
-                         dir);
+  const auto r =
+      run_cli("attend --q " + (dir / "q.npy").string() + " --k " + (dir / "k.npy").string() +
+                  " --v " + (dir / "v.npy").string() + " --out " + (dir / "o").string(),
+              dir);
   CHECK(r.exit_code == 2);
   CHECK(r.err == "error: " + (dir / "k.npy").string() +
                      ": expected K of shape (n_kv, 8), like Q's batch and d_k, found (6, 7)\n");

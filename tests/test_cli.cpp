@@ -20,9 +20,9 @@ const char* kTinyConfig = R"({
   "name": "tiny",
   "seed": 3,
   "experiments": [
-    {"name": "v", "kind": "variance", "d_k": [2, 16], "n_q": 4, "n_k": 5, "trials": 30,
+    {"name": "v", "kind": "variance", "d_k": [2, 16], "n_q": 4, "n_kv": 5, "trials": 30,
      "scale": ["none", "sqrt_dk"], "kernel": ["reference", "naive"], "cdf_at": [1.6]},
-    {"name": "aligned", "kind": "variance", "d_k": 8, "n_q": 6, "n_k": 6, "trials": 20,
+    {"name": "aligned", "kind": "variance", "d_k": 8, "n_q": 6, "n_kv": 6, "trials": 20,
      "alignment": 0.5},
     {"name": "recall", "kind": "training", "d_k": [4, 16], "d_model": 8, "vocab": 4,
      "n_pairs": 2, "steps": 20, "log_every": 10, "seeds": 2, "eval_size": 8, "batch": 4}
@@ -118,6 +118,17 @@ TEST_CASE("every shipped config validates") {
   CHECK(configs >= 5);  // quick, seeds, hardware, training, paper
 }
 
+TEST_CASE("an old parameter name is read under its new one, with a note on stderr") {
+  TempDir dir;
+  dir.write("old.json", R"({"name": "o", "seed": 1, "experiments": [
+    {"name": "v", "kind": "variance", "d_k": 4, "n_q": 4, "n_k": 8, "trials": 3}]})");
+  const auto v = run_cli("validate " + (dir / "old.json").string(), dir);
+  CHECK(v.exit_code == 0);
+  CHECK(v.err == "note: " + (dir / "old.json").string() +
+                     ": /experiments/0/n_k: \"n_k\" is the old name of \"n_kv\" (read as n_kv); "
+                     "rename it\n");
+}
+
 TEST_CASE("validate, list, info, --version and --help") {
   TempDir dir;
   const auto v = run_cli("validate configs/quick.json", dir);
@@ -171,7 +182,7 @@ const char* kTimingConfig = R"({
      "min_time": 0.005, "llc_multiple": 2},
     {"name": "t", "kind": "timing", "kernel": ["naive", "reference"], "n_q": 16, "n_kv": 16,
      "d_k": 8, "d_v": 8, "threads": 1, "repetitions": 5, "min_time": 0.002, "warmup_time": 0.001},
-    {"name": "v", "kind": "variance", "d_k": 4, "n_q": 4, "n_k": 4, "trials": 10}
+    {"name": "v", "kind": "variance", "d_k": 4, "n_q": 4, "n_kv": 4, "trials": 10}
   ]
 })";
 

@@ -19,14 +19,15 @@ std::string error_of(const std::string& text) {
 
 // A valid config with one experiment whose body is `fields` (after name and kind).
 std::string with_experiment(const std::string& fields) {
-  return R"({"name": "t", "seed": 1, "experiments": [{"name": "a", "kind": "variance", )" +
-         fields + "}]}";
+  return R"({"name": "t", "seed": 1, "experiments": [{"name": "a", "kind": "variance", )" + fields +
+         "}]}";
 }
 
 }  // namespace
 
 TEST_CASE("a valid config is accepted and hashed") {
-  const auto c = sdpa::parse_config("ok.json", with_experiment(R"("d_k": [1, 2], "scale": ["none", 0.5])"));
+  const auto c =
+      sdpa::parse_config("ok.json", with_experiment(R"("d_k": [1, 2], "scale": ["none", 0.5])"));
   CHECK(c.name == "t");
   CHECK(c.seed == 1);
   CHECK(c.sha256.size() == 64);
@@ -74,23 +75,31 @@ TEST_CASE("wrong types") {
   CHECK(error_of(with_experiment(R"("d_k": [1, "a"])")) ==
         "bad.json: /experiments/0/d_k/1: expected a positive integer or a non-empty list of "
         "positive integers, found string \"a\"");
-  CHECK(error_of(R"({"name": "t", "seed": "42", "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
-        "bad.json: /seed: expected a non-negative integer (the key of every random stream), "
-        "found string \"42\"");
+  CHECK(
+      error_of(
+          R"({"name": "t", "seed": "42", "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
+      "bad.json: /seed: expected a non-negative integer (the key of every random stream), "
+      "found string \"42\"");
 }
 
 TEST_CASE("seed not an integer") {
-  CHECK(error_of(R"({"name": "t", "seed": 1.5, "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
-        "bad.json: /seed: expected a non-negative integer (the key of every random stream), "
-        "found number 1.5");
-  CHECK(error_of(R"({"name": "t", "seed": -1, "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
-        "bad.json: /seed: expected a non-negative integer (the key of every random stream), "
-        "found number -1");
+  CHECK(
+      error_of(
+          R"({"name": "t", "seed": 1.5, "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
+      "bad.json: /seed: expected a non-negative integer (the key of every random stream), "
+      "found number 1.5");
+  CHECK(
+      error_of(
+          R"({"name": "t", "seed": -1, "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
+      "bad.json: /seed: expected a non-negative integer (the key of every random stream), "
+      "found number -1");
 }
 
 TEST_CASE("unknown keys suggest the closest valid key") {
-  CHECK(error_of(R"({"name": "t", "sed": 1, "seed": 1, "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
-        "bad.json: /sed: unknown key \"sed\" (did you mean \"seed\"?)");
+  CHECK(
+      error_of(
+          R"({"name": "t", "sed": 1, "seed": 1, "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
+      "bad.json: /sed: unknown key \"sed\" (did you mean \"seed\"?)");
   CHECK(error_of(with_experiment(R"("d_k": 1, "kernal": "naive")")) ==
         "bad.json: /experiments/0/kernal: unknown key \"kernal\" (did you mean \"kernel\"?)");
   CHECK(error_of(with_experiment(R"("d_k": 1, "zzzzzz": 1)")) ==
@@ -99,10 +108,13 @@ TEST_CASE("unknown keys suggest the closest valid key") {
 
 TEST_CASE("unknown experiment kind lists the valid ones") {
   std::string kinds;
-  for (const auto& k : sdpa::experiment_kinds()) kinds += (kinds.empty() ? "\"" : ", \"") + k.name + "\"";
-  CHECK(error_of(R"({"name": "t", "seed": 1, "experiments": [{"name": "a", "kind": "varience"}]})") ==
-        "bad.json: /experiments/0/kind: expected an experiment kind (see `sdpa-bench list`), one "
-        "of " + kinds + ", found string \"varience\"");
+  for (const auto& k : sdpa::experiment_kinds())
+    kinds += (kinds.empty() ? "\"" : ", \"") + k.name + "\"";
+  CHECK(
+      error_of(R"({"name": "t", "seed": 1, "experiments": [{"name": "a", "kind": "varience"}]})") ==
+      "bad.json: /experiments/0/kind: expected an experiment kind (see `sdpa-bench list`), one "
+      "of " +
+          kinds + ", found string \"varience\"");
 }
 
 TEST_CASE("the schema knows exactly the registered experiment kinds") {
@@ -146,10 +158,12 @@ TEST_CASE("zero, negative and empty") {
 }
 
 TEST_CASE("missing keys and bad scale schemes") {
-  CHECK(error_of(R"({"name": "t", "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
-        "bad.json: /: missing required key \"seed\"");
-  CHECK(error_of(R"({"name": "t", "seed": 1, "experiments": [{"name": "a", "kind": "variance"}]})") ==
-        "bad.json: /experiments/0: missing required key \"d_k\"");
+  CHECK(
+      error_of(R"({"name": "t", "experiments": [{"name": "a", "kind": "variance", "d_k": 1}]})") ==
+      "bad.json: /: missing required key \"seed\"");
+  CHECK(
+      error_of(R"({"name": "t", "seed": 1, "experiments": [{"name": "a", "kind": "variance"}]})") ==
+      "bad.json: /experiments/0: missing required key \"d_k\"");
   CHECK(error_of(with_experiment(R"("d_k": 1, "scale": "sqrt")")) ==
         "bad.json: /experiments/0/scale: expected a scale scheme (\"none\", \"sqrt_dk\", \"dk\", "
         "\"log_n\" or a positive number) or a non-empty list of them, found string \"sqrt\"");
@@ -172,7 +186,7 @@ TEST_CASE("duplicate experiment names") {
 TEST_CASE("semantic checks: aligned inputs and memory") {
   CHECK(error_of(with_experiment(R"("d_k": 4, "alignment": 0.5, "n_q": 3)")) ==
         "bad.json: /experiments/0/alignment: aligned inputs pair query i with key i, so n_q and "
-        "n_k must be one and the same value; found n_q [3] and n_k [64]");
+        "n_kv must be one and the same value; found n_q [3] and n_kv [64]");
   const std::string msg =
       error_of(with_experiment(R"("d_k": 1000000, "n_q": 1000000, "n_k": 1000000)"));
   CHECK(msg.rfind("bad.json: /experiments/0: needs about ", 0) == 0);
@@ -196,4 +210,20 @@ TEST_CASE("a grid too large to expand is refused before it is expanded") {
                                  "], \"n_k\": [1, 2, 3, 4, 5, 6], \"scale\": \"none\"")) ==
         "bad.json: /experiments/0: the grid has 240000 cells (the product of the lengths of its "
         "lists), expected at most 100000");
+}
+
+TEST_CASE("variance's old n_k is read as n_kv, with a note; both at once are refused") {
+  const auto old = sdpa::parse_config("old.json", with_experiment(R"("d_k": 4, "n_k": [8, 16])"));
+  CHECK(old.notes == std::vector<std::string>{
+                         "old.json: /experiments/0/n_k: \"n_k\" is the old name of \"n_kv\" (read "
+                         "as n_kv); rename it"});
+  const auto now = sdpa::parse_config("new.json", with_experiment(R"("d_k": 4, "n_kv": [8, 16])"));
+  CHECK(now.notes.empty());
+  // The same grid, in the same order: the same cells (and so the same random streams).
+  const auto a = sdpa::make_plan(old)[0], b = sdpa::make_plan(now)[0];
+  REQUIRE(a.cells.size() == 4);  // n_kv 8 and 16, each with the two default scales
+  for (std::size_t i = 0; i < a.cells.size(); ++i) CHECK(a.cells[i].params == b.cells[i].params);
+  CHECK_FALSE(a.params.contains("n_k"));
+  CHECK(error_of(with_experiment(R"("d_k": 4, "n_k": 8, "n_kv": 8)")) ==
+        "bad.json: /experiments/0/n_k: \"n_k\" is the old name of \"n_kv\"; give only \"n_kv\"");
 }

@@ -1,7 +1,6 @@
 // Softmax saturation measured through kernel probes, against ln N - sigma^2/2 and the
 // overflow onset of an unstable softmax.
 #include <doctest/doctest.h>
-
 #include <sys/resource.h>
 
 #include <cmath>
@@ -28,7 +27,8 @@ TEST_CASE("bulk regime: mean entropy within 0.01 of ln N - sigma^2/2 (N = 1024, 
   // d_k = 256 keeps the logits close to Gaussian: their excess kurtosis 6/d_k shifts the
   // entropy by about -6/(8 d_k) = -0.003, inside the stated 0.01.
   for (const char* scale : {"\"sqrt_dk\"", "0.03125"}) {  // sigma^2 = 1 and 0.25
-    const auto r = entropy_cell(std::string(R"("d_k": 256, "n_kv": 1024, "n_q": 16, "trials": 24, "scale": )") + scale);
+    const auto r = entropy_cell(
+        std::string(R"("d_k": 256, "n_kv": 1024, "n_q": 16, "trials": 24, "scale": )") + scale);
     CAPTURE(scale);
     CHECK(r["regime"] == "bulk");
     const double predicted = std::log(1024.0) - r["sigma2"].get<double>() / 2;
@@ -41,8 +41,8 @@ TEST_CASE("bulk regime: mean entropy within 0.01 of ln N - sigma^2/2 (N = 1024, 
 TEST_CASE("unscaled: entropy falls and max weight rises monotonically with d_k") {
   double previous_h = 1e9, previous_w = 0;
   for (int d_k : {1, 4, 16, 64, 256}) {
-    const auto r = entropy_cell(R"("n_kv": 1024, "n_q": 16, "trials": 8, "scale": "none", "d_k": )" +
-                                std::to_string(d_k));
+    const auto r = entropy_cell(
+        R"("n_kv": 1024, "n_q": 16, "trials": 8, "scale": "none", "d_k": )" + std::to_string(d_k));
     CAPTURE(d_k);
     const double h = r["entropy"]["value"], w = r["max_weight"]["value"];
     CHECK(h < previous_h);
@@ -54,15 +54,17 @@ TEST_CASE("unscaled: entropy falls and max weight rises monotonically with d_k")
 TEST_CASE("scaled by 1/sqrt(d_k): entropy does not depend on d_k within the CIs") {
   std::vector<json> cells;
   for (int d_k : {64, 256, 1024})
-    cells.push_back(entropy_cell(R"("n_kv": 1024, "n_q": 16, "trials": 16, "scale": "sqrt_dk", "d_k": )" +
-                                 std::to_string(d_k))["entropy"]);
+    cells.push_back(
+        entropy_cell(R"("n_kv": 1024, "n_q": 16, "trials": 16, "scale": "sqrt_dk", "d_k": )" +
+                     std::to_string(d_k))["entropy"]);
   for (std::size_t a = 0; a < cells.size(); ++a)
     for (std::size_t b = a + 1; b < cells.size(); ++b) CHECK(cis_overlap(cells[a], cells[b]));
 }
 
 TEST_CASE("without max subtraction, unscaled scores overflow fp32 near the predicted d_k") {
   // 16 rows x 1024 keys x 4 trials = 65536 scores: onset d_k = 88.72^2 / (2 ln 65536) = 355.
-  const std::string common = R"("kernel": "naive-unstable", "n_kv": 1024, "n_q": 16, "trials": 4, )";
+  const std::string common =
+      R"("kernel": "naive-unstable", "n_kv": 1024, "n_q": 16, "trials": 4, )";
   const auto below = entropy_cell(common + R"("scale": "none", "d_k": 128)");
   const auto above = entropy_cell(common + R"("scale": "none", "d_k": 1024)");
   const double onset = above["overflow"]["onset_d_k_fp32"];
@@ -82,21 +84,26 @@ TEST_CASE("without max subtraction, unscaled scores overflow fp32 near the predi
 
 TEST_CASE("projected inputs: Glorot inflates the score variance, PyTorch's default shrinks it") {
   // d_model = 512, d_k = 64, scaled by 1/sqrt(d_k): Var(q) = 512 v, so sigma^2 = (512 v)^2.
-  const auto glorot = entropy_cell(R"("inputs": "projected", "init": "glorot", "d_model": 512, "d_k": 64,
+  const auto glorot =
+      entropy_cell(R"("inputs": "projected", "init": "glorot", "d_model": 512, "d_k": 64,
                                       "n_kv": 256, "n_q": 8, "trials": 24, "scale": "sqrt_dk")");
-  const auto pytorch = entropy_cell(R"("inputs": "projected", "init": "pytorch", "d_model": 512, "d_k": 64,
+  const auto pytorch =
+      entropy_cell(R"("inputs": "projected", "init": "pytorch", "d_model": 512, "d_k": 64,
                                        "n_kv": 256, "n_q": 8, "trials": 24, "scale": "sqrt_dk")");
   CHECK(glorot["sigma2"].get<double>() == doctest::Approx(std::pow(512.0 * 2 / 576, 2)));
   CHECK(pytorch["sigma2"].get<double>() == doctest::Approx(1.0 / 9));
   // Measured score variance within 15 % of sigma^2 (W is shared by a trial's scores, so the
   // 24-trial estimate is noisy; the Glorot and PyTorch predictions differ by a factor 28).
-  CHECK(glorot["score_variance"]["value"].get<double>() == doctest::Approx(glorot["sigma2"].get<double>()).epsilon(0.15));
-  CHECK(pytorch["score_variance"]["value"].get<double>() == doctest::Approx(pytorch["sigma2"].get<double>()).epsilon(0.15));
+  CHECK(glorot["score_variance"]["value"].get<double>() ==
+        doctest::Approx(glorot["sigma2"].get<double>()).epsilon(0.15));
+  CHECK(pytorch["score_variance"]["value"].get<double>() ==
+        doctest::Approx(pytorch["sigma2"].get<double>()).epsilon(0.15));
 }
 
 TEST_CASE("N = 65536 through the fused kernel: completes, memory bounded (no N x N matrix)") {
   // One N x N fp32 matrix would be 16 GiB; the inputs of a trial are 4 x (4 + 65536) x 64 floats.
-  const auto r = entropy_cell(R"("kernel": "flash", "n_kv": 65536, "n_q": 4, "trials": 2, "d_k": 64, "scale": "sqrt_dk")");
+  const auto r = entropy_cell(
+      R"("kernel": "flash", "n_kv": 65536, "n_q": 4, "trials": 2, "d_k": 64, "scale": "sqrt_dk")");
   CHECK(r["regime"] == "bulk");
   CHECK(std::abs(r["entropy"]["value"].get<double>() - (std::log(65536.0) - 0.5)) < 0.05);
   rusage usage{};

@@ -10,19 +10,26 @@ using sdpa::testing::run_cell;
 
 TEST_CASE("the exact Jacobian identity matches E||J g||^2 read off the backward") {
   for (const std::string scale : {"\"sqrt_dk\"", "\"none\""}) {
-    const auto r = run_cell("gradient", std::string(R"("kernel": "naive", "d_k": 16, "n_kv": 256, "n_q": 16, "trials": 64, "scale": )") + scale, 2);
+    const auto r = run_cell(
+        "gradient",
+        std::string(
+            R"("kernel": "naive", "d_k": 16, "n_kv": 256, "n_q": 16, "trials": 64, "scale": )") +
+            scale,
+        2);
     CAPTURE(scale);
     CHECK(r["jacobian_fro2_from_gradients"]["agrees"] == true);
     // The interval is not vacuous: the measured norm is pinned to within 20 %.
     const auto& ci = r["jacobian_fro2_from_gradients"]["ci95"];
-    CHECK(ci[1].get<double>() - ci[0].get<double>() < 0.2 * r["jacobian_fro2"]["value"].get<double>());
+    CHECK(ci[1].get<double>() - ci[0].get<double>() <
+          0.2 * r["jacobian_fro2"]["value"].get<double>());
   }
 }
 
 TEST_CASE("bulk asymptote of ||J||_F^2 within 10 % for sigma^2 <= 1 and N >= 256") {
   for (const char* shape : {R"("n_kv": 256, "d_k": 256, "scale": "sqrt_dk")",
                             R"("n_kv": 1024, "d_k": 256, "scale": 0.03125)"}) {
-    const auto r = run_cell("gradient", std::string(R"("kernel": "naive", "n_q": 16, "trials": 32, )") + shape, 2);
+    const auto r = run_cell(
+        "gradient", std::string(R"("kernel": "naive", "n_q": 16, "trials": 32, )") + shape, 2);
     CAPTURE(shape);
     CHECK(r["regime"] == "bulk");
     const double predicted = r["jacobian_fro2"]["predicted"];
@@ -34,7 +41,11 @@ TEST_CASE("unscaled: participation collapses as d_k grows; the Jacobian norm is 
   double previous = 2;
   std::vector<double> norms;
   for (int d_k : {1, 4, 16, 64, 256, 1024}) {
-    const auto r = run_cell("gradient", R"("kernel": "naive", "n_kv": 256, "n_q": 16, "trials": 16, "scale": "none", "d_k": )" + std::to_string(d_k), 2);
+    const auto r = run_cell(
+        "gradient",
+        R"("kernel": "naive", "n_kv": 256, "n_q": 16, "trials": 16, "scale": "none", "d_k": )" +
+            std::to_string(d_k),
+        2);
     CAPTURE(d_k);
     const double participation = r["participation"]["value"];
     CHECK(participation < previous);
@@ -53,6 +64,8 @@ TEST_CASE("a kernel without a backward is refused for the gradient experiment") 
     sdpa::testing::cell_count("gradient", R"("kernel": "naive-unstable", "d_k": 4)");
     FAIL("accepted");
   } catch (const sdpa::InputError& e) {
-    CHECK(std::string(e.what()).rfind("test.json: /experiments/0/kernel: kernel \"naive-unstable\" has no backward; kernels with one: \"reference\", \"naive\"", 0) == 0);
+    CHECK(std::string(e.what()).rfind("test.json: /experiments/0/kernel: kernel \"naive-unstable\" "
+                                      "has no backward; kernels with one: \"reference\", \"naive\"",
+                                      0) == 0);
   }
 }

@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* kTiny = R"({"name": "tiny", "seed": 7, "experiments": [
-  {"name": "v", "kind": "variance", "d_k": [2, 4], "n_q": 3, "n_k": 3, "trials": 5}]})";
+  {"name": "v", "kind": "variance", "d_k": [2, 4], "n_q": 3, "n_kv": 3, "trials": 5}]})";
 
 const char* kTiming = R"({"name": "timing", "seed": 1, "experiments": [
   {"name": "t", "kind": "timing", "kernel": "naive", "n_q": 8, "n_kv": 8, "d_k": 4, "d_v": 4,
@@ -407,7 +407,7 @@ TEST_CASE("class 9: a live run's journal is locked; a second run is told it is a
   // before it ends.
   const std::string trials = "4000";
   dir.write("slow.json", R"({"name": "slow", "seed": 1, "experiments": [{"name": "v",
-    "kind": "variance", "d_k": 256, "n_q": 128, "n_k": 128, "scale": "none", "trials": )" +
+    "kind": "variance", "d_k": 256, "n_q": 128, "n_kv": 128, "scale": "none", "trials": )" +
                              trials + "}]}");
   const std::string config = (dir / "slow.json").string(), result = (dir / "r.json").string(),
                     journal = result + ".journal";

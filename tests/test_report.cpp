@@ -16,7 +16,7 @@ using sdpa::testing::TempDir;
 namespace {
 
 const char* kConfig = R"({"name": "r", "seed": 5, "experiments": [
-  {"name": "v", "kind": "variance", "d_k": [2, 8], "n_q": 4, "n_k": 4, "trials": 20, "scale": ["none", "sqrt_dk"]},
+  {"name": "v", "kind": "variance", "d_k": [2, 8], "n_q": 4, "n_kv": 4, "trials": 20, "scale": ["none", "sqrt_dk"]},
   {"name": "e", "kind": "entropy", "d_k": [4, 16], "n_kv": 32, "n_q": 2, "trials": 3, "scale": ["none", "sqrt_dk"]},
   {"name": "g", "kind": "gradient", "d_k": [4, 16], "n_kv": 32, "n_q": 2, "trials": 3, "scale": ["none", "sqrt_dk"]}]})";
 
@@ -25,7 +25,8 @@ std::string result_text() {
   static const std::string text = [] {
     TempDir dir;
     dir.write("c.json", kConfig);
-    const auto r = run_cli("run " + (dir / "c.json").string() + " -o " + (dir / "r.json").string(), dir);
+    const auto r =
+        run_cli("run " + (dir / "c.json").string() + " -o " + (dir / "r.json").string(), dir);
     REQUIRE(r.exit_code == 0);
     return slurp(dir / "r.json");
   }();
@@ -50,30 +51,38 @@ TEST_CASE("refusals name the file and say what is wrong; the other files are sti
   other["schema_version"] = 99;
   dir.write("future.json", other.dump());
   dir.write("truncated.json", result_text().substr(0, result_text().size() / 2));
-  const auto r = run_cli("report " + (dir / "not-result.json").string() + " " +
-                             (dir / "future.json").string() + " " + (dir / "truncated.json").string() +
-                             " " + (dir / "missing.json").string() + " " + (dir / "ok.json").string(),
-                         dir);
+  const auto r =
+      run_cli("report " + (dir / "not-result.json").string() + " " +
+                  (dir / "future.json").string() + " " + (dir / "truncated.json").string() + " " +
+                  (dir / "missing.json").string() + " " + (dir / "ok.json").string(),
+              dir);
   CHECK(r.exit_code == 2);
   CHECK(r.err.find((dir / "not-result.json").string() +
-                   ": not an sdpa-bench result file (no schema_version/experiments)") != std::string::npos);
-  CHECK(r.err.find((dir / "future.json").string() +
-                   ": /schema_version: expected 1, found 99 (written by another version of sdpa-bench)") !=
+                   ": not an sdpa-bench result file (no schema_version/experiments)") !=
         std::string::npos);
-  CHECK(r.err.find((dir / "truncated.json").string() + ": not a complete JSON document") != std::string::npos);
-  CHECK(r.err.find((dir / "missing.json").string() + ": cannot open result file") != std::string::npos);
+  CHECK(r.err.find(
+            (dir / "future.json").string() +
+            ": /schema_version: expected 1, found 99 (written by another version of sdpa-bench)") !=
+        std::string::npos);
+  CHECK(r.err.find((dir / "truncated.json").string() + ": not a complete JSON document") !=
+        std::string::npos);
+  CHECK(r.err.find((dir / "missing.json").string() + ": cannot open result file") !=
+        std::string::npos);
   CHECK(r.out.find("### variance: v") != std::string::npos);  // ok.json still reported
 }
 
 TEST_CASE("tables for every kind, and byte-identical output from the same inputs") {
   TempDir dir;
   dir.write("r.json", result_text());
-  const auto a = run_cli("report " + (dir / "r.json").string() + " --format both --out " + (dir / "a").string(), dir);
-  const auto b = run_cli("report " + (dir / "r.json").string() + " --format both --out " + (dir / "b").string(), dir);
+  const auto a = run_cli(
+      "report " + (dir / "r.json").string() + " --format both --out " + (dir / "a").string(), dir);
+  const auto b = run_cli(
+      "report " + (dir / "r.json").string() + " --format both --out " + (dir / "b").string(), dir);
   REQUIRE(a.exit_code == 0);
   REQUIRE(b.exit_code == 0);
   const std::string readme = slurp(dir / "a" / "README.md");
-  for (const char* title : {"### variance: v", "### entropy: e", "### gradient: g"}) CHECK(readme.find(title) != std::string::npos);
+  for (const char* title : {"### variance: v", "### entropy: e", "### gradient: g"})
+    CHECK(readme.find(title) != std::string::npos);
   CHECK(readme == slurp(dir / "b" / "README.md"));
   for (const char* csv : {"v.csv", "e.csv", "g.csv"}) {
     CAPTURE(csv);
@@ -84,7 +93,10 @@ TEST_CASE("tables for every kind, and byte-identical output from the same inputs
 TEST_CASE("CSV is tidy and parses back to the same numbers") {
   TempDir dir;
   dir.write("r.json", result_text());
-  REQUIRE(run_cli("report " + (dir / "r.json").string() + " --format csv --out " + dir.path.string(), dir).exit_code == 0);
+  REQUIRE(
+      run_cli("report " + (dir / "r.json").string() + " --format csv --out " + dir.path.string(),
+              dir)
+          .exit_code == 0);
   const json doc = json::parse(result_text());
   std::istringstream csv(slurp(dir / "csv" / "v.csv"));
   std::string line;
@@ -98,8 +110,10 @@ TEST_CASE("CSV is tidy and parses back to the same numbers") {
   for (; std::getline(csv, line); ++row) {
     const auto f = split(line);
     const json& r = doc["experiments"][0]["records"][row];
-    CHECK(std::stod(f[column("score_variance.value")]) == r["score_variance"]["value"].get<double>());
-    CHECK(std::stod(f[column("score_variance.ci95_low")]) == r["score_variance"]["ci95"][0].get<double>());
+    CHECK(std::stod(f[column("score_variance.value")]) ==
+          r["score_variance"]["value"].get<double>());
+    CHECK(std::stod(f[column("score_variance.ci95_low")]) ==
+          r["score_variance"]["ci95"][0].get<double>());
     CHECK(std::stod(f[column("params.d_k")]) == r["params"]["d_k"].get<double>());
     CHECK(f[column("params.scale")] == r["params"]["scale"].get<std::string>());
   }
@@ -113,9 +127,11 @@ TEST_CASE("several files: tables gain the machine, CSV gains machine and file co
   dir.write("a.json", result_text());
   dir.write("b.json", other.dump());
   const auto r = run_cli("report " + (dir / "a.json").string() + " " + (dir / "b.json").string() +
-                             " --format both --out " + (dir / "out").string(), dir);
+                             " --format both --out " + (dir / "out").string(),
+                         dir);
   REQUIRE(r.exit_code == 0);
-  CHECK(slurp(dir / "out" / "README.md").find("### variance: v [another-machine-4c]") != std::string::npos);
+  CHECK(slurp(dir / "out" / "README.md").find("### variance: v [another-machine-4c]") !=
+        std::string::npos);
   const std::string csv = slurp(dir / "out" / "csv" / "v.csv");
   CHECK(csv.rfind("machine_id,file,", 0) == 0);
   CHECK(csv.find("another-machine-4c," + (dir / "b.json").string()) != std::string::npos);
@@ -124,18 +140,21 @@ TEST_CASE("several files: tables gain the machine, CSV gains machine and file co
 TEST_CASE("plots: gnuplot scripts with SVG and PNG; without gnuplot, a clear message and tables") {
   TempDir dir;
   dir.write("r.json", result_text());
-  const auto r = run_cli("report " + (dir / "r.json").string() + " --plots --out " + (dir / "p").string(), dir);
+  const auto r = run_cli(
+      "report " + (dir / "r.json").string() + " --plots --out " + (dir / "p").string(), dir);
   REQUIRE(r.exit_code == 0);
   for (const char* name : {"v-variance", "e-entropy", "g-jacobian", "g-participation"}) {
     CAPTURE(name);
     CHECK(std::filesystem::exists(dir / "p" / "plots" / (std::string(name) + ".gp")));
     CHECK(std::filesystem::file_size(dir / "p" / "plots" / (std::string(name) + ".svg")) > 1000);
     CHECK(std::filesystem::file_size(dir / "p" / "plots" / (std::string(name) + ".png")) > 1000);
-    CHECK(slurp(dir / "p" / "README.md").find("(plots/" + std::string(name) + ".svg)") != std::string::npos);
+    CHECK(slurp(dir / "p" / "README.md").find("(plots/" + std::string(name) + ".svg)") !=
+          std::string::npos);
   }
   // The same with a PATH on which there is no gnuplot.
-  const auto bare = run_cli("report " + (dir / "r.json").string() + " --plots --out " + (dir / "q").string(),
-                            dir, "PATH=/nonexistent ");
+  const auto bare =
+      run_cli("report " + (dir / "r.json").string() + " --plots --out " + (dir / "q").string(), dir,
+              "PATH=/nonexistent ");
   CHECK(bare.exit_code == 0);
   CHECK(bare.err.find("gnuplot not found") != std::string::npos);
   CHECK(bare.err.find("apt-get install gnuplot-nox") != std::string::npos);
@@ -143,18 +162,22 @@ TEST_CASE("plots: gnuplot scripts with SVG and PNG; without gnuplot, a clear mes
   CHECK_FALSE(std::filesystem::exists(dir / "q" / "plots" / "v-variance.svg"));
 }
 
-TEST_CASE("plots: training loss curves at the smallest and largest d_k; throughput per machine side by side") {
+TEST_CASE(
+    "plots: training loss curves at the smallest and largest d_k; throughput per machine side by "
+    "side") {
   TempDir dir;
   dir.write("c.json", R"({"name": "p", "seed": 2, "experiments": [
     {"name": "t", "kind": "training", "d_k": [4, 8, 16], "scale": ["none", "sqrt_dk"], "steps": 20, "log_every": 5, "seeds": 2, "eval_size": 16, "batch": 8},
     {"name": "tm", "kind": "timing", "kernel": ["naive", "flash"], "n_q": 16, "n_kv": [16, 32], "d_k": 8, "d_v": 8, "repetitions": 2, "min_time": 0.001, "warmup_time": 0}]})");
-  REQUIRE(run_cli("run " + (dir / "c.json").string() + " -o " + (dir / "a.json").string(), dir).exit_code == 0);
+  REQUIRE(run_cli("run " + (dir / "c.json").string() + " -o " + (dir / "a.json").string(), dir)
+              .exit_code == 0);
   json other = json::parse(slurp(dir / "a.json"));
   other["machine_id"] = "another-machine-4c";
   for (auto& r : other["experiments"][1]["records"]) r["peak"]["fma_gflops"] = 1e4;  // its scale
   dir.write("b.json", other.dump());
   const auto r = run_cli("report " + (dir / "a.json").string() + " " + (dir / "b.json").string() +
-                             " --plots --out " + (dir / "p").string(), dir);
+                             " --plots --out " + (dir / "p").string(),
+                         dir);
   REQUIRE(r.exit_code == 0);
   const std::string machine = json::parse(slurp(dir / "a.json"))["machine_id"];
   const auto plots = dir / "p" / "plots";
@@ -177,7 +200,8 @@ TEST_CASE("plots: training loss curves at the smallest and largest d_k; throughp
   REQUIRE(first != std::string::npos);
   CHECK(side.find(common, side.find("set title 'another-machine-4c'")) != std::string::npos);
   CHECK(std::filesystem::file_size(plots / "tm-throughput-machines.svg") > 1000);
-  CHECK(slurp(dir / "p" / "README.md").find("(plots/tm-throughput-machines.svg)") != std::string::npos);
+  CHECK(slurp(dir / "p" / "README.md").find("(plots/tm-throughput-machines.svg)") !=
+        std::string::npos);
 }
 
 TEST_CASE("csv and plots need an output folder") {

@@ -20,7 +20,7 @@ const json& result() {
   static const json doc = [] {
     TempDir dir;
     const auto config = sdpa::parse_config("t.json", R"({"name": "t", "seed": 2, "experiments": [
-      {"name": "v", "kind": "variance", "d_k": [2, 4], "n_q": 3, "n_k": 3, "trials": 5},
+      {"name": "v", "kind": "variance", "d_k": [2, 4], "n_q": 3, "n_kv": 3, "trials": 5},
       {"name": "e", "kind": "entropy", "d_k": 4, "n_q": 3, "n_kv": 4, "trials": 5}]})");
     sdpa::RunOptions options;
     options.output = (dir / "r.json").string();

@@ -28,8 +28,8 @@ namespace {
 // 28 cells of a few milliseconds each (a few times that under the sanitizers).
 const char* kConfig = R"({"name": "kill", "seed": 5, "experiments": [
  {"name": "v", "kind": "variance", "d_k": [8, 16, 24, 32, 40, 48, 56, 64, 72, 80], "n_q": 32,
-  "n_k": 32, "trials": 150, "scale": ["none", "sqrt_dk"]},
- {"name": "w", "kind": "variance", "d_k": [8, 16, 32, 64], "n_q": 16, "n_k": 16, "trials": 100}]})";
+  "n_kv": 32, "trials": 150, "scale": ["none", "sqrt_dk"]},
+ {"name": "w", "kind": "variance", "d_k": [8, 16, 32, 64], "n_q": 16, "n_kv": 16, "trials": 100}]})";
 
 struct Fixture {
   TempDir dir;
@@ -213,7 +213,7 @@ TEST_CASE("a second interrupt stops at once and leaves a journal that resumes") 
   const std::string trials = "400";
 #endif
   dir.write("slow.json", R"({"name": "slow", "seed": 1, "experiments": [{"name": "v",
-    "kind": "variance", "d_k": 256, "n_q": 128, "n_k": 128, "scale": "none", "trials": )" +
+    "kind": "variance", "d_k": 256, "n_q": 128, "n_kv": 128, "scale": "none", "trials": )" +
                              trials + "}]}");
   const std::string config = (dir / "slow.json").string(), result = (dir / "r.json").string();
   const auto child = spawn_cli({"run", config, "-j", "1", "-o", result}, dir);
@@ -313,7 +313,8 @@ TEST_CASE("read_journal: the header, whole lines and a cut-off end") {
       sdpa::InputError);
   const std::string sha = sdpa::sha256_hex("c");
   std::ofstream(path) << "{\"sdpa_bench_journal\": 2, \"config_path\": \"c.json\", "
-                         "\"config_sha256\": \"" + sha +
+                         "\"config_sha256\": \"" +
+                             sha +
                              "\", \"seed\": 3, \"result\": \"r.json\", \"started_at\": "
                              "\"2026-01-01T00:00:00Z\", \"threads\": 2}\n" +
                              sdpa::journal_line({0, 4, 1.5, {{"x", 1}}}, sha) +

@@ -163,3 +163,18 @@ TEST_CASE("timing: every repetition kept, statistics and % of peak from the run'
        {"cpu_governor", "frequency_scaling", "affinity", "load_average_start", "load_average_end"})
     CHECK(r["environment"].contains(key));
 }
+
+TEST_CASE("timing: memory is each kernel's own formula, the peers' n_q x n_kv scores included") {
+  // Eigen and OpenBLAS materialise every score of a head: at n_q = n_kv = 300 000 that is
+  // 360 GB, refused before anything runs (estimated with flash's formula, such a cell used to
+  // validate and die in std::bad_alloc). Flash holds one key tile per thread: the same cell fits.
+  const std::string shape = R"("n_q": 300000, "n_kv": 300000, "d_k": 64, "d_v": 64})";
+  for (const char* kernel : {"eigen", "blas"}) {
+    CAPTURE(kernel);
+    const std::string e = error_of(R"({"name": "a", "kind": "timing", "kernel": ")" +
+                                   std::string(kernel) + "\", " + shape);
+    CHECK(e.rfind("bad.json: /experiments/0: needs about ", 0) == 0);
+    CHECK(e.find("GiB available; reduce the sizes") != std::string::npos);
+  }
+  CHECK(error_of(R"({"name": "a", "kind": "timing", "kernel": "flash", )" + shape) == "(accepted)");
+}

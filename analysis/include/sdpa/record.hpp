@@ -4,15 +4,17 @@
 // disagrees by chance alone.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
+#include "sdpa/json.hpp"
 #include "sdpa/stats.hpp"
 
 namespace sdpa {
 
-using json = nlohmann::ordered_json;
+// The version of results/schema.json: written into every result file, and the only one read
+// (a file of another version is refused by name).
+inline constexpr int kResultSchemaVersion = 1;
 
 // theory: "exact", "asymptotic" or "approximate" (how far the prediction can be trusted),
 // or "none" when no prediction applies to this cell.

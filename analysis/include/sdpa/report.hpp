@@ -22,6 +22,11 @@ json read_result_file(const std::string& path);
 // The same on a file's bytes already in memory; `path` only labels messages.
 json parse_result_file(const std::string& path, const std::string& text);
 
+// The schema result files are checked against (results/schema.json is a copy, for editors):
+// kinds/result.schema.json with each kind's record.schema.json, schema_version
+// kResultSchemaVersion.
+const json& result_schema();
+
 struct Table {
   std::string title;
   std::vector<std::string> header;
@@ -31,6 +36,10 @@ struct Table {
 
 // The tables of every experiment of the given result files, in file and experiment order.
 std::vector<Table> tables(const std::vector<json>& results);
+
+// The experiment kinds whose records this version tabulates, in the order of kinds/kinds.cmake
+// (sdpa::experiment_kinds(), the kinds that write records, are the same; a test checks).
+std::vector<std::string> kind_names();
 
 std::string markdown(const std::vector<Table>& tables);
 
@@ -50,8 +59,9 @@ std::string index_markdown(const std::vector<ResultFile>& results,
                            const std::vector<std::string>& plot_names,
                            const std::vector<CsvFile>& csvs);
 
-// Fixed formatting shared by every table: 4 significant digits.
-std::string number(double x);
+// Fixed formatting shared by every table: whole numbers (sizes, counts) in full, everything else
+// with `significant` digits (4 in tables; 17 in CSV files, which round-trip a double).
+std::string number(double x, int significant = 4);
 // A time with its unit: "812.3 ns", "45.6 µs", "1.234 ms", "2.5 s".
 std::string duration(double seconds);
 // A timing cell's shape from its params: "batch_heads×n_q×n_kv, d d_k/d_v[, causal]".

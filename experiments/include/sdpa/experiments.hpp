@@ -29,6 +29,9 @@ struct Config {        // NOLINT(bugprone-exception-escape)
   json document;       // the parsed config, verbatim
   std::string name;
   std::uint64_t seed = 0;
+  // Lines for the user that are not errors: "<file>: <json path>: ..." (an old parameter name
+  // read under its new one).
+  std::vector<std::string> notes;
 };
 
 // Reads, parses and validates a config (schema, then semantic checks). Throws InputError
@@ -37,7 +40,8 @@ Config load_config(const std::string& path);
 // The same on text already in memory (tests, fuzzing); `path` only labels messages.
 Config parse_config(const std::string& path, const std::string& text);
 
-// configs/schema.json, compiled into the binary.
+// The schema configs are checked against (configs/schema.json is a copy, for editors):
+// kinds/config.schema.json with each kind's config.schema.json, assembled at start-up.
 const json& config_schema();
 
 // ---- limits of the numbers a user gives --------------------------------------------------
@@ -90,18 +94,29 @@ struct CellContext {
   RunShared* shared = nullptr;  // null outside a run (tests): kinds that need it make their own
 };
 
-// An experiment kind is one file in experiments/ with one entry point, plus one line in
-// kinds.cpp. Its parameters, their types and defaults live in configs/schema.json.
+// The writing side of an experiment kind: <kind>_experiment() in kinds/<kind>/experiment.cpp,
+// listed by one line in kinds/kinds.cmake (docs/design.md, "Experiment kinds"). Its parameters,
+// their types and defaults live in kinds/<kind>/config.schema.json.
 struct ExperimentKind {
   std::string name;
   std::string description;
   // Parameters that may be lists, in plan order (the last varies fastest).
   std::vector<std::string> axes;
+  // Parameters renamed, {old, new}: a config giving the old name is read as if it gave the new
+  // one, with a note (Config::notes).
+  std::vector<std::pair<std::string, std::string>> renamed = {};
   // Runs one cell and returns its record (measured values beside their predictions).
   std::function<json(const CellContext&)> run_cell;
-  // Bytes one cell holds at once per thread, so a config too big for the machine is refused.
-  std::function<double(const json& params)> bytes_per_thread;
-  // Checks that need more than the schema (e.g. n_q == n_k for aligned inputs), on the
+  // Bytes one cell holds at once when the run has `threads` threads (its inputs, every running
+  // trial's tensors and its kernel's workspace, the results it keeps), so a config too big for
+  // the machine is refused before anything runs.
+  std::function<double(const json& params, int threads)> memory_bytes;
+  // A cell finished before a resumption (its record from the journal): what running it put in
+  // the run's shared state, put back (a roofline cell's peak). Absent where there is nothing.
+  // A record without a field it needs is an InputError saying which (the runner names the
+  // journal's line).
+  std::function<void(const json& record, RunShared& shared)> resumed = nullptr;
+  // Checks that need more than the schema (e.g. n_q == n_kv for aligned inputs), on the
   // experiment's parameters with defaults filled in; each returned string is
   // "<json path below the experiment>: <message>".
   std::function<std::vector<std::string>(const json& params)> check;
@@ -188,7 +203,5 @@ void write_file_atomically(const std::string& path, const std::string& text);
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files);
 
 std::string sha256_hex(const std::string& bytes);
-
-inline constexpr int kResultSchemaVersion = 1;
 
 }  // namespace sdpa

@@ -1,4 +1,4 @@
-// Deterministic randomness (design, "Randomness"): counter-based Philox from Random123, one
+// Deterministic randomness (docs/design.md, "Randomness"): counter-based Philox from Random123, one
 // independent stream per (seed, experiment, cell, trial), normals through Boost.Random, whose
 // algorithms are fixed across platforms (std::normal_distribution is not). A trial's numbers
 // depend on its key alone, so any thread may draw them in any order.

@@ -34,8 +34,8 @@ inline std::int64_t visible_keys(const Shape& s, bool causal, std::int64_t i) {
   return last < 0 ? 0 : (last + 1 < s.n_kv ? last + 1 : s.n_kv);
 }
 
-// Statistics a forward kernel fills per query row while it runs (design, "Probes"), so every
-// experiment can measure any variant without an N x N matrix. Scores here are the scaled
+// Statistics a forward kernel fills per query row while it runs (docs/design.md, "Probes"), so
+// every experiment can measure any variant without an N x N matrix. Scores here are the scaled
 // scores s = scale * q.k of the visible keys. A kernel writes only its own rows, so the
 // pooled values (`pooled()`) are summed in row order: identical on any thread count.
 struct RowProbes {
@@ -126,17 +126,44 @@ inline BackwardArgs backward_of(const ForwardArgs& f, const float* d_out, float*
 using ForwardFn = void (*)(const ForwardArgs&);
 using BackwardFn = void (*)(const BackwardArgs&);
 
+// The two calls a kernel offers.
+enum class Pass { forward, backward };
+
+// FLOPs of one forward (docs/design.md, "Conventions"): 4 * N_q * N_kv * d per head, d the mean
+// of d_k and d_v, halved when causal. A backward counts 2.5 forwards.
+double forward_flops(const Shape& shape, bool causal);
+
+// Bytes one call allocates beyond its arguments when it runs on `threads` threads: the scores it
+// materialises (a row, a block of rows, or all n_q x n_kv of a head), packed blocks and
+// per-thread scratch. Each kernel has its own formula, written beside its code.
+using WorkspaceFn = double (*)(const Shape& shape, Pass pass, int threads);
+
 // One entry of the kernel registry. Everything that enumerates kernels (the CLI's `list`,
-// config validation, tests, benchmarks) reads `kernel_registry()`.
+// config validation, tests, benchmarks) reads `kernel_registry()`, and asks an entry what it
+// costs and promises rather than deciding anything from its family's name.
 struct Kernel {
   std::string name;         // e.g. "flash", "simd@avx2"
   std::string family;       // reference, naive, blocked, simd, flash, eigen, blas
   std::string isa;          // instruction set the entry runs on, e.g. "scalar", "avx2", "avx512"
   std::string description;  // one line for `sdpa-bench list`
   ForwardFn forward = nullptr;
-  BackwardFn backward = nullptr;  // absent when the variant has no backward
-  bool unstable_softmax = false;  // exp without max subtraction (overflow study)
-  bool fp64 = false;              // computes in double (the oracle)
+  BackwardFn backward = nullptr;    // absent when the variant has no backward
+  bool unstable_softmax = false;    // exp without max subtraction (overflow study)
+  bool fp64 = false;                // computes in double (the oracle)
+  WorkspaceFn workspace = nullptr;  // every entry has one (a test checks)
+  // Whether the output is the same to the bit on any thread count. Ours are (each output row
+  // has one writer); library GEMMs (Eigen, OpenBLAS) split their sums by the thread count.
+  bool same_bits_on_any_threads = true;
+
+  double workspace_bytes(const Shape& shape, Pass pass, int threads) const {
+    return workspace(shape, pass, threads);
+  }
+  // The FLOPs a call is credited with (docs/design.md, "Conventions"), the same for every kernel so
+  // that GFLOP/s compare across kernels (flash's backward does about 3.5 forwards of work and is
+  // credited 2.5, see kernels/flash_backward.cpp).
+  double flops(const Shape& shape, bool causal, Pass pass) const {
+    return forward_flops(shape, causal) * (pass == Pass::forward ? 1.0 : 2.5);
+  }
 };
 
 // Only the entries this machine can run (ISA targets it lacks are left out).
@@ -181,14 +208,5 @@ const SimdTarget* find_simd_target(std::string_view isa);
 // Measured fp32 FMA peak of a target on `threads` threads in GFLOP/s, best of five runs of
 // about seconds / 5 each: the denominator of "% of peak".
 double measure_fma_peak(const SimdTarget& target, int threads, double seconds = 0.5);
-
-// Memory flash's backward allocates beyond its arguments and its threads' small scratch: the
-// query blocks packed once per call (Q and dO, in blocks of whole query tiles). Memory
-// estimates of experiments that run a backward count it.
-double flash_backward_workspace_bytes(const Shape& shape);
-
-// FLOPs of one forward (design, "Conventions"): 4 * N_q * N_kv * d per head, d the mean of
-// d_k and d_v, halved when causal. Backward is 2.5x forward.
-double forward_flops(const Shape& shape, bool causal);
 
 }  // namespace sdpa

@@ -5,12 +5,14 @@
 // affinity), so a noisy cell is seen as noisy rather than as slow.
 #include <sched.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <memory>
 #include <optional>
 
 #include "benchmark_session.hpp"
+#include "checks.hpp"
 #include "kinds.hpp"
 #include "peak_measure.hpp"
 #include "sdpa/kernels.hpp"
@@ -20,11 +22,6 @@
 
 namespace sdpa {
 namespace {
-
-double direction_factor(const std::string& direction) {
-  // Backward costs 2.5 forwards (design, "Conventions"); "both" times one of each.
-  return direction == "forward" ? 1.0 : direction == "backward" ? 2.5 : 3.5;
-}
 
 struct TimingCell {
   std::string kernel_name;
@@ -43,7 +40,29 @@ struct TimingCell {
         threads(resolve_threads(p["threads"], run_threads)) {}
 
   bool needs_backward() const { return direction != "forward"; }
-  double flops() const { return forward_flops(shape, causal) * direction_factor(direction); }
+  // "both" times one call of each. Another machine's kernel is credited by the same convention
+  // (Kernel::flops is one formula for every kernel), so its record compares with that machine's.
+  double flops() const {
+    const Kernel elsewhere{};
+    const Kernel& k = kernel ? *kernel : elsewhere;
+    return (direction == "backward" ? 0 : k.flops(shape, causal, Pass::forward)) +
+           (direction == "forward" ? 0 : k.flops(shape, causal, Pass::backward));
+  }
+  // The tensors, and the larger workspace of the calls made: a backward cell calls the forward
+  // once before it is timed. Nothing for another machine's kernel: the cell is not run.
+  double memory_bytes() const {
+    if (!kernel) return 0;
+    const double bh = double(shape.batch_heads), n_q = double(shape.n_q);
+    const double n_kv = double(shape.n_kv), d = double(shape.d_k + shape.d_v);
+    const double elements = bh * (n_q * (d + 1) + n_kv * d);  // Q, K, V, O and lse
+    // A backward adds dO and the gradients: as much again.
+    const double tensors = (needs_backward() ? 8.0 : 4.0) * elements;
+    const double forward = kernel->workspace_bytes(shape, Pass::forward, threads);
+    return tensors +
+           (needs_backward()
+                ? std::max(forward, kernel->workspace_bytes(shape, Pass::backward, threads))
+                : forward);
+  }
   // Google Benchmark's name of the cell, so --benchmark_filter can pick cells.
   std::string name() const {
     return kernel_name + "/" + direction + "/bh:" + std::to_string(shape.batch_heads) +
@@ -207,32 +226,23 @@ json run_timing_cell(const CellContext& ctx) {
   return record;
 }
 
-std::string quoted_list(const std::vector<std::string>& words) {
-  std::string s;
-  for (const auto& w : words) s += (s.empty() ? "\"" : ", \"") + w + "\"";
-  return s;
-}
-
 // A kernel without a backward cannot be timed backward: refused before anything runs.
 std::vector<std::string> check_timing(const json& e) {
-  auto values = [&](const char* key) { return e[key].is_array() ? e[key] : json::array({e[key]}); };
-  std::vector<std::string> lacking, with;
-  for (const auto& name : values("kernel")) {
-    const Kernel* k = find_kernel(name.get<std::string>());
+  std::vector<std::string> lacking;
+  for (const auto& name : grid_values(e["kernel"])) {
+    const Kernel* k = find_kernel(name.get<std::string>());  // null: another machine's
     if (k && !k->backward) lacking.push_back(name);
   }
-  for (const auto& k : kernel_registry())
-    if (k.backward) with.push_back(k.name);
+  const std::vector<std::string> with = kernels_with_backward();
   std::vector<std::string> problems;
-  const json directions = values("direction");
+  const json directions = grid_values(e["direction"]);
   for (std::size_t d = 0; d < directions.size() && !lacking.empty(); ++d) {
     if (directions[d] == "forward") continue;
-    problems.push_back(
-        "/direction" + (e["direction"].is_array() ? "/" + std::to_string(d) : std::string()) +
-        ": direction " + directions[d].dump() + " needs a backward pass, but kernel(s) " +
-        quoted_list(lacking) + " have none; time them \"forward\" only" +
-        (with.empty() ? " (no kernel on this machine has a backward)"
-                      : " or choose one of " + quoted_list(with)));
+    problems.push_back(grid_path(e, "direction", d) + ": direction " + directions[d].dump() +
+                       " needs a backward pass, but kernel(s) " + join_quoted(lacking) +
+                       " have none; time them \"forward\" only" +
+                       (with.empty() ? " (no kernel on this machine has a backward)"
+                                     : " or choose one of " + join_quoted(with)));
   }
   return problems;
 }
@@ -246,25 +256,8 @@ ExperimentKind timing_experiment() {
       .axes = {"kernel", "direction", "causal", "threads", "batch_heads", "n_q", "n_kv", "d_k",
                "d_v"},
       .run_cell = run_timing_cell,
-      // One cell's tensors, shared by its threads.
-      .bytes_per_thread =
-          [](const json& p) {
-            const Shape shape{.batch_heads = p["batch_heads"],
-                              .n_q = p["n_q"],
-                              .n_kv = p["n_kv"],
-                              .d_k = p["d_k"],
-                              .d_v = p["d_v"]};
-            const double bh = double(shape.batch_heads), n_q = double(shape.n_q);
-            const double n_kv = double(shape.n_kv), d = double(shape.d_k + shape.d_v);
-            const bool backward = p["direction"] != "forward";
-            const double elements = bh * (n_q * (d + 1) + n_kv * d);
-            const double threads = resolve_threads(p["threads"], default_threads());
-            // A backward adds dO and the gradients (as much again) and, in flash, its query
-            // blocks packed once.
-            const double bytes =
-                backward ? 8.0 * elements + flash_backward_workspace_bytes(shape) : 4.0 * elements;
-            return bytes / threads;
-          },
+      .memory_bytes = [](const json& p,
+                         int threads) { return TimingCell(p, threads).memory_bytes(); },
       .check = check_timing,
       .cell_check = nullptr,
   };

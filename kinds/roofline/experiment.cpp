@@ -51,11 +51,26 @@ ExperimentKind roofline_experiment() {
       .description = "peak multiply-add FLOP/s and triad bandwidth per ISA and thread count",
       .axes = {"threads", "isa"},
       .run_cell = run_roofline_cell,
-      // The triad's arrays are shared by the cell's threads.
-      .bytes_per_thread =
-          [](const json& p) {
-            const double threads = resolve_threads(p["threads"], default_threads());
-            return p["llc_multiple"].get<double>() * last_level_cache_bytes() / threads;
+      // The triad's arrays, shared by the cell's threads.
+      .memory_bytes =
+          [](const json& p, int) {
+            return p["llc_multiple"].get<double>() * last_level_cache_bytes();
+          },
+      // A cell finished before a resumption: its peak goes back into the machine section.
+      .resumed =
+          [](const json& record, RunShared& shared) {
+            if (!record.value("supported", false)) return;
+            try {
+              store_peak(shared.peaks, {{"isa", record.at("params").at("isa")},
+                                        {"threads", record.at("threads")},
+                                        {"fma_gflops", record.at("fma_gflops").at("value")},
+                                        {"triad_gbs", record.at("triad_gbs").at("value")},
+                                        {"source", "roofline"}});
+            } catch (const json::exception&) {
+              throw InputError(
+                  "a supported roofline record needs /params/isa, /threads, "
+                  "/fma_gflops/value and /triad_gbs/value");
+            }
           },
       .check = nullptr,
       .cell_check = nullptr,

@@ -226,15 +226,23 @@ ExperimentKind training_experiment() {
       .axes = {"kernel", "optimizer", "learning_rate", "init", "embeddings", "d_model", "heads",
                "vocab", "n_pairs", "batch", "d_k", "scale"},
       .run_cell = run_training_cell,
-      .bytes_per_thread =
-          [](const json& p) {
-            const double d_model = p["d_model"], width = double(p["heads"]) * double(p["d_k"]);
-            const double vocab = p["vocab"], n = double(p["n_pairs"]) + 1;
-            const double rows = std::max(double(p["eval_size"]), double(p["batch"])) * n;
-            // Parameters, gradient and two optimiser moments; inputs, K, V, their kernel
-            // copies and gradients for the larger of the two batches.
+      .memory_bytes =
+          [](const json& p, int threads) {
+            const TrainingCell c(p);
+            const double d_model = double(c.shape.d_model), width = double(c.shape.width());
+            const double vocab = double(c.shape.vocab), n = double(c.shape.positions());
+            const std::int64_t sequences = std::max(c.eval_size, c.batch);
+            // Per seed: parameters, gradient and two optimiser moments; inputs, K, V, their
+            // kernel copies and gradients for the larger of the two batches, and the
+            // kernel's workspace on it (training_model.cpp's shape). Seeds run in parallel.
             const double params = 2 * vocab * d_model + 4 * d_model * width + d_model * vocab;
-            return 8.0 * 4 * params + 8.0 * 4 * rows * (d_model + 3 * width);
+            const Shape core{sequences * c.shape.heads, 1, c.shape.positions(), c.shape.d_k,
+                             c.shape.d_k};
+            const double seed = 8.0 * 4 * params +
+                                8.0 * 4 * double(sequences) * n * (d_model + 3 * width) +
+                                std::max(kernel_workspace(p, core, Pass::forward, 1),
+                                         kernel_workspace(p, core, Pass::backward, 1));
+            return trials_memory(seed, 0, c.seeds, threads);
           },
       .check = check_training,
       .cell_check =

@@ -134,25 +134,23 @@ ExperimentKind gradient_experiment() {
       .axes = {"kernel", "upstream", "causal", "inputs", "init", "d_model", "mean_q", "std_q",
                "mean_k", "std_k", "alignment", "n_q", "d_v", "trials", "n_kv", "d_k", "scale"},
       .run_cell = run_gradient_cell,
-      .bytes_per_thread =
-          [](const json& p) {
-            const double n_q = p["n_q"], n_kv = p["n_kv"], d_k = p["d_k"], d_v = p["d_v"];
-            const double d_model = p["inputs"] == "projected" ? double(p["d_model"]) : 0.0;
-            // Inputs and their gradients in fp32, flash's packed query blocks, probes,
-            // projections.
-            const Shape shape{.n_q = std::int64_t(n_q),
-                              .n_kv = std::int64_t(n_kv),
-                              .d_k = std::int64_t(d_k),
-                              .d_v = std::int64_t(d_v)};
-            return 8.0 * (n_q + n_kv) * (d_k + d_v) + flash_backward_workspace_bytes(shape) +
-                   8.0 * n_kv + 96.0 * n_q + 16.0 * d_model * d_k;
+      .memory_bytes =
+          [](const json& p, int threads) {
+            const GradientCell c(p);
+            const Shape shape{1, c.n_q, c.n_kv, c.d_k, c.d_v};
+            const double n_q = double(c.n_q), n_kv = double(c.n_kv);
+            const double d_k = double(c.d_k), d_v = double(c.d_v);
+            // Per trial: Q, K, V, O, dO and their gradients in fp32, lse and probes, W_Q and
+            // W_K in double, and the larger workspace of the kernel's two calls (one after the
+            // other); per trial kept: TrialGradients and their columns.
+            const double trial = 8.0 * (n_q + n_kv) * (d_k + d_v) + 96.0 * n_q +
+                                 c.inputs.weight_bytes(c.d_k) +
+                                 std::max(kernel_workspace(p, shape, Pass::forward, 1),
+                                          kernel_workspace(p, shape, Pass::backward, 1));
+            return trials_memory(trial, 128.0, c.trials, threads);
           },
       .check = kernels_without_backward,
-      .cell_check =
-          [](const json& params, const json& cell) {
-            const AttentionCell c(cell);
-            return attention_range_problem(params, cell, c.scale, c.inputs);
-          },
+      .cell_check = attention_cell_problem,
   };
 }
 

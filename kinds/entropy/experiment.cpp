@@ -15,7 +15,8 @@
 namespace sdpa {
 namespace {
 
-// exp overflows past these: ln(FLT_MAX) for fp32, ln(65504) for fp16 (design, "Overflow").
+// exp overflows past these: ln(FLT_MAX) for fp32, ln(65504) for fp16 (docs/design.md,
+// "Theory": overflow).
 const double kLnMaxFp32 = std::log(double(FLT_MAX));  // 88.72
 const double kLnMaxFp16 = std::log(65504.0);          // 11.09
 
@@ -137,23 +138,16 @@ ExperimentKind entropy_experiment() {
       .axes = {"kernel", "inputs", "init", "d_model", "mean_q", "std_q", "mean_k", "std_k",
                "alignment", "n_q", "trials", "n_kv", "d_k", "scale"},
       .run_cell = run_entropy_cell,
-      .bytes_per_thread =
-          [](const json& p) {
-            const double n_q = p["n_q"], n_kv = p["n_kv"], d_k = p["d_k"];
-            const double d_model = p["inputs"] == "projected" ? double(p["d_model"]) : 0.0;
-            // Q, K, V, output, lse, probes and one row of scores in the widest kernel; and the
-            // cell's per-trial results (TrialRows and their columns: shared by the threads,
-            // counted per thread to stay on the safe side).
-            const double trials = p["trials"];
-            return 4.0 * (n_q + n_kv) * d_k + 8.0 * n_kv + 48.0 * n_q + 16.0 * d_model * d_k +
-                   96.0 * trials;
+      .memory_bytes =
+          [](const json& p, int threads) {
+            const AttentionCell c(p);
+            // Per trial, beside Q, K, W and the workspace: V (d_v = 1), output, lse and probes;
+            // per trial kept: TrialRows and their columns.
+            const double own = 4.0 * double(c.n_kv) + 64.0 * double(c.n_q);
+            return trials_memory(c.forward_trial_bytes(own), 96.0, c.trials, threads);
           },
       .check = nullptr,
-      .cell_check =
-          [](const json& params, const json& cell) {
-            const AttentionCell c(cell);
-            return attention_range_problem(params, cell, c.scale, c.inputs);
-          },
+      .cell_check = attention_cell_problem,
   };
 }
 

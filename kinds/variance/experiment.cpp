@@ -16,24 +16,6 @@
 namespace sdpa {
 namespace {
 
-struct VarianceCell {
-  std::string kernel;
-  std::int64_t d_k, n_q, n_k, trials;
-  double scale;
-  InputSpec inputs;
-
-  explicit VarianceCell(const json& p)
-      : kernel(p["kernel"]),
-        d_k(p["d_k"]),
-        n_q(p["n_q"]),
-        n_k(p["n_k"]),
-        trials(p["trials"]),
-        scale(scale_value(p["scale"], double(p["d_k"]), double(p["n_k"]))),
-        inputs(InputSpec::from(p)) {}
-
-  theory::ScoreModel model() const { return inputs.score_model(double(d_k), scale, n_q, n_k); }
-};
-
 // What one trial (one product) contributes.
 struct TrialMoments {
   double mean = 0;          // mean of the m entries
@@ -42,11 +24,11 @@ struct TrialMoments {
   double aligned_variance = 0;
 };
 
-TrialMoments run_trial(const VarianceCell& c, const Kernel& kernel, const StreamKey& key) {
+TrialMoments run_trial(const AttentionCell& c, const Kernel& kernel, const StreamKey& key) {
   PhiloxStream rng(key);
-  const Shape shape{1, c.n_q, c.n_k, c.d_k, 1};
+  const Shape shape{1, c.n_q, c.n_kv, c.d_k, 1};
   std::vector<float> q(shape.q_elements()), k(shape.k_elements());
-  c.inputs.sample(rng, c.n_q, c.n_k, c.d_k, q, k);
+  c.inputs.sample(rng, c.n_q, c.n_kv, c.d_k, q, k);
   std::vector<float> v(shape.v_elements(), 0.0f), out(shape.out_elements());
   RowProbes probes(shape.rows());
   ForwardArgs args{.shape = shape, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
@@ -55,7 +37,7 @@ TrialMoments run_trial(const VarianceCell& c, const Kernel& kernel, const Stream
   kernel.forward(args);
 
   const auto pooled = probes.pooled();
-  const double m = double(c.n_q) * double(c.n_k);
+  const double m = double(c.n_q) * double(c.n_kv);
   TrialMoments t{pooled.score_sum / m, pooled.score_sumsq / m};
   if (c.inputs.alignment > 0) {
     std::vector<double> dots(c.n_q);
@@ -71,7 +53,7 @@ TrialMoments run_trial(const VarianceCell& c, const Kernel& kernel, const Stream
 }
 
 json run_variance_cell(const CellContext& ctx) {
-  const VarianceCell c(ctx.cell.params);
+  const AttentionCell c(ctx.cell.params);
   const Kernel& kernel = *find_kernel(c.kernel);
   const auto trials = run_trials<TrialMoments>(
       ctx, c.trials, [&](const StreamKey& key) { return run_trial(c, kernel, key); });
@@ -99,7 +81,7 @@ json run_variance_cell(const CellContext& ctx) {
 
   json record;
   record["scale_value"] = c.scale;
-  record["entries_per_trial"] = c.n_q * c.n_k;
+  record["entries_per_trial"] = c.n_q * c.n_kv;
   record["score_mean"] = measured(grand_mean, stats::mean_ci(means),
                                   if_independent(theory::score_mean(model)), "exact");
   record["score_variance"] =
@@ -142,17 +124,17 @@ json run_variance_cell(const CellContext& ctx) {
 
 std::vector<std::string> check_variance(const json& e) {
   std::vector<std::string> problems;
-  auto values = [&](const char* key) { return e[key].is_array() ? e[key] : json::array({e[key]}); };
-  const json alignments = values("alignment");
+  const json alignments = grid_values(e["alignment"]);
   const bool aligned = std::any_of(alignments.begin(), alignments.end(),
                                    [](const json& a) { return a.get<double>() > 0; });
-  if (aligned && (values("n_q") != values("n_k") || values("n_q").size() > 1))
+  const json n_q = grid_values(e["n_q"]), n_kv = grid_values(e["n_kv"]);
+  if (aligned && (n_q != n_kv || n_q.size() > 1))
     problems.push_back(
-        "/alignment: aligned inputs pair query i with key i, so n_q and n_k must be one and the "
+        "/alignment: aligned inputs pair query i with key i, so n_q and n_kv must be one and the "
         "same value; found n_q " +
-        values("n_q").dump() + " and n_k " + values("n_k").dump());
+        n_q.dump() + " and n_kv " + n_kv.dump());
   if (aligned) {
-    for (const auto& n : values("n_q"))
+    for (const auto& n : n_q)
       if (n.get<int>() < 2)
         problems.push_back("/n_q: aligned inputs need n_q >= 2 to measure a variance, found " +
                            n.dump());
@@ -166,24 +148,20 @@ ExperimentKind variance_experiment() {
   return {
       .name = "variance",
       .description = "mean and variance of the entries of S = c Q K^T, and of np.var(S)",
-      .axes = {"kernel", "inputs", "init", "d_model", "n_q", "n_k", "mean_q", "std_q", "mean_k",
+      .axes = {"kernel", "inputs", "init", "d_model", "n_q", "n_kv", "mean_q", "std_q", "mean_k",
                "std_k", "alignment", "trials", "d_k", "scale"},
+      .renamed = {{"n_k", "n_kv"}},  // its name before every kind said n_kv
       .run_cell = run_variance_cell,
-      .bytes_per_thread =
-          [](const json& p) {
-            const double n_q = p["n_q"], n_k = p["n_k"], d_k = p["d_k"], trials = p["trials"];
-            const double d_model = p["inputs"] == "projected" ? double(p["d_model"]) : 0.0;
-            // Inputs and probes per thread, and the cell's per-trial moments and statistics
-            // (shared by the threads, counted per thread to stay on the safe side).
-            return 4.0 * (n_q + n_k) * d_k + 4.0 * (n_k + n_q) + 40.0 * n_q + 16.0 * d_model * d_k +
-                   96.0 * trials;
+      .memory_bytes =
+          [](const json& p, int threads) {
+            const AttentionCell c(p);
+            // Per trial, beside Q, K, W and the workspace: V (d_v = 1), the output, probes and
+            // aligned dot products; per trial kept: its moments and their columns.
+            const double own = 4.0 * double(c.n_kv + c.n_q) + 64.0 * double(c.n_q);
+            return trials_memory(c.forward_trial_bytes(own), 96.0, c.trials, threads);
           },
       .check = check_variance,
-      .cell_check =
-          [](const json& params, const json& cell) {
-            const VarianceCell c(cell);
-            return attention_range_problem(params, cell, c.scale, c.inputs);
-          },
+      .cell_check = attention_cell_problem,
   };
 }
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sdpa/record.hpp"
+#include "sdpa/json.hpp"
 
 namespace sdpa {
 

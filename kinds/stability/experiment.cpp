@@ -239,17 +239,23 @@ ExperimentKind stability_experiment() {
       .axes = {"kernel", "init", "d_model", "heads", "layers", "d_ff", "vocab", "n_pairs", "batch",
                "weight_decay", "d_k", "scale"},
       .run_cell = run_stability_cell,
-      .bytes_per_thread =
-          [](const json& p) {
+      .memory_bytes =
+          [](const json& p, int threads) {
             const double d_model = p["d_model"], width = double(p["heads"]) * double(p["d_k"]);
             const double vocab = p["vocab"], d_ff = p["d_ff"], layers = p["layers"];
             const double rows =
                 std::max(double(p["eval_size"]), double(p["batch"])) * (double(p["n_pairs"]) + 1);
-            // Parameters, gradient, two moments and a copy; per block the activations the
-            // backward keeps (inputs, norms, Q, K, V, kernel copies, the MLP's hidden layer).
+            // Per run: parameters, gradient, two moments and a copy; per block the activations
+            // the backward keeps (inputs, norms, Q, K, V, kernel copies, the MLP's hidden layer).
+            // Runs (rates x seeds) go in parallel; each keeps its logged series until the end.
             const double params =
                 3 * vocab * d_model + layers * (4 * d_model * width + 2 * d_model * d_ff);
-            return 8.0 * 5 * params + 8.0 * layers * rows * (4 * d_model + 6 * width + 2 * d_ff);
+            const double run =
+                8.0 * 5 * params + 8.0 * layers * rows * (4 * d_model + 6 * width + 2 * d_ff);
+            const double logged = double(p["steps"]) / double(p["log_every"]) + 2;
+            const double kept = 8.0 * logged * (3 + 6 * layers);
+            const auto runs = std::int64_t(p["learning_rates"].size()) * std::int64_t(p["seeds"]);
+            return trials_memory(run, kept, runs, threads);
           },
       .check = check_stability,
       .cell_check = nullptr,

@@ -28,9 +28,9 @@
 #include <string_view>
 #include <vector>
 
+#include "../training/training_model.hpp"  // the task, its batches and helpers
 #include "sdpa/kernels.hpp"
 #include "sdpa/rng.hpp"
-#include "training_model.hpp"
 
 namespace sdpa::stability {
 

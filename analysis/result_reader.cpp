@@ -1,0 +1,66 @@
+// Reading a result file: whole, refused by name when it is not one this version can make
+// tables from (results/schema.json, the contract between `run` and `report`).
+#include "kind_report.hpp"
+#include "result_schema_parts.hpp"
+#include "sdpa/input_error.hpp"
+#include "sdpa/input_file.hpp"
+#include "sdpa/json_schema.hpp"
+#include "sdpa/report.hpp"
+#include "sdpa/schema_parts.hpp"
+
+namespace sdpa::report {
+
+const json& result_schema() {
+  static const json schema = [] {
+    json s = assemble_schema(
+        kResultSchemaBase, kResultSchemaParts, "_record", "experiment",
+        [](const std::string& ref) {
+          return json{{"properties", {{"records", {{"items", {{"$ref", ref}}}}}}}};
+        },
+        "Assembled by sdpa-bench from kinds/result.schema.json and each kind's "
+        "kinds/<kind>/record.schema.json (`make schemas` writes it here); edit those.");
+    s["properties"]["schema_version"] = {{"const", kResultSchemaVersion}};
+    return s;
+  }();
+  return schema;
+}
+
+json parse_result_file(const std::string& path, const std::string& text) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& e) {
+    throw InputError(
+        path + ": not a complete JSON document (truncated or corrupt): " + json_error_message(e));
+  }
+  if (!doc.is_object() || !doc.contains("schema_version") || !doc.contains("experiments"))
+    throw InputError(path + ": not an sdpa-bench result file (no schema_version/experiments)");
+  if (doc["schema_version"] != kResultSchemaVersion)
+    throw InputError(path + ": /schema_version: expected " + std::to_string(kResultSchemaVersion) +
+                     ", found " + doc["schema_version"].dump() +
+                     " (written by another version of sdpa-bench)");
+  static const JsonSchema schema(result_schema().dump());
+  auto problems = schema.problems(doc);
+  if (!problems.empty()) {
+    for (auto& p : problems) p = path + ": " + p;
+    throw InputError::from_lines(problems);
+  }
+  // The schema is the contract the tables rely on; should a file it admits still not make
+  // tables, say which experiment rather than fail later.
+  const json& experiments = doc["experiments"];
+  for (std::size_t i = 0; i < experiments.size(); ++i) {
+    try {
+      experiment_tables(experiments[i], "");
+    } catch (const json::exception& e) {
+      throw InputError(path + ": /experiments/" + std::to_string(i) +
+                       ": cannot be tabulated: " + json_error_message(e));
+    }
+  }
+  return doc;
+}
+
+json read_result_file(const std::string& path) {
+  return parse_result_file(path, read_input_file(path, "result file"));
+}
+
+}  // namespace sdpa::report

@@ -1,0 +1,110 @@
+// Formatting every table shares, and the side-by-side table most kinds make (tables.hpp).
+#include "tables.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+
+namespace sdpa::report {
+
+std::string number(double x, int significant) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  char buf[40];
+  if (x == std::floor(x) && std::abs(x) < 1e15)
+    std::snprintf(buf, sizeof buf, "%.0f", x);
+  else
+    std::snprintf(buf, sizeof buf, "%.*g", significant, x);
+  return buf;
+}
+
+std::string duration(double seconds) {
+  const double a = std::abs(seconds);
+  if (a < 1e-6) return number(seconds * 1e9) + " ns";
+  if (a < 1e-3) return number(seconds * 1e6) + " µs";
+  if (a < 1) return number(seconds * 1e3) + " ms";
+  return number(seconds) + " s";
+}
+
+std::string timing_shape(const json& p) {
+  std::string s = p["batch_heads"].dump() + "×" + p["n_q"].dump() + "×" + p["n_kv"].dump() +
+                  ", d " + p["d_k"].dump() + "/" + p["d_v"].dump();
+  return p["causal"].get<bool>() ? s + ", causal" : s;
+}
+
+std::string json_number(const json& x) {
+  return number(x.is_null() ? std::numeric_limits<double>::quiet_NaN() : x.get<double>());
+}
+
+std::string interval(const json& ci) {
+  return "[" + json_number(ci[0]) + ", " + json_number(ci[1]) + "]";
+}
+
+std::string agreement(const json& m) {
+  if (!m.contains("agrees")) return "-";
+  return m["agrees"].get<bool>() ? "yes" : "**no**";
+}
+
+std::string predicted(const json& m) {
+  return m["predicted"].is_null() ? "-" : json_number(m["predicted"]);
+}
+
+std::string statistic_with_ci(const json& m) {
+  return json_number(m["value"]) + " " + interval(m["ci95"]);
+}
+
+std::string table_title(const json& experiment, const std::string& source,
+                        const std::string& group) {
+  return experiment["kind"].get<std::string>() + ": " + experiment["name"].get<std::string>() +
+         source + (group.empty() ? "" : " (" + group + ")");
+}
+
+std::vector<Table> side_by_side(const json& experiment, const std::string& source,
+                                const std::string& row_key, const std::string& column_key,
+                                const std::vector<Column>& columns, const std::string& note,
+                                const std::string& tested) {
+  std::vector<Table> out;
+  if (experiment["records"].empty()) return out;
+  std::string fixed;
+  for (const auto& [group, records] :
+       group_records(experiment["records"], row_key, column_key, fixed)) {
+    std::vector<std::string> keys;
+    for (const json* r : records) {
+      const std::string s = label(param(*r, column_key));
+      if (std::find(keys.begin(), keys.end(), s) == keys.end()) keys.push_back(s);
+    }
+    Table t;
+    t.title = table_title(experiment, source, group);
+    t.header = {row_key};
+    for (const auto& k : keys)
+      for (const auto& c : columns) t.header.push_back(k + ": " + c.heading);
+    std::map<double, std::vector<std::string>> rows;  // ordered by the row parameter
+    for (const json* r : records) {
+      const double x = param(*r, row_key).get<double>();
+      auto& row = rows[x];
+      if (row.empty()) row.assign(1 + columns.size() * keys.size(), "-"), row[0] = number(x);
+      const std::size_t k =
+          std::find(keys.begin(), keys.end(), label(param(*r, column_key))) - keys.begin();
+      for (std::size_t c = 0; c < columns.size(); ++c)
+        row[1 + k * columns.size() + c] = columns[c].cell(*r);
+    }
+    for (auto& [x, row] : rows) t.rows.push_back(row);
+    std::size_t predictions = 0, disagreements = 0;
+    for (const json* r : records)
+      if ((*r)[tested].contains("agrees")) {
+        ++predictions;
+        disagreements += (*r)[tested]["agrees"].get<bool>() ? 0 : 1;
+      }
+    t.note = "Fixed: " + fixed + ". " + note;
+    if (predictions > 0)
+      t.note += " Here " + std::to_string(disagreements) + " of " + std::to_string(predictions) +
+                " predictions disagree; about " + number(double(predictions) / 20) +
+                " would by chance alone.";
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace sdpa::report

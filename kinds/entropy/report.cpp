@@ -1,0 +1,78 @@
+// The reading side of `entropy`: tables and plots of the records kinds/entropy/experiment.cpp
+// writes (their contract: record.schema.json beside it). Entropy beside
+// ln N - sigma^2/2 per d_k, max weight and overflow; the entropy plot marks ln N and the
+// freezing point of the unscaled series.
+#include <sstream>
+
+#include "kind_report.hpp"
+#include "tables.hpp"
+
+namespace sdpa::report {
+namespace {
+
+// Softmax saturation: entropy beside ln N - sigma^2/2, max weight and overflow, per d_k.
+std::vector<Table> entropy_tables(const json& experiment, const std::string& source) {
+  const std::vector<Column> columns = {
+      {"H [95% CI]", [](const json& r) { return statistic_with_ci(r["entropy"]); }},
+      {"ln N - s2/2",
+       [](const json& r) {
+         // Outside the regime where the formula holds it is shown in parentheses.
+         const std::string f = number(r["entropy"]["formula"]);
+         return r["entropy"]["predicted"].is_number() ? f : "(" + f + ")";
+       }},
+      {"agrees", [](const json& r) { return agreement(r["entropy"]); }},
+      {"max w", [](const json& r) { return json_number(r["max_weight"]["value"]); }},
+      {"rows max w>0.9", [](const json& r) { return json_number(r["rows_max_weight_over_0_9"]); }},
+      {"overflow fp32/fp16",
+       [](const json& r) {
+         return json_number(r["overflow"]["unstable_fp32_rows"]) + " / " +
+                json_number(r["overflow"]["unstable_fp16_rows"]);
+       }},
+  };
+  return side_by_side(experiment, source, "d_k", "scale", columns,
+                      std::string("H: mean softmax entropy per query row (nats). The prediction "
+                                  "ln N - s2/2 holds asymptotically while s2 < 2 ln N; in "
+                                  "parentheses where it does not. overflow: fraction of rows "
+                                  "whose exp(s) sum overflows without max subtraction. ") +
+                          kAgreesNote,
+                      "entropy");
+}
+
+// ln N, and the freezing point sigma^2 = 2 ln N of the unscaled series, on the entropy plot.
+std::string entropy_markers(const std::vector<const json*>& records) {
+  const json& first = *records.front();
+  std::ostringstream d;
+  d << "set arrow from graph 0, first " << first["ln_n"].dump() << " to graph 1, first "
+    << first["ln_n"].dump() << " nohead dt 3 lc 'gray'\n"
+    << "set label 'ln N' at graph 0.02, first " << first["ln_n"].dump() << " offset 0,0.6\n";
+  for (const json* r : records)
+    if ((*r)["params"]["scale"] == "none") {
+      const double d_k = (*r)["params"]["d_k"], s2 = (*r)["sigma2"];
+      const double freeze = d_k * (*r)["saturation_sigma2"].get<double>() / s2;
+      d << "set arrow from first " << freeze << ", graph 0 to first " << freeze
+        << ", graph 1 nohead dt 4 lc 'red'\nset label 'c = 1: {/Symbol s}^2 = 2 "
+           "ln N' at first "
+        << freeze << ", graph 0.95 offset 0.5,0 tc 'red'\n";
+      break;
+    }
+  return d.str();
+}
+
+}  // namespace
+
+KindReport entropy_report() {
+  return {.name = "entropy",
+          .tables = entropy_tables,
+          .curves = {{.suffix = "entropy",
+                      .stat = "entropy",
+                      .ylabel = "H, softmax entropy per row (nats)",
+                      .theory =
+                          [](const json& r) {
+                            return r["formula_valid"].get<bool>()
+                                       ? plots::predicted_field(r["entropy"])
+                                       : std::nullopt;
+                          },
+                      .decorate = entropy_markers}}};
+}
+
+}  // namespace sdpa::report

@@ -1,0 +1,46 @@
+// The reading side of `roofline`: tables and plots of the records kinds/roofline/experiment.cpp
+// writes (their contract: record.schema.json beside it). One row per ISA
+// and thread count; these records measure the machine.
+#include "kind_report.hpp"
+#include "tables.hpp"
+
+namespace sdpa::report {
+namespace {
+
+// Roofline: the ceilings timings are read against, one row per (threads, ISA).
+std::vector<Table> roofline_tables(const json& experiment, const std::string& source) {
+  Table t;
+  t.title = "roofline: " + experiment["name"].get<std::string>() + source;
+  t.header = {"isa",    "threads",    "lanes",  "FMA GFLOP/s",
+              "median", "triad GB/s", "median", "ridge FLOP/byte"};
+  for (const auto& r : experiment["records"]) {
+    std::vector<std::string> row = {label(r["params"]["isa"]),
+                                    std::to_string(r["threads"].get<int>())};
+    if (!r["supported"].get<bool>()) {
+      row.insert(row.end(), {"-", "not supported", "-", "-", "-", "-"});
+    } else {
+      row.insert(row.end(),
+                 {std::to_string(r["lanes"].get<int>()), number(r["fma_gflops"]["value"]),
+                  number(r["fma_gflops"]["median"]), number(r["triad_gbs"]["value"]),
+                  number(r["triad_gbs"]["median"]), number(r["ridge_flops_per_byte"])});
+    }
+    t.rows.push_back(std::move(row));
+  }
+  const std::string footprint = number(experiment["params"]["llc_multiple"]);
+  t.note =
+      "Peak: the best repetition (every disturbance only slows a loop down); median beside "
+      "it. FMA: 12 independent multiply-add chains per lane (scalar and sse4 issue a "
+      "multiply and an add). Triad: x = y + s z over three arrays of " +
+      footprint +
+      "x the last-level cache together. Ridge: FLOP per byte at which a kernel stops being "
+      "memory-bound.";
+  return {std::move(t)};
+}
+
+}  // namespace
+
+KindReport roofline_report() {
+  return {.name = "roofline", .measurement = true, .tables = roofline_tables};
+}
+
+}  // namespace sdpa::report

@@ -1,0 +1,75 @@
+// The reading side of `timing`: tables and plots of the records kinds/timing/experiment.cpp
+// writes (their contract: record.schema.json beside it). One row per cell,
+// and throughput against N per kernel with the measured FMA peak (per machine side by side
+// when several); these records measure the machine.
+#include <sstream>
+
+#include "kind_report.hpp"
+#include "tables.hpp"
+
+namespace sdpa::report {
+namespace {
+
+// Timing: one row per cell, in grid order.
+std::vector<Table> timing_tables(const json& experiment, const std::string& source) {
+  Table t;
+  t.title = "timing: " + experiment["name"].get<std::string>() + source;
+  t.header = {"kernel", "shape",   "threads",   "direction", "median",
+              "95% CI", "GFLOP/s", "% of peak", "CV",        "noisy"};
+  for (const auto& r : experiment["records"]) {
+    const json& p = r["params"];
+    std::vector<std::string> row = {p["kernel"], timing_shape(p),
+                                    std::to_string(r["threads"].get<int>()), p["direction"]};
+    if (!r.contains("time_s")) {
+      row.insert(row.end(), {"not run", "-", "-", "-", "-", "-"});
+    } else {
+      const json& time = r["time_s"];
+      row.insert(row.end(),
+                 {duration(time["value"]),
+                  "[" + duration(time["ci95"][0]) + ", " + duration(time["ci95"][1]) + "]",
+                  number(r["gflops"]["value"]),
+                  r["percent_of_peak"].is_null() ? "-" : number(r["percent_of_peak"]),
+                  time["cv"].is_null() ? "-" : number(100 * time["cv"].get<double>()) + " %",
+                  r["noisy"].get<bool>() ? "**noisy**" : "-"});
+    }
+    t.rows.push_back(std::move(row));
+  }
+  t.note =
+      "Shape: batch·heads × n_q × n_kv, d_k/d_v. Median of the repetitions (each the mean "
+      "time per call over its iterations), its interval from order statistics (distribution "
+      "free; [min, max] below 6 repetitions, which covers less than 95 %). % of peak: of "
+      "this machine's measured multiply-add peak for the kernel's ISA and thread count "
+      "(machine.peak); a scalar kernel can pass 100 % where the compiler vectorises its "
+      "loops with the baseline SSE2. Noisy: CV (stddev / mean of the repetitions) above 5 %.";
+  return {std::move(t)};
+}
+
+// The machine's measured FMA peak for these cells, as a horizontal line.
+std::string peak_line(const std::vector<const json*>& records) {
+  const double peak = plots::measured_peak(records);
+  if (peak <= 0) return std::string();
+  std::ostringstream d;
+  d << "set arrow from graph 0, first " << peak << " to graph 1, first " << peak
+    << " nohead dt 2 lc 'black'\nset label 'measured FMA peak' at graph 0.02, first " << peak
+    << " offset 0,0.6\nset yrange [0:" << plots::ceiling("gflops", records) << "]\n";
+  return d.str();
+}
+
+}  // namespace
+
+KindReport timing_report() {
+  return {.name = "timing",
+          .measurement = true,
+          .tables = timing_tables,
+          .curves = {{.suffix = "throughput",
+                      .row_key = "n_kv",
+                      .column_key = "kernel",
+                      .xlabel = "N (keys per query)",
+                      .series_prefix = "",
+                      .stat = "gflops",
+                      .ylabel = "GFLOP/s",
+                      .compare_machines = true,
+                      .decorate = peak_line}}};
+}
+
+}  // namespace sdpa::report
