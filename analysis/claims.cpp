@@ -1,5 +1,6 @@
 #include "sdpa/claims.hpp"
 
+#include <algorithm>
 #include <boost/math/distributions/normal.hpp>
 #include <cmath>
 #include <functional>
@@ -11,6 +12,7 @@
 #include "markdown.hpp"
 #include "sdpa/input_error.hpp"
 #include "sdpa/report.hpp"
+#include "sdpa/stability_analysis.hpp"
 #include "training_verdict.hpp"
 
 namespace sdpa::claims {
@@ -429,6 +431,235 @@ std::optional<Claim> claim_training(const Sources& sources) {
   return c;
 }
 
+// ---- claims 11-13: the stability experiments (configs/stability.json) ----------------------
+
+// One d_k of one record group of a stability experiment: its records by scheme.
+struct SweepCell {
+  std::string name;  // experiment (group) d_k = ..., for tables and reasons
+  double d_k = 0;
+  std::vector<std::pair<std::string, const json*>> scheme;  // in the config's order
+  const json* at(const std::string& s) const {
+    const auto it = std::find_if(scheme.begin(), scheme.end(),
+                                 [&](const auto& entry) { return entry.first == s; });
+    return it == scheme.end() ? nullptr : it->second;
+  }
+};
+
+struct Sweeps {
+  std::vector<SweepCell> cells;
+  std::string cited;  // the experiments, for the claims' sources
+};
+
+Sweeps stability_sweeps(const Sources& sources) {
+  Sweeps out;
+  for (const auto& s : sources)
+    for (const auto& e : (*s.result)["experiments"]) {
+      if (e["kind"] != "stability" || e["records"].empty()) continue;
+      out.cited += (out.cited.empty() ? "experiment `" : ", `") + e["name"].get<std::string>() +
+                   "` of " + s.file;
+      std::string fixed;
+      for (const auto& [title, records] :
+           report::group_records(e["records"], "d_k", "scale", fixed)) {
+        std::map<double, SweepCell> by_d_k;
+        for (const json* r : records) {
+          const double d_k = (*r)["params"]["d_k"].get<double>();
+          SweepCell& c = by_d_k[d_k];
+          c.d_k = d_k;
+          c.name = e["name"].get<std::string>() + (title.empty() ? "" : " (" + title + ")") +
+                   " d_k = " + number(d_k);
+          c.scheme.emplace_back((*r)["params"]["scale"].get<std::string>(), r);
+        }
+        for (auto& [d_k, c] : by_d_k) out.cells.push_back(std::move(c));
+      }
+    }
+  return out;
+}
+
+namespace sa = stability_analysis;
+
+std::string rates_that_train(const json& record) {
+  const auto rates = sa::trainable_rates(record);
+  return std::to_string(rates.size()) + " of " + std::to_string(record["learning_rates"].size()) +
+         (rates.empty() ? "" : " (" + number(rates.front()) + " to " + number(rates.back()) + ")");
+}
+
+std::string difference_text(const std::optional<sa::Difference>& d) {
+  if (!d) return "-";
+  return number(d->mean) + " [" + number(d->low) + ", " + number(d->high) + "]";
+}
+
+// "holds" when every cell shows it, "with qualification" when some do, else "does not hold".
+Verdict verdict_of(std::size_t shown, std::size_t cells) {
+  return shown == 0       ? Verdict::does_not_hold
+         : shown == cells ? Verdict::holds
+                          : Verdict::holds_with_qualification;
+}
+
+Claim claim_lr_range(const Sweeps& sweeps) {
+  Claim c(11, "Without scaling, the range of learning rates that train is narrower.");
+  c.header = {"cell", "rates that train: unscaled", "1/sqrt(d_k)", "widest of the other schemes",
+              "LR sensitivity: unscaled minus 1/sqrt(d_k), paired [95% CI]"};
+  std::vector<std::string> narrower, not_narrower;
+  std::size_t cells = 0;
+  for (const auto& cell : sweeps.cells) {
+    const json *none = cell.at("none"), *scaled = cell.at("sqrt_dk");
+    if (!none || !scaled) continue;
+    ++cells;
+    std::size_t widest = 0;
+    std::string widest_name = "-";
+    for (const auto& [name, r] : cell.scheme)
+      if (name != "none" && name != "sqrt_dk" && sa::trainable_rates(*r).size() >= widest)
+        widest = sa::trainable_rates(*r).size(), widest_name = name + ": " + rates_that_train(*r);
+    const std::size_t n_none = sa::trainable_rates(*none).size(),
+                      n_scaled = sa::trainable_rates(*scaled).size();
+    (n_none < n_scaled ? narrower : not_narrower)
+        .push_back(cell.name + " (" + std::to_string(n_none) + " vs " + std::to_string(n_scaled) +
+                   " rates)");
+    c.rows.push_back({cell.name, rates_that_train(*none), rates_that_train(*scaled), widest_name,
+                      difference_text(sa::sensitivity_difference(*none, *scaled))});
+  }
+  // Stated threshold: a rate trains when more than half of its seeds reach the target accuracy
+  // (sa::rate_trains); "narrower" is fewer such rates of the shared grid than 1/sqrt(d_k) has.
+  c.verdict = verdict_of(narrower.size(), cells);
+  c.reason = narrower.empty() ? "unscaled attention trains at as many learning rates of the grid "
+                                "as 1/sqrt(d_k) or more in every cell: " +
+                                    join(not_narrower)
+                              : "unscaled attention trains at fewer learning rates of the grid "
+                                "than 1/sqrt(d_k) in " +
+                                    join(narrower);
+  if (!narrower.empty() && !not_narrower.empty()) c.reason += "; not in " + join(not_narrower);
+  c.source = sweeps.cited +
+             " (scale none and sqrt_dk; a rate trains when more than half of its "
+             "seeds reach the target accuracy)";
+  return c;
+}
+
+Claim claim_logit_growth(const Sweeps& sweeps) {
+  Claim c(12,
+          "Attention logits grow during training until softmax saturates when nothing bounds "
+          "them.");
+  c.header = {"cell",
+              "scale",
+              "smallest rate where logits grow ≥ 10× and softmax saturates",
+              "there: largest logit init → peak, lowest entropy",
+              "at the largest rate",
+              "trains there?"};
+  const std::vector<std::string> unbounded = {"none", "sqrt_dk", "dk", "log_n"};
+  std::vector<std::string> saturating, never, bounded_lower, bounded_not_lower, qk_saturates,
+      trains_saturated;
+  for (const auto& cell : sweeps.cells) {
+    const json* none = cell.at("none");
+    if (!none) continue;
+    const double n_keys = (*none)["n_keys"].get<double>();
+    std::optional<double> unbounded_peak_at_top;  // the smallest over unbounded schemes
+    for (const auto& [name, r] : cell.scheme) {
+      const json& rates = (*r)["learning_rates"];
+      std::optional<std::size_t> first;
+      for (std::size_t i = 0; i < rates.size() && !first; ++i) {
+        const auto g = sa::logit_growth(rates[i]);
+        if (g.factor() >= sa::kGrowthFactor && sa::saturates(g, n_keys)) first = i;
+      }
+      const auto top = sa::logit_growth(rates.back());
+      const bool is_unbounded =
+          std::find(unbounded.begin(), unbounded.end(), name) != unbounded.end();
+      if (is_unbounded)
+        unbounded_peak_at_top = std::min(unbounded_peak_at_top.value_or(top.peak), top.peak);
+      const std::string from = first ? " from rate " + rates[*first]["learning_rate"].dump() : "";
+      if (name == "none") (first ? saturating : never).push_back(cell.name + from);
+      if (name == "qk_norm" && first) qk_saturates.push_back(cell.name + from);
+      if (first && sa::rate_trains(rates[*first]))
+        trains_saturated.push_back(cell.name + " " + name);
+      std::string there = "-", trains = "-";
+      if (first) {
+        const auto g = sa::logit_growth(rates[*first]);
+        there = number(g.initial) + " → " + number(g.peak) + ", " + number(g.lowest_entropy);
+        trains = sa::rate_trains(rates[*first]) ? "yes" : "no";
+      }
+      c.rows.push_back(
+          {cell.name, name, first ? rates[*first]["learning_rate"].dump() : "none", there,
+           number(top.initial) + " → " + number(top.peak) + ", " + number(top.lowest_entropy),
+           trains});
+    }
+    if (const json* qk = cell.at("qk_norm"); qk && unbounded_peak_at_top) {
+      const double qk_peak = sa::logit_growth((*qk)["learning_rates"].back()).peak;
+      (qk_peak < *unbounded_peak_at_top ? bounded_lower : bounded_not_lower)
+          .push_back(cell.name + " (" + number(qk_peak) + " vs " + number(*unbounded_peak_at_top) +
+                     ")");
+    }
+  }
+  // Stated thresholds (sa::kGrowthFactor, sa::kSaturatedEntropyShare): logits grow when their
+  // peak is 10x their initial value; softmax saturates when some block's mean entropy falls
+  // below 0.1 ln N. "Holds" when unscaled logits do both in every cell, QK-norm's peak logit at
+  // the largest rate stays below every unbounded scheme's, and QK-norm never saturates; qualified
+  // when only some of that.
+  c.verdict = saturating.empty() ? Verdict::does_not_hold
+              : never.empty() && bounded_not_lower.empty() && qk_saturates.empty()
+                  ? Verdict::holds
+                  : Verdict::holds_with_qualification;
+  c.reason = saturating.empty()
+                 ? "unscaled logits never grew 10x with a saturated softmax at any rate of the grid"
+                 : "unscaled logits grow at least 10x and some block's attention entropy falls "
+                   "below 0.1 ln N in " +
+                       join(saturating);
+  if (!never.empty()) c.reason += "; at no rate of the grid in " + join(never);
+  if (!bounded_lower.empty())
+    c.reason +=
+        "; at the largest rate QK-norm's peak logit stays below every unbounded scheme's in " +
+        join(bounded_lower);
+  if (!bounded_not_lower.empty()) c.reason += "; but not in " + join(bounded_not_lower);
+  if (!qk_saturates.empty())
+    c.reason +=
+        "; QK-norm bounds the logits only through its learned gains, and saturates too in " +
+        join(qk_saturates);
+  if (!trains_saturated.empty())
+    c.reason +=
+        "; at the smallest saturating rate some runs still train (recall needs sharp "
+        "attention), so saturation alone is not failure: " +
+        join(trains_saturated);
+  c.source = sweeps.cited + " (the mean curves of the largest logit and the entropy per block)";
+  return c;
+}
+
+Claim claim_qk_norm(const Sweeps& sweeps) {
+  Claim c(13, "QK-norm makes training less sensitive to the learning rate than 1/sqrt(d_k) alone.");
+  c.header = {"cell",
+              "LR sensitivity: 1/sqrt(d_k) [95% CI]",
+              "QK-norm [95% CI]",
+              "1/sqrt(d_k) minus QK-norm, paired [95% CI]",
+              "rates that train: 1/sqrt(d_k)",
+              "QK-norm"};
+  std::vector<std::string> less, unresolved, more;
+  std::size_t cells = 0;
+  for (const auto& cell : sweeps.cells) {
+    const json *scaled = cell.at("sqrt_dk"), *qk = cell.at("qk_norm");
+    if (!scaled || !qk) continue;
+    ++cells;
+    const auto d = sa::sensitivity_difference(*scaled, *qk);
+    const std::string text = cell.name + " (" + difference_text(d) + ")";
+    (d && d->low > 0 ? less : d && d->high < 0 ? more : unresolved).push_back(text);
+    c.rows.push_back({cell.name, with_ci((*scaled)["sensitivity"]), with_ci((*qk)["sensitivity"]),
+                      difference_text(d), rates_that_train(*scaled), rates_that_train(*qk)});
+  }
+  // Stated threshold: less sensitive when the paired 95 % interval of the per-seed difference
+  // of sensitivities (seed t of both schemes saw the same data) lies above 0.
+  c.verdict = more.empty()   ? verdict_of(less.size(), cells)
+              : less.empty() ? Verdict::does_not_hold
+                             : Verdict::holds_with_qualification;
+  c.reason = less.empty() ? "QK-norm is not resolvably less sensitive than 1/sqrt(d_k) in any cell"
+                          : "QK-norm is resolvably less sensitive in " + join(less);
+  if (!unresolved.empty()) c.reason += "; unresolved (interval contains 0) in " + join(unresolved);
+  if (!more.empty()) c.reason += "; resolvably more sensitive in " + join(more);
+  c.source = sweeps.cited + " (scale sqrt_dk and qk_norm; differences per seed)";
+  return c;
+}
+
+// Claims 11-13 from every stability experiment of the files; none when there is none.
+std::vector<Claim> stability_claims(const Sources& sources) {
+  const Sweeps sweeps = stability_sweeps(sources);
+  if (sweeps.cells.empty()) return {};
+  return {claim_lr_range(sweeps), claim_logit_growth(sweeps), claim_qk_norm(sweeps)};
+}
+
 }  // namespace
 
 std::string to_string(Verdict v) {
@@ -455,6 +686,7 @@ std::vector<Claim> evaluate(const std::vector<Source>& sources) {
                                  claim_gradients(sources),
                                  claim_scaled_never_saturates(sources)};
     if (auto training = claim_training(sources)) claims.push_back(std::move(*training));
+    for (auto& claim : stability_claims(sources)) claims.push_back(std::move(claim));
     return claims;
   } catch (const json::exception& e) {
     throw InputError(file_names(sources) +
@@ -469,13 +701,18 @@ std::vector<Claim> evaluate(const json& result, const std::string& file) {
 std::string markdown(const std::vector<Claim>& claims, const std::vector<std::string>& files) {
   std::string command;
   for (const auto& f : files) command += " " + f;
-  const bool training = !claims.empty() && claims.back().number == 10;
+  const auto has = [&](int number) {
+    return std::any_of(claims.begin(), claims.end(),
+                       [&](const Claim& c) { return c.number == number; });
+  };
+  const bool training = has(10), stability = has(11);
   std::ostringstream out;
   out << "# Claims about scaled dot-product attention, tested\n\n"
       << "Generated by `sdpa-bench claims" << command << "` from "
       << (files.size() > 1 ? "those result files" : "that result file") << " alone (a run of "
       << "`configs/seeds.json`"
       << (training ? "; claim 10 from a run of `configs/training.json`" : "")
+      << (stability ? "; claims 11-13 from a run of `configs/stability.json`" : "")
       << "). Each verdict is computed from the cited records; thresholds are stated in "
       << "`analysis/claims.cpp`.\n\n| claim | verdict |\n|---|---|\n";
   for (const auto& c : claims)
@@ -484,6 +721,9 @@ std::string markdown(const std::vector<Claim>& claims, const std::vector<std::st
     out << "\nClaim 10 (does unscaled attention train slower or less stably?) needs a result "
            "file with a `training` experiment, such as a run of `configs/training.json`; none "
            "was given.\n";
+  if (!stability)
+    out << "\nClaims 11-13 (learning-rate range, logit growth, QK-norm) need a result file with a "
+           "`stability` experiment, such as a run of `configs/stability.json`; none was given.\n";
   for (const auto& c : claims) {
     out << "\n## Claim " << c.number << "\n\n> " << c.statement
         << "\n\n**Verdict: " << to_string(c.verdict) << "**: " << c.reason << ".\n\n"

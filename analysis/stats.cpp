@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <boost/math/distributions/chi_squared.hpp>
+#include <boost/math/distributions/normal.hpp>
 #include <boost/math/distributions/students_t.hpp>
 #include <cmath>
 
@@ -41,6 +42,30 @@ Interval stddev_ci(std::span<const double> x, double level) {
   const double alpha = 1 - level;
   return {sd * std::sqrt(dof / boost::math::quantile(chi, 1 - alpha / 2)),
           sd * std::sqrt(dof / boost::math::quantile(chi, alpha / 2))};
+}
+
+namespace {
+
+// The score interval for a mean x / n of n values in [0, 1] (x need not be an integer).
+Interval wilson(double x, double n, double level) {
+  const double z = boost::math::quantile(boost::math::normal(), 0.5 + level / 2);
+  const double z2 = z * z;
+  const double center = (x + z2 / 2) / (n + z2);
+  const double half = z / (n + z2) * std::sqrt(std::max(0.0, x * (n - x) / n) + z2 / 4);
+  // Rounding can put an end a few ulps outside [0, 1] when x is 0 or n.
+  return {std::max(0.0, center - half), std::min(1.0, center + half)};
+}
+
+}  // namespace
+
+Interval wilson_interval(std::int64_t successes, std::int64_t trials, double level) {
+  if (trials <= 0) return {0, 1};
+  return wilson(double(successes), double(trials), level);
+}
+
+Interval wilson_interval_of_mean(double mean, std::int64_t n, double level) {
+  if (n <= 0 || !(mean >= 0 && mean <= 1)) return {0, 1};
+  return wilson(mean * double(n), double(n), level);
 }
 
 double quantile(std::vector<double> x, double p) {

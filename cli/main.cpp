@@ -372,10 +372,11 @@ int dispatch(int argc, char** argv) {
   auto* claims_cmd = app.add_subcommand(
       "claims",
       "verdicts on the textbook claims, from result files of configs/seeds.json (and "
-      "configs/training.json for claim 10)");
+      "configs/training.json for claim 10, configs/stability.json for claims 11-13)");
   claims_cmd
       ->add_option("results", claims_files,
-                   "result file of configs/seeds.json, optionally one of configs/training.json")
+                   "result file of configs/seeds.json, optionally ones of configs/training.json and "
+                   "configs/stability.json")
       ->required();
   claims_cmd->add_option("-o,--output", claims_output, "write the Markdown here (default: stdout)");
 

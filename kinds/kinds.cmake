@@ -10,6 +10,7 @@ set(SDPA_KINDS
   entropy
   gradient
   training
+  stability
   roofline
   timing
 )

@@ -1,6 +1,7 @@
 // The claims report: a verdict for every claim, computed from the records it cites.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <functional>
 #include <optional>
 
@@ -43,6 +44,25 @@ const json& small_training_result() {
     e["steps"] = 60, e["log_every"] = 20, e["seeds"] = 3, e["eval_size"] = 32;
   });
   return result;
+}
+
+// configs/stability.json at one small d_k, three rates and tiny runs: seconds.
+const json& small_stability_result() {
+  static const json result = run_shrunk("configs/stability.json", [](json& e) {
+    e["d_k"] = 8, e["d_model"] = 8, e["d_ff"] = 16;
+    e["learning_rates"] = {0.001, 0.03, 3};
+    e["steps"] = 30, e["log_every"] = 10, e["warmup_steps"] = 5, e["seeds"] = 3;
+    e["eval_size"] = 32, e["batch"] = 16;
+  });
+  return result;
+}
+
+std::vector<sdpa::claims::Claim> stability_claims(const json& stability) {
+  std::vector<sdpa::claims::Claim> out;
+  for (auto& c :
+       sdpa::claims::evaluate({{&small_seeds_result(), "r.json"}, {&stability, "s.json"}}))
+    if (c.number >= 11) out.push_back(c);
+  return out;
 }
 
 Verdict verdict_of(const json& result, int number) {
@@ -176,4 +196,59 @@ TEST_CASE("claim 10 (training) comes from a training result; its verdict follows
     set_stat(r["steps_to_target"]["censored_mean"], 30);
   }
   CHECK(claim_10(t)->verdict == Verdict::holds_with_qualification);
+}
+
+TEST_CASE("claims 11-13 (stability) come from a stability result; verdicts follow the records") {
+  CHECK(sdpa::claims::markdown(sdpa::claims::evaluate(small_seeds_result(), "r.json"), {"r.json"})
+            .find("Claims 11-13 (learning-rate range, logit growth, QK-norm) need a result file "
+                  "with a `stability` experiment") != std::string::npos);
+  const auto measured = stability_claims(small_stability_result());
+  REQUIRE(measured.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(measured[i].number == int(i) + 11);
+    CHECK_FALSE(measured[i].reason.empty());
+    CHECK_FALSE(measured[i].rows.empty());
+    CHECK(measured[i].source.find("`lr-sweep` of s.json") != std::string::npos);
+  }
+  CHECK(measured[1].rows.size() == 5);  // one per scheme
+
+  // Records: none, sqrt_dk, dk, log_n, qk_norm, in the config's order.
+  const auto with = [](const std::function<void(json & records)>& edit) {
+    json s = small_stability_result();
+    edit(s["experiments"][0]["records"]);
+    return stability_claims(s);
+  };
+  const auto set_trained = [](json& record, std::vector<int> counts) {
+    for (std::size_t i = 0; i < counts.size(); ++i)
+      record["learning_rates"][i]["trained"]["count"] = counts[i];
+  };
+  // Claim 11: unscaled trains at one rate, 1/sqrt(d_k) at two: narrower.
+  auto c = with([&](json& r) { set_trained(r[0], {3, 0, 0}), set_trained(r[1], {3, 3, 0}); });
+  CHECK(c[0].verdict == Verdict::holds);
+  c = with([&](json& r) { set_trained(r[0], {3, 3, 0}), set_trained(r[1], {3, 3, 0}); });
+  CHECK(c[0].verdict == Verdict::does_not_hold);
+
+  // Claim 13: per-seed sensitivities of 1/sqrt(d_k) above QK-norm's by 0.3 +- 0.1: holds; equal:
+  // does not.
+  const auto set_sensitivity = [](json& record, std::vector<double> per_seed) {
+    record["sensitivity"]["per_seed"] = per_seed;
+  };
+  c = with([&](json& r) {
+    set_sensitivity(r[1], {0.5, 0.7, 0.6}), set_sensitivity(r[4], {0.2, 0.3, 0.4});
+  });
+  CHECK(c[2].verdict == Verdict::holds);
+  c = with([&](json& r) {
+    set_sensitivity(r[1], {0.5, 0.7, 0.6}), set_sensitivity(r[4], {0.5, 0.7, 0.6});
+  });
+  CHECK(c[2].verdict == Verdict::does_not_hold);
+
+  // Claim 12: unscaled logits that never grow (flat at 1, entropy at ln N) make it fail.
+  c = with([](json& r) {
+    for (auto& rate : r[0]["learning_rates"])
+      for (auto& layer : rate["curves"]["layers"]) {
+        for (auto& x : layer["max_logit"]) x = 1.0;
+        for (auto& h : layer["entropy"]) h = std::log(9.0);
+      }
+  });
+  CHECK(c[1].verdict == Verdict::does_not_hold);
 }

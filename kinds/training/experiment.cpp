@@ -21,9 +21,6 @@
 namespace sdpa {
 namespace {
 
-// What each random stream of a seed is for (StreamKey::purpose).
-enum Stream : std::uint32_t { kInitStream, kHeldOutStream, kDataStream };
-
 struct TrainingCell {
   std::string kernel, init;
   training::ModelShape shape;
@@ -83,15 +80,9 @@ void log_step(SeedRun& run, std::int64_t step, const TrainingCell& c, const trai
 }
 
 SeedRun train_seed(const TrainingCell& c, const training::AttentionCore& core, StreamKey key) {
-  key.purpose = kInitStream;
-  PhiloxStream init_rng(key);
-  key.purpose = kHeldOutStream;
-  PhiloxStream held_out_rng(key);
-  key.purpose = kDataStream;
-  PhiloxStream data_rng(key);
-
-  auto params = training::initial_parameters(init_rng, c.shape, c.init);
-  const auto held_out = training::sample_batch(held_out_rng, c.shape, c.eval_size);
+  training::RunStreams rng(key);
+  auto params = training::initial_parameters(rng.init, c.shape, c.init);
+  const auto held_out = training::sample_batch(rng.held_out, c.shape, c.eval_size);
   training::Optimizer optimizer(c.optimizer, c.shape, params);
   RowProbes probes(held_out.size * c.shape.heads);
   SeedRun run;
@@ -99,7 +90,7 @@ SeedRun train_seed(const TrainingCell& c, const training::AttentionCore& core, S
     if (step % c.log_every == 0 || step == c.steps)
       log_step(run, step, c, training::evaluate(params, held_out, c.shape, core, &probes), probes);
     if (step == c.steps) break;
-    const auto e = training::evaluate(params, training::sample_batch(data_rng, c.shape, c.batch),
+    const auto e = training::evaluate(params, training::sample_batch(rng.data, c.shape, c.batch),
                                       c.shape, core);
     bool finite = std::isfinite(e.loss);
     for (int t = training::first_trained(c.shape); t < training::kTensors; ++t)

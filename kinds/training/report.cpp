@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "kind_report.hpp"
+#include "sdpa/stats.hpp"
 #include "tables.hpp"
 #include "training_verdict.hpp"
 
@@ -104,7 +105,15 @@ std::vector<Table> training_tables(const json& experiment, const std::string& so
       {"s2 init", [](const json& r) { return number(r["sigma2_init"]); }},
       {"steps to target (reached)", [](const json& r) { return steps_to_target(r); }},
       {"final loss [95% CI]", [](const json& r) { return statistic_with_ci(r["final_loss"]); }},
-      {"final acc [95% CI]", [](const json& r) { return statistic_with_ci(r["final_accuracy"]); }},
+      {"final acc [Wilson 95%]",
+       [](const json& r) {
+         // The record's Student-t interval can pass 1; accuracy is bounded (issue 19).
+         const json& acc = r["final_accuracy"]["value"];
+         if (acc.is_null()) return json_number(acc);
+         const auto ci = stats::wilson_interval_of_mean(
+             acc.get<double>(), r["steps_to_target"]["seeds"].get<std::int64_t>());
+         return json_number(acc) + " " + interval(json{ci.low, ci.high});
+       }},
       {"H init → end", [](const json& r) { return init_to_end(r, "entropy"); }},
       {"max w init → end", [](const json& r) { return init_to_end(r, "max_weight"); }},
       {"‖∇W_Q‖ init → end", [](const json& r) { return curve_ends(r, "grad_norm_w_q"); }},
@@ -119,7 +128,9 @@ std::vector<Table> training_tables(const json& experiment, const std::string& so
       "2 ln N). steps to target: median first logged step whose held-out accuracy reaches the "
       "target (- when half the seeds or more never did), with how many seeds reached it. H, max "
       "w: attention entropy (nats) and largest weight of the query row, mean over held-out "
-      "sequences and heads. ‖∇W_Q‖: Frobenius norm of the held-out loss's gradient in W_Q. "
+      "sequences and heads. final loss: Student-t interval across seeds; final acc: Wilson score "
+      "interval of the mean across seeds (stats::wilson_interval_of_mean), which stays inside "
+      "[0, 1]. ‖∇W_Q‖: Frobenius norm of the held-out loss's gradient in W_Q. "
       "non-finite: training steps whose loss or gradient was inf/NaN "
       "(skipped), in how many seeds. Intervals are across seeds.",
       "final_loss");

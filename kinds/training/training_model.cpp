@@ -20,105 +20,40 @@ Matrix from_vector(const std::vector<double>& w, std::int64_t rows, std::int64_t
   return Eigen::Map<const Matrix>(w.data(), rows, cols);
 }
 
+}  // namespace
+
+namespace {
+
+StreamKey with_purpose(StreamKey key, std::uint32_t purpose) {
+  key.purpose = purpose;
+  return key;
+}
+
+}  // namespace
+
+RunStreams::RunStreams(const StreamKey& key)
+    : init(with_purpose(key, 0)), held_out(with_purpose(key, 1)), data(with_purpose(key, 2)) {}
+
 Matrix normal_matrix(PhiloxStream& rng, std::int64_t rows, std::int64_t cols) {
   std::vector<double> w(rows * cols);
   fill_normal<double>(rng, w);
   return from_vector(w, rows, cols);
 }
 
-// Rows (b, position) x columns (head, c) of `x`, [sequences * n, heads * d], to the kernels'
-// [sequences * heads, n, d] in fp32, and back.
-std::vector<float> to_heads(const Matrix& x, std::int64_t n, std::int64_t heads, std::int64_t d) {
-  const std::int64_t sequences = x.rows() / n;
-  std::vector<float> out(x.size());
-  for (std::int64_t b = 0; b < sequences; ++b)
-    for (std::int64_t j = 0; j < n; ++j)
-      for (std::int64_t h = 0; h < heads; ++h)
-        for (std::int64_t c = 0; c < d; ++c)
-          out[((b * heads + h) * n + j) * d + c] = float(x(b * n + j, h * d + c));
-  return out;
+Matrix weight_matrix(PhiloxStream& rng, const std::string& init, std::int64_t fan_in,
+                     std::int64_t fan_out) {
+  return from_vector(initial_weights(rng, init, fan_in, fan_out), fan_in, fan_out);
 }
-
-Matrix from_heads(const std::vector<float>& x, std::int64_t n, std::int64_t heads, std::int64_t d) {
-  const std::int64_t sequences = std::int64_t(x.size()) / (n * heads * d);
-  Matrix out(sequences * n, heads * d);
-  for (std::int64_t b = 0; b < sequences; ++b)
-    for (std::int64_t j = 0; j < n; ++j)
-      for (std::int64_t h = 0; h < heads; ++h)
-        for (std::int64_t c = 0; c < d; ++c)
-          out(b * n + j, h * d + c) = x[((b * heads + h) * n + j) * d + c];
-  return out;
-}
-
-// Inputs [size * positions, d_model]: each sequence's pairs, then its query.
-Matrix embed(const Parameters& p, const Batch& batch, const ModelShape& s) {
-  const std::int64_t n = s.positions();
-  Matrix x(batch.size * n, s.d_model);
-  for (std::int64_t b = 0; b < batch.size; ++b) {
-    for (std::int64_t j = 0; j < s.n_pairs; ++j)
-      x.row(b * n + j) = kPairWeight * (p[kKeyEmbedding].row(batch.keys[b * s.n_pairs + j]) +
-                                        p[kValueEmbedding].row(batch.values[b * s.n_pairs + j]));
-    x.row(b * n + s.n_pairs) = p[kKeyEmbedding].row(batch.key(b));
-  }
-  return x;
-}
-
-// The adjoint of embed(): scatters the inputs' gradient into the tables, in sequence order.
-void embedding_gradient(const Matrix& d_x, const Batch& batch, const ModelShape& s, Parameters& g) {
-  const std::int64_t n = s.positions();
-  g[kKeyEmbedding] = Matrix::Zero(s.vocab, s.d_model);
-  g[kValueEmbedding] = Matrix::Zero(s.vocab, s.d_model);
-  for (std::int64_t b = 0; b < batch.size; ++b) {
-    for (std::int64_t j = 0; j < s.n_pairs; ++j) {
-      g[kKeyEmbedding].row(batch.keys[b * s.n_pairs + j]) += kPairWeight * d_x.row(b * n + j);
-      g[kValueEmbedding].row(batch.values[b * s.n_pairs + j]) += kPairWeight * d_x.row(b * n + j);
-    }
-    g[kKeyEmbedding].row(batch.key(b)) += d_x.row(b * n + s.n_pairs);
-  }
-}
-
-// The query positions' rows of x: every positions()-th row, starting at the last.
-using QueryRows = Eigen::Map<const Matrix, 0, Eigen::OuterStride<>>;
-QueryRows query_rows(const Matrix& x, const ModelShape& s) {
-  return QueryRows(x.data() + s.n_pairs * s.d_model, x.rows() / s.positions(), s.d_model,
-                   Eigen::OuterStride<>(s.positions() * s.d_model));
-}
-
-// Mean cross-entropy of the logits against the batch's targets; writes its gradient.
-double cross_entropy(const Matrix& logits, const Batch& batch, Matrix& d_logits, double& accuracy) {
-  double loss = 0;
-  std::int64_t correct = 0;
-  d_logits.resize(logits.rows(), logits.cols());
-  for (std::int64_t b = 0; b < batch.size; ++b) {
-    const auto row = logits.row(b);
-    Eigen::Index best = 0;
-    const double m = row.maxCoeff(&best);
-    const double lse = m + std::log((row.array() - m).exp().sum());
-    loss += lse - row(batch.target(b));
-    correct += best == batch.target(b) ? 1 : 0;
-    d_logits.row(b) = (row.array() - lse).exp();
-    d_logits(b, batch.target(b)) -= 1;
-  }
-  const double n = double(batch.size);
-  d_logits /= n;
-  accuracy = double(correct) / n;
-  return loss / n;
-}
-
-}  // namespace
 
 Parameters initial_parameters(PhiloxStream& rng, const ModelShape& s, const std::string& init) {
   Parameters p;
   p[kKeyEmbedding] = normal_matrix(rng, s.vocab, s.d_model);
   p[kValueEmbedding] = normal_matrix(rng, s.vocab, s.d_model);
-  const auto weight = [&](std::int64_t fan_in, std::int64_t fan_out) {
-    return from_vector(initial_weights(rng, init, fan_in, fan_out), fan_in, fan_out);
-  };
-  p[kWQ] = weight(s.d_model, s.width());
-  p[kWK] = weight(s.d_model, s.width());
-  p[kWV] = weight(s.d_model, s.width());
-  p[kWO] = weight(s.width(), s.d_model);
-  p[kReadout] = weight(s.d_model, s.vocab);
+  p[kWQ] = weight_matrix(rng, init, s.d_model, s.width());
+  p[kWK] = weight_matrix(rng, init, s.d_model, s.width());
+  p[kWV] = weight_matrix(rng, init, s.d_model, s.width());
+  p[kWO] = weight_matrix(rng, init, s.width(), s.d_model);
+  p[kReadout] = weight_matrix(rng, init, s.d_model, s.vocab);
   return p;
 }
 
@@ -141,11 +76,84 @@ Batch sample_batch(PhiloxStream& rng, const ModelShape& s, std::int64_t size) {
   return batch;
 }
 
+Matrix embed(const Matrix& key_table, const Matrix& value_table, const Batch& batch) {
+  const std::int64_t pairs = batch.n_pairs, n = pairs + 1;
+  Matrix x(batch.size * n, key_table.cols());
+  for (std::int64_t b = 0; b < batch.size; ++b) {
+    for (std::int64_t j = 0; j < pairs; ++j)
+      x.row(b * n + j) = kPairWeight * (key_table.row(batch.keys[b * pairs + j]) +
+                                        value_table.row(batch.values[b * pairs + j]));
+    x.row(b * n + pairs) = key_table.row(batch.key(b));
+  }
+  return x;
+}
+
+void embedding_gradient(const Matrix& d_x, const Batch& batch, Matrix& d_key_table,
+                        Matrix& d_value_table) {
+  const std::int64_t pairs = batch.n_pairs, n = pairs + 1;
+  d_key_table.setZero();
+  d_value_table.setZero();
+  for (std::int64_t b = 0; b < batch.size; ++b) {
+    for (std::int64_t j = 0; j < pairs; ++j) {
+      d_key_table.row(batch.keys[b * pairs + j]) += kPairWeight * d_x.row(b * n + j);
+      d_value_table.row(batch.values[b * pairs + j]) += kPairWeight * d_x.row(b * n + j);
+    }
+    d_key_table.row(batch.key(b)) += d_x.row(b * n + pairs);
+  }
+}
+
+QueryRows query_rows(const Matrix& x, std::int64_t positions) {
+  return QueryRows(x.data() + (positions - 1) * x.cols(), x.rows() / positions, x.cols(),
+                   Eigen::OuterStride<>(positions * x.cols()));
+}
+
+std::vector<float> to_heads(const Matrix& x, std::int64_t n, std::int64_t heads, std::int64_t d) {
+  const std::int64_t sequences = x.rows() / n;
+  std::vector<float> out(x.size());
+  for (std::int64_t b = 0; b < sequences; ++b)
+    for (std::int64_t j = 0; j < n; ++j)
+      for (std::int64_t h = 0; h < heads; ++h)
+        for (std::int64_t c = 0; c < d; ++c)
+          out[((b * heads + h) * n + j) * d + c] = float(x(b * n + j, h * d + c));
+  return out;
+}
+
+Matrix from_heads(const std::vector<float>& x, std::int64_t n, std::int64_t heads, std::int64_t d) {
+  const std::int64_t sequences = std::int64_t(x.size()) / (n * heads * d);
+  Matrix out(sequences * n, heads * d);
+  for (std::int64_t b = 0; b < sequences; ++b)
+    for (std::int64_t j = 0; j < n; ++j)
+      for (std::int64_t h = 0; h < heads; ++h)
+        for (std::int64_t c = 0; c < d; ++c)
+          out(b * n + j, h * d + c) = x[((b * heads + h) * n + j) * d + c];
+  return out;
+}
+
+double cross_entropy(const Matrix& logits, const Batch& batch, Matrix& d_logits, double& accuracy) {
+  double loss = 0;
+  std::int64_t correct = 0;
+  d_logits.resize(logits.rows(), logits.cols());
+  for (std::int64_t b = 0; b < batch.size; ++b) {
+    const auto row = logits.row(b);
+    Eigen::Index best = 0;
+    const double m = row.maxCoeff(&best);
+    const double lse = m + std::log((row.array() - m).exp().sum());
+    loss += lse - row(batch.target(b));
+    correct += best == batch.target(b) ? 1 : 0;
+    d_logits.row(b) = (row.array() - lse).exp();
+    d_logits(b, batch.target(b)) -= 1;
+  }
+  const double n = double(batch.size);
+  d_logits /= n;
+  accuracy = double(correct) / n;
+  return loss / n;
+}
+
 Evaluation evaluate(const Parameters& p, const Batch& batch, const ModelShape& s,
                     const AttentionCore& core, RowProbes* probes) {
   const std::int64_t n = s.positions();
-  const Matrix x = embed(p, batch, s);
-  const Matrix q = query_rows(x, s) * p[kWQ];
+  const Matrix x = embed(p[kKeyEmbedding], p[kValueEmbedding], batch);
+  const Matrix q = query_rows(x, n) * p[kWQ];
   const Matrix k = x * p[kWK];
   const Matrix v = x * p[kWV];
 
@@ -181,16 +189,29 @@ Evaluation evaluate(const Parameters& p, const Batch& batch, const ModelShape& s
   const Matrix dq = from_heads(d_q, 1, s.heads, s.d_k);
   const Matrix dk = from_heads(d_k, n, s.heads, s.d_k);
   const Matrix dv = from_heads(d_v, n, s.heads, s.d_k);
-  g[kWQ] = query_rows(x, s).transpose() * dq;
+  g[kWQ] = query_rows(x, n).transpose() * dq;
   g[kWK] = x.transpose() * dk;
   g[kWV] = x.transpose() * dv;
   if (s.learned_embeddings) {
     Matrix d_x = dk * p[kWK].transpose() + dv * p[kWV].transpose();
     const Matrix d_query = dq * p[kWQ].transpose();
     for (std::int64_t b = 0; b < batch.size; ++b) d_x.row(b * n + s.n_pairs) += d_query.row(b);
-    embedding_gradient(d_x, batch, s, g);
+    g[kKeyEmbedding].resize(s.vocab, s.d_model);
+    g[kValueEmbedding].resize(s.vocab, s.d_model);
+    embedding_gradient(d_x, batch, g[kKeyEmbedding], g[kValueEmbedding]);
   }
   return e;
+}
+
+void adam_update(Matrix& w, Matrix& m, Matrix& v, const Matrix& g, double lr, std::int64_t step,
+                 double weight_decay) {
+  constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8;
+  if (weight_decay != 0) w *= 1 - lr * weight_decay;
+  m = kBeta1 * m + (1 - kBeta1) * g;
+  v = kBeta2 * v + (1 - kBeta2) * g.cwiseAbs2();
+  const double m_hat = 1 / (1 - std::pow(kBeta1, double(step)));
+  const double v_hat = 1 / (1 - std::pow(kBeta2, double(step)));
+  w.array() -= lr * (m.array() * m_hat) / ((v.array() * v_hat).sqrt() + kEps);
 }
 
 Optimizer::Optimizer(const OptimizerSpec& spec, const ModelShape& shape, const Parameters& like)
@@ -212,13 +233,7 @@ void Optimizer::step(Parameters& p, const Parameters& gradient) {
       p.tensor[t] -= lr * m;
       continue;
     }
-    constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8;
-    Matrix& v = second_moment_.tensor[t];
-    m = kBeta1 * m + (1 - kBeta1) * g;
-    v = kBeta2 * v + (1 - kBeta2) * g.cwiseAbs2();
-    const double m_hat = 1 / (1 - std::pow(kBeta1, double(steps_)));
-    const double v_hat = 1 / (1 - std::pow(kBeta2, double(steps_)));
-    p.tensor[t].array() -= lr * (m.array() * m_hat) / ((v.array() * v_hat).sqrt() + kEps);
+    adam_update(p.tensor[t], m, second_moment_.tensor[t], g, lr, steps_);
   }
 }
 

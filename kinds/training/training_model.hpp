@@ -52,9 +52,22 @@ struct Parameters {
 // The first tensor training updates: fixed embeddings stay as drawn.
 inline int first_trained(const ModelShape& s) { return s.learned_embeddings ? kKeyEmbedding : kWQ; }
 
+// An N(0, 1) matrix (PyTorch's nn.Embedding default), and a fan_in x fan_out weight with `init`
+// ("glorot" or "pytorch", initial_weights()), drawn from the stream in row-major order.
+Matrix normal_matrix(PhiloxStream& rng, std::int64_t rows, std::int64_t cols);
+Matrix weight_matrix(PhiloxStream& rng, const std::string& init, std::int64_t fan_in,
+                     std::int64_t fan_out);
+
 // Embeddings N(0, 1); weights with `init` ("glorot" or "pytorch", initial_weights()), biases
 // omitted.
 Parameters initial_parameters(PhiloxStream& rng, const ModelShape& s, const std::string& init);
+
+// A training run's random streams, one per purpose (StreamKey::purpose 0, 1, 2): the initial
+// weights, the held-out set and the training batches.
+struct RunStreams {
+  explicit RunStreams(const StreamKey& key);
+  PhiloxStream init, held_out, data;
+};
 
 struct Batch {
   std::int64_t size = 0, n_pairs = 0;
@@ -66,6 +79,27 @@ struct Batch {
 };
 
 Batch sample_batch(PhiloxStream& rng, const ModelShape& s, std::int64_t size);
+
+// Inputs [size * positions, d_model] from the key and value tables: each sequence's pairs, then
+// its query. embedding_gradient() is its adjoint: it scatters the inputs' gradient d_x into the
+// tables' gradients (sized like the tables), in sequence order.
+Matrix embed(const Matrix& key_table, const Matrix& value_table, const Batch& batch);
+void embedding_gradient(const Matrix& d_x, const Batch& batch, Matrix& d_key_table,
+                        Matrix& d_value_table);
+
+// The query positions' rows of x [size * positions, d_model]: every positions()-th row, starting
+// at the last.
+using QueryRows = Eigen::Map<const Matrix, 0, Eigen::OuterStride<>>;
+QueryRows query_rows(const Matrix& x, std::int64_t positions);
+
+// Rows (b, position) x columns (head, c) of `x`, [sequences * n, heads * d], to the kernels'
+// [sequences * heads, n, d] in fp32, and back.
+std::vector<float> to_heads(const Matrix& x, std::int64_t n, std::int64_t heads, std::int64_t d);
+Matrix from_heads(const std::vector<float>& x, std::int64_t n, std::int64_t heads, std::int64_t d);
+
+// Mean cross-entropy (nats) of the logits [size, vocab] against the batch's targets; writes its
+// gradient and the share of rows whose arg-max is the target.
+double cross_entropy(const Matrix& logits, const Batch& batch, Matrix& d_logits, double& accuracy);
 
 // The attention core: a kernel with a backward and the scale c it runs with.
 struct AttentionCore {
@@ -91,8 +125,14 @@ struct OptimizerSpec {
   double momentum = 0.9;  // SGD only
 };
 
-// SGD with momentum in PyTorch's form (v = mu v + g, w -= lr v); Adam (Kingma & Ba) with
-// beta1 0.9, beta2 0.999, eps 1e-8 and bias correction, PyTorch's defaults.
+// One Adam step (Kingma & Ba) on one tensor w with its moments m, v and gradient g: beta1 0.9,
+// beta2 0.999, eps 1e-8 and bias correction for the step-th step (from 1), PyTorch's defaults.
+// A weight decay wd != 0 makes it AdamW (Loshchilov & Hutter): decoupled, w *= 1 - lr wd before
+// the Adam update, in the order of PyTorch's torch.optim.AdamW; wd = 0 is plain Adam.
+void adam_update(Matrix& w, Matrix& m, Matrix& v, const Matrix& g, double lr, std::int64_t step,
+                 double weight_decay = 0);
+
+// SGD with momentum in PyTorch's form (v = mu v + g, w -= lr v); Adam (adam_update, no decay).
 class Optimizer {
  public:
   Optimizer(const OptimizerSpec& spec, const ModelShape& shape, const Parameters& like);
