@@ -1,5 +1,7 @@
 // Reading a result file: whole, refused by name when it is not one this version can make
 // tables from (results/schema.json, the contract between `run` and `report`).
+#include <cmath>
+
 #include "kind_report.hpp"
 #include "result_schema_parts.hpp"
 #include "sdpa/input_error.hpp"
@@ -9,6 +11,52 @@
 #include "sdpa/schema_parts.hpp"
 
 namespace sdpa::report {
+
+namespace {
+
+// What the schema cannot say: a kind this build reads, at least one experiment and one record
+// each (a claim or table over nothing must not look like a result), and seconds that are
+// positive, finite and normal (a subnormal or negative time makes an inf or negative speedup).
+void check_contents(const std::string& path, const json& doc) {
+  const json& experiments = doc["experiments"];
+  if (experiments.empty())
+    throw InputError(path + ": /experiments: expected at least one experiment, found []");
+  for (std::size_t i = 0; i < experiments.size(); ++i) {
+    const json& e = experiments[i];
+    const std::string at = path + ": /experiments/" + std::to_string(i);
+    const std::string kind = e["kind"];
+    if (find_kind_report(kind) == nullptr) {
+      std::string known;
+      for (const auto& k : kind_names()) known += (known.empty() ? "" : ", ") + k;
+      throw InputError(at + "/kind: expected one of " + known + ", found \"" + kind +
+                       "\" (written by another version of sdpa-bench?)");
+    }
+    if (e["records"].empty())
+      throw InputError(at + "/records: expected at least one record, found [] (experiment \"" +
+                       e["name"].get<std::string>() + "\" has no data)");
+    for (std::size_t r = 0; r < e["records"].size(); ++r) {
+      const json& rec = e["records"][r];
+      if (!rec.contains("time_s")) continue;
+      const std::string rat = at + "/records/" + std::to_string(r) + "/time_s";
+      auto check = [&](const json& v, const std::string& where) {
+        if (v.is_null()) return;
+        const double x = v.get<double>();
+        if (!(std::isnormal(x) && x > 0))
+          throw InputError(rat + where +
+                           ": expected seconds > 0 (a positive normal number), found " + v.dump());
+      };
+      const json& t = rec["time_s"];
+      check(t["value"], "/value");
+      for (std::size_t k = 0; k < t["ci95"].size(); ++k)
+        check(t["ci95"][k], "/ci95/" + std::to_string(k));
+      if (t.contains("samples"))
+        for (std::size_t k = 0; k < t["samples"].size(); ++k)
+          check(t["samples"][k], "/samples/" + std::to_string(k));
+    }
+  }
+}
+
+}  // namespace
 
 const json& result_schema() {
   static const json schema = [] {
@@ -45,6 +93,7 @@ json parse_result_file(const std::string& path, const std::string& text) {
     for (auto& p : problems) p = path + ": " + p;
     throw InputError::from_lines(problems);
   }
+  check_contents(path, doc);
   // The schema is the contract the tables rely on; should a file it admits still not make
   // tables, say which experiment rather than fail later.
   const json& experiments = doc["experiments"];

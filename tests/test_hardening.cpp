@@ -456,3 +456,54 @@ TEST_CASE("class 10: duplicate keys, empty values and library messages") {
   refused.check("attend --q q --k k --v v --out ''",
                 "attend: --out: expected a value, found an empty string");
 }
+
+TEST_CASE("class 10: result files with no data, an unknown kind or impossible times") {
+  TempDir dir;
+  dir.write("timing.json", kTiming);
+  const std::string good = (dir / "good.json").string();
+  REQUIRE(run_cli("run " + (dir / "timing.json").string() + " -o " + good, dir).exit_code == 0);
+  const auto doc = sdpa::json::parse(slurp(good));
+  REQUIRE(doc["experiments"][0]["records"].size() == 1);
+  auto edited = [&](const std::string& name, auto edit) {
+    auto d = doc;
+    edit(d);
+    dir.write(name, d.dump());
+    return (dir / name).string();
+  };
+  const auto none = edited("none.json", [](auto& d) { d["experiments"] = sdpa::json::array(); });
+  const auto empty =
+      edited("empty.json", [](auto& d) { d["experiments"][0]["records"] = sdpa::json::array(); });
+  const auto bogus = edited("bogus.json", [](auto& d) { d["experiments"][0]["kind"] = "bogus"; });
+  const auto negative = edited("negative.json", [](auto& d) {
+    d["experiments"][0]["records"][0]["time_s"]["value"] = -8e-6;
+  });
+  const auto denormal = edited("denormal.json", [](auto& d) {
+    d["experiments"][0]["records"][0]["time_s"]["samples"][0] = 1e-310;
+  });
+  const Refused refused{dir};
+  const std::string out = " --out " + (dir / "out").string();
+  for (const std::string& cmd : {std::string("report "), std::string("report") + out + " "}) {
+    refused.check(cmd + none, none + ": /experiments: expected at least one experiment, found []");
+    refused.check(cmd + empty, empty +
+                                   ": /experiments/0/records: expected at least one record, "
+                                   "found [] (experiment \"t\" has no data)");
+    CAPTURE(cmd);
+    const auto r = run_cli(cmd + bogus, dir, "timeout 60 ");
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(bogus + ": /experiments/0/kind: expected one of ") != std::string::npos);
+    CHECK(r.err.find("timing") != std::string::npos);
+    CHECK(r.err.find("found \"bogus\"") != std::string::npos);
+    CHECK(files_in(dir.path) == refused.before);
+  }
+  refused.check("compare " + good + " " + negative,
+                negative +
+                    ": /experiments/0/records/0/time_s/value: expected seconds > 0 (a positive "
+                    "normal number), found -8e-06");
+  refused.check("compare " + denormal + " " + good,
+                denormal +
+                    ": /experiments/0/records/0/time_s/samples/0: expected seconds > 0 (a "
+                    "positive normal number), found 1e-310");
+  refused.check("claims " + empty, empty +
+                                       ": /experiments/0/records: expected at least one record, "
+                                       "found [] (experiment \"t\" has no data)");
+}
