@@ -31,7 +31,13 @@ std::string file_names(const Sources& sources) {
 const json& experiment(const Sources& sources, const std::string& name) {
   for (const auto& s : sources)
     for (const auto& e : (*s.result)["experiments"])
-      if (e["name"] == name) return e;
+      if (e["name"] == name) {
+        // A verdict needs data: an experiment without records must not let a claim hold.
+        if (e["records"].empty())
+          throw InputError(s.file + ": experiment \"" + name +
+                           "\": expected records for its claims, found none (no data)");
+        return e;
+      }
   throw InputError(file_names(sources) + ": no experiment named \"" + name +
                    "\"; the claims report reads a result file of configs/seeds.json");
 }

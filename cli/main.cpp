@@ -124,13 +124,14 @@ int report(const ReportOptions& o) {
       status = 2;
     }
   }
-  if (o.out.empty()) {
+  if (o.out.empty()) {  // the others' tables still printed, the exit code says one was bad
     std::vector<sdpa::json> docs;
     docs.reserve(results.size());
     for (const auto& r : results) docs.push_back(r.doc);
     std::cout << sdpa::report::markdown(sdpa::report::tables(docs));
     return status;
   }
+  if (status != 0) return status;  // --out: a bad input writes nothing, all or nothing
   std::vector<sdpa::report::CsvFile> csvs;
   std::vector<std::pair<std::string, std::string>> files;  // written together, all or nothing
   if (o.format != "md") {
@@ -374,9 +375,10 @@ int dispatch(int argc, char** argv) {
       "verdicts on the textbook claims, from result files of configs/seeds.json (and "
       "configs/training.json for claim 10, configs/stability.json for claims 11-13)");
   claims_cmd
-      ->add_option("results", claims_files,
-                   "result file of configs/seeds.json, optionally ones of configs/training.json and "
-                   "configs/stability.json")
+      ->add_option(
+          "results", claims_files,
+          "result file of configs/seeds.json, optionally ones of configs/training.json and "
+          "configs/stability.json")
       ->required();
   claims_cmd->add_option("-o,--output", claims_output, "write the Markdown here (default: stdout)");
 

@@ -151,6 +151,15 @@ TEST_CASE("a result file without the seeds experiments is refused, naming what i
                        sdpa::InputError);
 }
 
+TEST_CASE("a claim whose experiment has no records is refused, not held") {
+  json result = small_seeds_result();
+  result["experiments"][0]["records"] = json::array();
+  CHECK_THROWS_WITH_AS(sdpa::claims::evaluate(result, "r.json"),
+                       "r.json: experiment \"claim1-2-variance\": expected records for its "
+                       "claims, found none (no data)",
+                       sdpa::InputError);
+}
+
 TEST_CASE("claim 10 (training) comes from a training result; its verdict follows the records") {
   CHECK(sdpa::claims::markdown(sdpa::claims::evaluate(small_seeds_result(), "r.json"), {"r.json"})
             .find("Claim 10 (does unscaled attention train slower or less stably?) needs a "

@@ -485,8 +485,8 @@ TEST_CASE("class 10: result files with no data, an unknown kind or impossible ti
   for (const std::string& cmd : {std::string("report "), std::string("report") + out + " "}) {
     refused.check(cmd + none, none + ": /experiments: expected at least one experiment, found []");
     refused.check(cmd + empty, empty +
-                                   ": /experiments/0/records: expected at least one record, "
-                                   "found [] (experiment \"t\" has no data)");
+                                   ": /experiments: expected at least one record, found none "
+                                   "in 1 experiment(s) (no data)");
     CAPTURE(cmd);
     const auto r = run_cli(cmd + bogus, dir, "timeout 60 ");
     CHECK(r.exit_code == 2);
@@ -504,6 +504,6 @@ TEST_CASE("class 10: result files with no data, an unknown kind or impossible ti
                     ": /experiments/0/records/0/time_s/samples/0: expected seconds > 0 (a "
                     "positive normal number), found 1e-310");
   refused.check("claims " + empty, empty +
-                                       ": /experiments/0/records: expected at least one record, "
-                                       "found [] (experiment \"t\" has no data)");
+                                       ": /experiments: expected at least one record, found "
+                                       "none in 1 experiment(s) (no data)");
 }
