@@ -103,8 +103,7 @@ TEST_CASE("timing: a grouped decode cell carries its memory roofline") {
 TEST_CASE("flops: the causal mask's exact count of visible pairs") {
   // Square: row i sees i + 1 keys, n (n + 1) / 2 pairs. Decode: n_q queries at the end of a
   // cache of n_kv see n_kv - n_q + i + 1 keys each.
-  CHECK(sdpa::forward_flops({.n_q = 10, .n_kv = 10, .d_k = 3, .d_v = 5}, true) ==
-        55 * 2.0 * 8);
+  CHECK(sdpa::forward_flops({.n_q = 10, .n_kv = 10, .d_k = 3, .d_v = 5}, true) == 55 * 2.0 * 8);
   CHECK(sdpa::forward_flops({.n_q = 4, .n_kv = 100, .d_k = 3, .d_v = 5}, true) ==
         (97 + 98 + 99 + 100) * 2.0 * 8);
   CHECK(sdpa::forward_flops({.batch_heads = 3, .n_q = 4, .n_kv = 100, .d_k = 3, .d_v = 5}, false) ==

@@ -253,8 +253,8 @@ json run_timing_cell(const CellContext& ctx) {
   record["gflops"] =
       measured(c.flops() / median / 1e9, {c.flops() / high / 1e9, c.flops() / low / 1e9},
                std::nullopt, "none");
-  record["gbs"] = measured(c.bytes() / median / 1e9, {c.bytes() / high / 1e9, c.bytes() / low / 1e9},
-                           std::nullopt, "none");
+  record["gbs"] = measured(c.bytes() / median / 1e9,
+                           {c.bytes() / high / 1e9, c.bytes() / low / 1e9}, std::nullopt, "none");
   add_peak(record, c, record["gflops"]["value"], shared);
   record["noisy"] = stats::noisy(runs.seconds);
   record["environment"] = environment;
