@@ -31,6 +31,9 @@ struct Timing {
   explicit Timing(const json& r) : record(&r) {
     for (const char* k : {"kernel", "batch_heads", "n_q", "n_kv", "d_k", "d_v", "causal"})
       key += r["params"][k].dump() + "|";
+    // The head axes, when a side has them (older records ran one head): 1 is their default.
+    for (const char* k : {"batch", "heads_q", "heads_kv"})
+      key += std::to_string(r["params"].value(k, 1)) + "|";
     key += std::to_string(threads()) + "|" + direction();
     if (r.contains("time_s")) samples = r["time_s"]["samples"].get<std::vector<double>>();
   }
@@ -49,6 +52,13 @@ struct Timing {
   std::string percent_of_peak() const {
     const json& p = record->value("percent_of_peak", json(nullptr));
     return p.is_null() ? "-" : number(p.get<double>()) + " %";
+  }
+  // "% of roof (bound)", e.g. "83 % (memory)"; "-" for records without a roof.
+  std::string percent_of_roof() const {
+    const json& p = record->value("percent_of_roof", json(nullptr));
+    return p.is_null()
+               ? "-"
+               : number(p.get<double>()) + " % (" + (*record)["bound"].get<std::string>() + ")";
   }
   bool noisy() const { return record->value("noisy", false); }
 };
@@ -115,6 +125,8 @@ std::vector<Table> timing_tables(const ResultFile& base, const ResultFile& other
               "verdict (B)",
               "A % peak",
               "B % peak",
+              "A % roof",
+              "B % roof",
               "notes"};
   const bool configs_differ = base.doc["config"]["sha256"] != other.doc["config"]["sha256"];
   for (auto& a : as) {
@@ -130,7 +142,8 @@ std::vector<Table> timing_tables(const ResultFile& base, const ResultFile& other
       if (flag) notes += (notes.empty() ? "" : ", ") + std::string(text);
     t.rows.push_back({a.kernel(), a.shape(), std::to_string(a.threads()), a.direction(), a.median(),
                       b->median(), speedup(a, *b), v.u, v.p, v.text, a.percent_of_peak(),
-                      b->percent_of_peak(), notes.empty() ? "-" : notes});
+                      b->percent_of_peak(), a.percent_of_roof(), b->percent_of_roof(),
+                      notes.empty() ? "-" : notes});
   }
   t.note =
       "Speedup = median(A) / median(B) (above 1: B is faster), its interval a percentile "
@@ -139,7 +152,8 @@ std::vector<Table> timing_tables(const ResultFile& base, const ResultFile& other
       "splits, ties kept) when both sides have at most 10 repetitions, else the normal "
       "approximation with tie and continuity corrections; verdict at alpha = 0.05, none "
       "below 5 repetitions per side. % peak: of each machine's own measured peak for the "
-      "kernel's ISA and thread count. Noisy: CV above 5 %.";
+      "kernel's ISA and thread count; % roof: of the roof that binds at the cell's intensity "
+      "(memory or compute, see the timing tables). Noisy: CV above 5 %.";
   static_assert(kMinRepetitions == 5 && kAlpha == 0.05, "the note above states both");
   if (configs_differ)
     t.note += " The files ran different configs (sha256 " + config_label(base) + "… and " +

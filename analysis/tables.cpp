@@ -29,8 +29,13 @@ std::string duration(double seconds) {
 }
 
 std::string timing_shape(const json& p) {
-  std::string s = p["batch_heads"].dump() + "×" + p["n_q"].dump() + "×" + p["n_kv"].dump() +
-                  ", d " + p["d_k"].dump() + "/" + p["d_v"].dump();
+  // Records from before the head axes lack them: one head, as they ran.
+  const std::int64_t batch = p["batch_heads"].get<std::int64_t>() * p.value("batch", 1);
+  const std::int64_t heads_q = p.value("heads_q", 1), heads_kv = p.value("heads_kv", 1);
+  std::string s = std::to_string(batch * heads_q) +
+                  (heads_kv == heads_q ? "" : "/" + std::to_string(batch * heads_kv)) + "×" +
+                  p["n_q"].dump() + "×" + p["n_kv"].dump() + ", d " + p["d_k"].dump() + "/" +
+                  p["d_v"].dump();
   return p["causal"].get<bool>() ? s + ", causal" : s;
 }
 

@@ -78,9 +78,12 @@ bool kernel_elsewhere(std::string_view name) {
 }
 
 double forward_flops(const Shape& s, bool causal) {
-  // Q K^T costs 2 d_k and P V 2 d_v multiply-adds per (query, key) pair.
-  const double pairs = double(s.batch_heads) * double(s.n_q) * double(s.n_kv);
-  return pairs * 2.0 * double(s.d_k + s.d_v) * (causal ? 0.5 : 1.0);
+  // Q K^T costs 2 d_k and P V 2 d_v multiply-adds per visible (query, key) pair: every pair
+  // without the mask; with it (aligned to the end) row i sees n_kv - n_q + i + 1 keys, so a
+  // decode query is credited with the whole cache rather than half of it.
+  double visible = 0;
+  for (std::int64_t i = 0; i < s.n_q; ++i) visible += double(visible_keys(s, causal, i));
+  return double(s.batch_heads) * visible * 2.0 * double(s.d_k + s.d_v);
 }
 
 double forward_bytes(const Shape& s) {

@@ -104,6 +104,17 @@ TEST_CASE("a bad config exits 2, names file and path, and writes nothing") {
   CHECK(run_cli("run " + (dir / "missing.json").string(), dir).exit_code == 2);
 }
 
+TEST_CASE(
+    "validate refuses query heads that do not share K/V heads evenly: path, expected, found") {
+  TempDir dir;
+  dir.write("heads.json", R"({"name": "h", "seed": 1, "experiments": [{"name": "t",
+      "kind": "timing", "kernel": "flash", "heads_q": 32, "heads_kv": 6}]})");
+  const auto r = run_cli("validate " + (dir / "heads.json").string(), dir);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err == "error: " + (dir / "heads.json").string() +
+                     ": /experiments/0/heads_q: expected a multiple of heads_kv (6), found 32\n");
+}
+
 TEST_CASE("every shipped config validates") {
   TempDir dir;
   int configs = 0;

@@ -2,6 +2,7 @@
 // on this machine, and timing records that keep every repetition.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "sdpa/experiments.hpp"
@@ -51,6 +52,64 @@ TEST_CASE("timing: a kernel without a backward is refused for backward and both"
         "bad.json: /experiments/0/direction/1: direction \"both\" needs a backward pass, but "
         "kernel(s) \"naive-unstable\" have none; time them \"forward\" only" +
             advice);
+}
+
+TEST_CASE("timing: heads_q must be a multiple of heads_kv; zero heads are refused") {
+  CHECK(error_of(R"({"name": "a", "kind": "timing", "kernel": "flash", "heads_q": [8, 6],
+                     "heads_kv": 4})") ==
+        "bad.json: /experiments/0/heads_q/1: expected a multiple of heads_kv (4), found 6");
+  CHECK(error_of(R"({"name": "a", "kind": "timing", "kernel": "flash", "heads_q": 3,
+                     "heads_kv": [1, 2]})") ==
+        "bad.json: /experiments/0/heads_q: expected a multiple of heads_kv (2), found 3");
+  CHECK(error_of(R"({"name": "a", "kind": "timing", "kernel": "flash", "heads_kv": 0})")
+            .find("/experiments/0/heads_kv") != std::string::npos);
+  CHECK(error_of(R"({"name": "a", "kind": "timing", "kernel": "flash", "heads_q": 8,
+                     "heads_kv": 2})") == "(accepted)");
+}
+
+TEST_CASE("timing: a grouped decode cell carries its memory roofline") {
+  sdpa::RunShared shared;
+  // 2 sequences x 4 query heads sharing 2 K/V heads, one causal query against 40 keys: the
+  // mask aligned to the end lets it see every key.
+  const auto records = run_cells(
+      R"({"name": "t", "kind": "timing", "kernel": "flash", "batch": 2, "heads_q": 4,
+          "heads_kv": 2, "n_q": 1, "n_kv": 40, "d_k": 8, "d_v": 4, "causal": true,
+          "threads": 1, "repetitions": 3, "min_time": 0.002, "warmup_time": 0.001})",
+      &shared);
+  REQUIRE(records.size() == 1);
+  const auto& r = records[0];
+  const sdpa::Shape shape{.batch_heads = 8, .n_q = 1, .n_kv = 40, .d_k = 8, .d_v = 4, .group = 2};
+  CHECK(r["benchmark_name"].get<std::string>().rfind(
+            "flash/forward/bh:8/group:2/nq:1/nkv:40/dk:8/dv:4/causal:1/threads:1", 0) == 0);
+  const double flops = r["flops"], bytes = r["bytes"];
+  CHECK(flops == 8 * 40 * 2.0 * (8 + 4));  // every key of the cache: not halved by the mask
+  // Q and O per query head, K and V once per K/V head (4 of them), fp32.
+  CHECK(bytes == 4.0 * (8 * 8 + 4 * 40 * 8 + 4 * 40 * 4 + 8 * 4));
+  CHECK(bytes == sdpa::forward_bytes(shape));
+  CHECK(r["intensity"].get<double>() == doctest::Approx(flops / bytes));
+  const double median = r["time_s"]["value"];
+  CHECK(r["gbs"]["value"].get<double>() == doctest::Approx(bytes / median / 1e9));
+  const double fma = r["peak"]["fma_gflops"], triad = r["peak"]["triad_gbs"];
+  const double roof = r["roof_gflops"];
+  CHECK(roof <= fma);
+  CHECK(roof <= r["intensity"].get<double>() * triad * (1 + 1e-12));
+  CHECK(roof == doctest::Approx(std::min(fma, flops / bytes * triad)));
+  CHECK(r["bound"] == (flops / bytes * triad < fma ? "memory" : "compute"));
+  CHECK(r["percent_of_roof"].get<double>() ==
+        doctest::Approx(100 * r["gflops"]["value"].get<double>() / roof));
+  CHECK(r["percent_of_roof"].get<double>() >= r["percent_of_peak"].get<double>());
+}
+
+TEST_CASE("flops: the causal mask's exact count of visible pairs") {
+  // Square: row i sees i + 1 keys, n (n + 1) / 2 pairs. Decode: n_q queries at the end of a
+  // cache of n_kv see n_kv - n_q + i + 1 keys each.
+  CHECK(sdpa::forward_flops({.n_q = 10, .n_kv = 10, .d_k = 3, .d_v = 5}, true) == 55 * 2.0 * 8);
+  CHECK(sdpa::forward_flops({.n_q = 4, .n_kv = 100, .d_k = 3, .d_v = 5}, true) ==
+        (97 + 98 + 99 + 100) * 2.0 * 8);
+  CHECK(sdpa::forward_flops({.batch_heads = 3, .n_q = 4, .n_kv = 100, .d_k = 3, .d_v = 5}, false) ==
+        3 * 400 * 2.0 * 8);
+  // More queries than keys: the first rows see nothing.
+  CHECK(sdpa::forward_flops({.n_q = 5, .n_kv = 2, .d_k = 1, .d_v = 1}, true) == (1 + 2) * 2.0 * 2);
 }
 
 TEST_CASE("timing: another machine's kernel validates and its cells are recorded as not run") {

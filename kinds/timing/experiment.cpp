@@ -17,6 +17,7 @@
 #include "peak_measure.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/nonparametric.hpp"
+#include "sdpa/peak.hpp"
 #include "sdpa/rng.hpp"
 #include "thread_count.hpp"
 
@@ -31,10 +32,19 @@ struct TimingCell {
   std::string direction;
   int threads;
 
+  // Q, O, lse [batch_heads x batch x heads_q, n_q, d], K and V [batch_heads x batch x heads_kv,
+  // n_kv, d]: batch_heads (the axis older configs use) and batch both multiply the batch.
+  // Precondition (check_timing): heads_q a multiple of heads_kv.
   TimingCell(const json& p, int run_threads)
       : kernel_name(p["kernel"]),
         kernel(find_kernel(kernel_name)),
-        shape{p["batch_heads"], p["n_q"], p["n_kv"], p["d_k"], p["d_v"]},
+        shape{.batch_heads = p["batch_heads"].get<std::int64_t>() * p["batch"].get<std::int64_t>() *
+                             p["heads_q"].get<std::int64_t>(),
+              .n_q = p["n_q"],
+              .n_kv = p["n_kv"],
+              .d_k = p["d_k"],
+              .d_v = p["d_v"],
+              .group = p["heads_q"].get<std::int64_t>() / p["heads_kv"].get<std::int64_t>()},
         causal(p["causal"]),
         direction(p["direction"]),
         threads(resolve_threads(p["threads"], run_threads)) {}
@@ -47,6 +57,12 @@ struct TimingCell {
     const Kernel& k = kernel ? *kernel : elsewhere;
     return (direction == "backward" ? 0 : k.flops(shape, causal, Pass::forward)) +
            (direction == "forward" ? 0 : k.flops(shape, causal, Pass::backward));
+  }
+  // Bytes one call must move, each tensor once at fp32 (sdpa::forward_bytes): a backward reads
+  // Q, K, V, O and dO and writes dQ, dK, dV, shaped like them: twice the forward's.
+  double bytes() const {
+    const double forward = forward_bytes(shape);
+    return (direction == "backward" ? 0 : forward) + (direction == "forward" ? 0 : 2 * forward);
   }
   // The tensors, and the larger workspace of the calls made: a backward cell calls the forward
   // once before it is timed. Nothing for another machine's kernel: the cell is not run.
@@ -64,8 +80,11 @@ struct TimingCell {
                 : forward);
   }
   // Google Benchmark's name of the cell, so --benchmark_filter can pick cells.
+  // bh counts query heads; the group (query heads per K/V head) is named only when above 1, so
+  // ungrouped cells keep the names of earlier runs.
   std::string name() const {
     return kernel_name + "/" + direction + "/bh:" + std::to_string(shape.batch_heads) +
+           (shape.group > 1 ? "/group:" + std::to_string(shape.group) : "") +
            "/nq:" + std::to_string(shape.n_q) + "/nkv:" + std::to_string(shape.n_kv) +
            "/dk:" + std::to_string(shape.d_k) + "/dv:" + std::to_string(shape.d_v) +
            "/causal:" + (causal ? "1" : "0") + "/threads:" + std::to_string(threads);
@@ -162,13 +181,14 @@ json time_statistics(const BenchmarkRuns& runs) {
   return t;
 }
 
-// The share of the machine's peak for the kernel's ISA at this thread count: from a roofline
-// measured earlier in the run, else measured now (briefly), never assumed.
+// The share of the machine's peak for the kernel's ISA at this thread count, and of the roof
+// that binds at the cell's intensity: min(FMA peak, intensity x triad bandwidth), both from a
+// roofline measured earlier in the run, else measured now (briefly), never assumed.
 void add_peak(json& record, const TimingCell& c, double gflops, RunShared& shared) {
   const std::string isa = peak_isa_for(c.kernel->isa);
   if (isa.empty()) {
-    record["percent_of_peak"] = nullptr;
-    record["peak"] = nullptr;
+    for (const char* k : {"percent_of_peak", "peak", "roof_gflops", "percent_of_roof", "bound"})
+      record[k] = nullptr;
     record["peak_note"] =
         "no peak measured: no roofline ISA for kernel ISA \"" + c.kernel->isa + "\"";
     return;
@@ -178,8 +198,14 @@ void add_peak(json& record, const TimingCell& c, double gflops, RunShared& share
     store_peak(shared.peaks, peak_entry(isa, c.threads, m, "quick measurement by a timing cell"));
   }
   const json& peak = *find_peak(shared.peaks, isa, c.threads);
-  record["percent_of_peak"] = 100 * gflops / peak["fma_gflops"].get<double>();
+  const double fma = peak["fma_gflops"], triad = peak["triad_gbs"];
+  const double intensity = c.flops() / c.bytes();
+  const double roof = peak::roof_gflops(fma, triad, intensity);
+  record["percent_of_peak"] = 100 * gflops / fma;
   record["peak"] = peak;
+  record["roof_gflops"] = roof;
+  record["percent_of_roof"] = 100 * gflops / roof;
+  record["bound"] = intensity * triad < fma ? "memory" : "compute";
 }
 
 json run_timing_cell(const CellContext& ctx) {
@@ -188,6 +214,8 @@ json run_timing_cell(const CellContext& ctx) {
     return {{"threads", c.threads},
             {"kernel_isa", c.kernel_name.substr(c.kernel_name.find('@') + 1)},
             {"flops", c.flops()},
+            {"bytes", c.bytes()},
+            {"intensity", c.flops() / c.bytes()},
             {"benchmark_name", c.name()},
             {"skipped", "not run: this CPU or build has no " + c.kernel_name},
             {"environment", environment_at_start()}};
@@ -202,9 +230,14 @@ json run_timing_cell(const CellContext& ctx) {
   Tensors tensors(c, {ctx.seed, ctx.experiment, std::uint32_t(ctx.cell.index), 0});
   const auto call = timed_call(c, tensors);
 
-  json record = {{"threads", c.threads}, {"kernel_isa", c.kernel->isa}, {"flops", c.flops()}};
+  json record = {{"threads", c.threads},
+                 {"kernel_isa", c.kernel->isa},
+                 {"flops", c.flops()},
+                 {"bytes", c.bytes()},
+                 {"intensity", c.flops() / c.bytes()}};
   json environment = environment_at_start();
   const BenchmarkRuns runs = session.run(c.name(), call, settings);
+  release_cached_workspaces();  // the next cell runs without this one's kept workspace
   environment["load_average_end"] = load_average();
   record["benchmark_name"] = runs.name.empty() ? c.name() : runs.name;
   if (runs.filtered_out) {
@@ -220,6 +253,8 @@ json run_timing_cell(const CellContext& ctx) {
   record["gflops"] =
       measured(c.flops() / median / 1e9, {c.flops() / high / 1e9, c.flops() / low / 1e9},
                std::nullopt, "none");
+  record["gbs"] = measured(c.bytes() / median / 1e9,
+                           {c.bytes() / high / 1e9, c.bytes() / low / 1e9}, std::nullopt, "none");
   add_peak(record, c, record["gflops"]["value"], shared);
   record["noisy"] = stats::noisy(runs.seconds);
   record["environment"] = environment;
@@ -235,6 +270,13 @@ std::vector<std::string> check_timing(const json& e) {
   }
   const std::vector<std::string> with = kernels_with_backward();
   std::vector<std::string> problems;
+  // Query heads share K/V heads in equal groups (MHA: equal counts, MQA: one K/V head).
+  const json heads_q = grid_values(e["heads_q"]), heads_kv = grid_values(e["heads_kv"]);
+  for (std::size_t q = 0; q < heads_q.size(); ++q)
+    for (const auto& kv : heads_kv)
+      if (heads_q[q].get<std::int64_t>() % kv.get<std::int64_t>() != 0)
+        problems.push_back(grid_path(e, "heads_q", q) + ": expected a multiple of heads_kv (" +
+                           kv.dump() + "), found " + heads_q[q].dump());
   const json directions = grid_values(e["direction"]);
   for (std::size_t d = 0; d < directions.size() && !lacking.empty(); ++d) {
     if (directions[d] == "forward") continue;
@@ -253,8 +295,8 @@ ExperimentKind timing_experiment() {
   return {
       .name = "timing",
       .description = "time per call, GFLOP/s and % of peak per kernel, shape, threads, direction",
-      .axes = {"kernel", "direction", "causal", "threads", "batch_heads", "n_q", "n_kv", "d_k",
-               "d_v"},
+      .axes = {"kernel", "direction", "causal", "threads", "batch_heads", "batch", "heads_q",
+               "heads_kv", "n_q", "n_kv", "d_k", "d_v"},
       .run_cell = run_timing_cell,
       .memory_bytes = [](const json& p,
                          int threads) { return TimingCell(p, threads).memory_bytes(); },

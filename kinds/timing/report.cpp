@@ -14,33 +14,42 @@ namespace {
 std::vector<Table> timing_tables(const json& experiment, const std::string& source) {
   Table t;
   t.title = "timing: " + experiment["name"].get<std::string>() + source;
-  t.header = {"kernel", "shape",   "threads",   "direction", "median",
-              "95% CI", "GFLOP/s", "% of peak", "CV",        "noisy"};
+  t.header = {"kernel",    "shape", "threads",   "direction", "median", "95% CI", "GFLOP/s",
+              "% of peak", "GB/s",  "% of roof", "bound",     "CV",     "noisy"};
   for (const auto& r : experiment["records"]) {
     const json& p = r["params"];
     std::vector<std::string> row = {p["kernel"], timing_shape(p),
                                     std::to_string(r["threads"].get<int>()), p["direction"]};
     if (!r.contains("time_s")) {
-      row.insert(row.end(), {"not run", "-", "-", "-", "-", "-"});
+      row.insert(row.end(), {"not run", "-", "-", "-", "-", "-", "-", "-", "-"});
     } else {
       const json& time = r["time_s"];
-      row.insert(row.end(),
-                 {duration(time["value"]),
-                  "[" + duration(time["ci95"][0]) + ", " + duration(time["ci95"][1]) + "]",
-                  number(r["gflops"]["value"]),
-                  r["percent_of_peak"].is_null() ? "-" : number(r["percent_of_peak"]),
-                  time["cv"].is_null() ? "-" : number(100 * time["cv"].get<double>()) + " %",
-                  r["noisy"].get<bool>() ? "**noisy**" : "-"});
+      row.insert(
+          row.end(),
+          {duration(time["value"]),
+           "[" + duration(time["ci95"][0]) + ", " + duration(time["ci95"][1]) + "]",
+           number(r["gflops"]["value"]),
+           r["percent_of_peak"].is_null() ? "-" : number(r["percent_of_peak"]),
+           // Records from before the roof columns have none of them.
+           r.contains("gbs") ? number(r["gbs"]["value"]) : "-",
+           r.value("percent_of_roof", json(nullptr)).is_null() ? "-" : number(r["percent_of_roof"]),
+           r.value("bound", json(nullptr)).is_null() ? "-" : r["bound"].get<std::string>(),
+           time["cv"].is_null() ? "-" : number(100 * time["cv"].get<double>()) + " %",
+           r["noisy"].get<bool>() ? "**noisy**" : "-"});
     }
     t.rows.push_back(std::move(row));
   }
   t.note =
-      "Shape: batch·heads × n_q × n_kv, d_k/d_v. Median of the repetitions (each the mean "
+      "Shape: batch·heads (query/K-V when grouped) × n_q × n_kv, d_k/d_v. Median of the "
+      "repetitions (each the mean "
       "time per call over its iterations), its interval from order statistics (distribution "
       "free; [min, max] below 6 repetitions, which covers less than 95 %). % of peak: of "
       "this machine's measured multiply-add peak for the kernel's ISA and thread count "
       "(machine.peak); a scalar kernel can pass 100 % where the compiler vectorises its "
-      "loops with the baseline SSE2. Noisy: CV (stddev / mean of the repetitions) above 5 %.";
+      "loops with the baseline SSE2. GB/s: Q, K, V and O moved once per call (a backward twice). "
+      "% of roof: of min(that peak, FLOP/byte × the measured triad bandwidth), the roof that "
+      "binds at the cell's intensity; bound says which. Noisy: CV (stddev / mean of the "
+      "repetitions) above 5 %.";
   return {std::move(t)};
 }
 

@@ -64,7 +64,8 @@ std::string index_markdown(const std::vector<ResultFile>& results,
 std::string number(double x, int significant = 4);
 // A time with its unit: "812.3 ns", "45.6 µs", "1.234 ms", "2.5 s".
 std::string duration(double seconds);
-// A timing cell's shape from its params: "batch_heads×n_q×n_kv, d d_k/d_v[, causal]".
+// A timing cell's shape from its params: "query heads[/K-V heads when grouped]×n_q×n_kv, d
+// d_k/d_v[, causal]", heads counted over the batch.
 std::string timing_shape(const json& params);
 
 }  // namespace sdpa::report

@@ -144,8 +144,10 @@ using BackwardFn = void (*)(const BackwardArgs&);
 // The two calls a kernel offers.
 enum class Pass { forward, backward };
 
-// FLOPs of one forward (docs/design.md, "Conventions"): 4 * N_q * N_kv * d per head, d the mean
-// of d_k and d_v, halved when causal. A backward counts 2.5 forwards.
+// FLOPs of one forward (docs/design.md, "Conventions"): 4 * d per visible (query, key) pair per
+// head, d the mean of d_k and d_v: N_q * N_kv pairs, and with the causal mask the exact count
+// (visible_keys summed over rows: N (N + 1) / 2 when square, the whole cache for one decode
+// query). A backward counts 2.5 forwards.
 double forward_flops(const Shape& shape, bool causal);
 // Bytes one forward must move (docs/design.md, "Conventions for inference shapes"): Q, K, V and O
 // at their storage width (fp32), each counted once, K and V once per K/V head (not once per query
