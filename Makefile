@@ -33,10 +33,10 @@ test-arm64:
 bench: build
 	$(BUILD)/tests/bench_kernels
 
-# Reference results of this machine (about six minutes: run it on an idle machine, timings
+# Reference results of this machine (about twelve minutes: run it on an idle machine, timings
 # are in it), and the tables, plots and claims generated from them. `make report` regenerates
 # only the tables, plots and claims from the committed files.
-RESULT_CONFIGS ?= quick seeds hardware training paper
+RESULT_CONFIGS ?= quick seeds hardware models training stability paper
 results: build
 	$(eval MACHINE := $(shell $(BIN) info --machine-id))
 	@for c in $(RESULT_CONFIGS); do \
@@ -50,7 +50,8 @@ REFERENCE_RESULTS = $(shell ls results/*/*.json | grep -Ev -- '-[0-9]{8}T[0-9]{6
 report: build
 	$(BIN) report $(REFERENCE_RESULTS) --format both --plots --out results
 	$(BIN) claims $(firstword $(filter %/seeds.json,$(REFERENCE_RESULTS))) \
-	  $(firstword $(filter %/training.json,$(REFERENCE_RESULTS))) -o results/claims.md
+	  $(firstword $(filter %/training.json,$(REFERENCE_RESULTS))) \
+	  $(firstword $(filter %/stability.json,$(REFERENCE_RESULTS))) -o results/claims.md
 
 # configs/schema.json and results/schema.json, assembled from kinds/config.schema.json,
 # kinds/result.schema.json and each kind's parts (tests/test_kinds.cpp checks they are current).

@@ -53,17 +53,21 @@ TEST_CASE("results/README.md and results/csv regenerate byte for byte from resul
 }
 
 TEST_CASE(
-    "results/claims.md regenerates byte for byte from the committed seeds and training results") {
-  // As `make report` calls it: the first seeds.json, then the first training.json.
-  std::string seeds, training;
+    "results/claims.md regenerates byte for byte from the committed seeds, training and "
+    "stability results") {
+  // As `make report` calls it: the first seeds.json, training.json and stability.json.
+  std::string seeds, training, stability;
   for (const auto& f : committed_result_files()) {
-    if (seeds.empty() && fs::path(f).filename() == "seeds.json") seeds = f;
-    if (training.empty() && fs::path(f).filename() == "training.json") training = f;
+    const auto name = fs::path(f).filename();
+    if (seeds.empty() && name == "seeds.json") seeds = f;
+    if (training.empty() && name == "training.json") training = f;
+    if (stability.empty() && name == "stability.json") stability = f;
   }
   REQUIRE_FALSE(seeds.empty());
   REQUIRE_FALSE(training.empty());
+  REQUIRE_FALSE(stability.empty());
   TempDir dir;
-  const auto r = run_cli("claims " + seeds + " " + training, dir);
+  const auto r = run_cli("claims " + seeds + " " + training + " " + stability, dir);
   REQUIRE(r.exit_code == 0);
   CHECK(r.out == slurp("results/claims.md"));
 }
