@@ -67,4 +67,22 @@ inline std::vector<std::string> kernels_without_backward(const json& params) {
   return problems;
 }
 
+// The checks of kinds that train on associative recall (training, stability): kernels with a
+// backward, at most as many key-value pairs as the smallest vocabulary (a sequence's keys are
+// distinct tokens), and a logging interval within the run.
+inline std::vector<std::string> recall_training_problems(const json& p) {
+  auto problems = kernels_without_backward(p);
+  const json vocab = grid_values(p["vocab"]), pairs = grid_values(p["n_pairs"]);
+  const std::int64_t smallest_vocab = *std::min_element(vocab.begin(), vocab.end());
+  for (std::size_t i = 0; i < pairs.size(); ++i)
+    if (pairs[i] > smallest_vocab)
+      problems.push_back(grid_path(p, "n_pairs", i) + ": expected at most vocab (" +
+                         std::to_string(smallest_vocab) +
+                         ": the keys of a sequence are distinct tokens), found " + pairs[i].dump());
+  if (p["log_every"] > p["steps"])
+    problems.push_back("/log_every: expected at most steps (" + p["steps"].dump() + "), found " +
+                       p["log_every"].dump());
+  return problems;
+}
+
 }  // namespace sdpa

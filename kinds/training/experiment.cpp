@@ -198,22 +198,7 @@ json run_training_cell(const CellContext& ctx) {
   return r;
 }
 
-std::vector<std::string> check_training(const json& p) {
-  auto problems = kernels_without_backward(p);
-  const json vocab = grid_values(p["vocab"]), pairs = grid_values(p["n_pairs"]);
-  const std::int64_t smallest_vocab = *std::min_element(vocab.begin(), vocab.end());
-  for (std::size_t i = 0; i < pairs.size(); ++i)
-    if (pairs[i] > smallest_vocab)
-      problems.push_back(grid_path(p, "n_pairs", i) + ": expected at most vocab (" +
-                         std::to_string(smallest_vocab) +
-                         ": the keys of a sequence are distinct "
-                         "tokens), found " +
-                         pairs[i].dump());
-  if (p["log_every"] > p["steps"])
-    problems.push_back("/log_every: expected at most steps (" + p["steps"].dump() + "), found " +
-                       p["log_every"].dump());
-  return problems;
-}
+std::vector<std::string> check_training(const json& p) { return recall_training_problems(p); }
 
 }  // namespace
 
