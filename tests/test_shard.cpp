@@ -12,12 +12,7 @@
 #include "sdpa/experiments.hpp"
 #include "sdpa/shard.hpp"
 
-using sdpa::testing::records_of;
-using sdpa::testing::run_cli;
-using sdpa::testing::slurp;
-using sdpa::testing::spawn_cli;
-using sdpa::testing::TempDir;
-using sdpa::testing::wait_cli;
+using namespace sdpa::testing;  // the CLI runner and file helpers of cli_runner.hpp
 namespace fs = std::filesystem;
 
 namespace {
