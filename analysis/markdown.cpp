@@ -27,8 +27,10 @@ std::string markdown_table(const std::vector<std::string>& header,
 std::string markdown(const std::vector<Table>& tables) {
   std::ostringstream out;
   for (const auto& t : tables) {
-    out << "### " << t.title << "\n\n" << markdown_table(t.header, t.rows, true);
-    if (!t.note.empty()) out << "\n" << t.note << "\n";
+    out << "### " << t.title << "\n\n";
+    // A table with no columns is a note alone (an experiment without records).
+    if (!t.header.empty()) out << markdown_table(t.header, t.rows, true);
+    if (!t.note.empty()) out << (t.header.empty() ? "" : "\n") << t.note << "\n";
     out << "\n";
   }
   return out.str();

@@ -6,10 +6,20 @@
 
 #include "grouping.hpp"
 #include "kind_report.hpp"
+#include "tables.hpp"
 
 namespace sdpa::report {
 
 std::vector<Table> experiment_tables(const json& experiment, const std::string& source) {
+  // A kind's tables are built from its records; without any it would print nothing, and a
+  // reader could not tell a missing experiment from one that never ran.
+  if (experiment["records"].empty()) {
+    Table none;
+    none.title = table_title(experiment, source, "");
+    none.note = "No records: the run stopped before any cell of this experiment finished, or "
+                "this shard held none of its cells.";
+    return {none};
+  }
   const KindReport* kind = find_kind_report(experiment["kind"]);
   return kind ? kind->tables(experiment, source) : std::vector<Table>{};
 }

@@ -90,6 +90,19 @@ TEST_CASE("tables for every kind, and byte-identical output from the same inputs
   }
 }
 
+TEST_CASE("an experiment without records is named with a note, not left out") {
+  TempDir dir;
+  json doc = json::parse(result_text());
+  doc["experiments"][1]["records"] = json::array();  // as a run stopped before its first cell
+  dir.write("r.json", doc.dump());
+  const auto r = run_cli("report " + (dir / "r.json").string(), dir);
+  REQUIRE(r.exit_code == 0);
+  const auto at = r.out.find("### entropy: e\n\nNo records:");
+  CHECK(at != std::string::npos);
+  CHECK(r.out.find("### variance: v") < at);
+  CHECK(r.out.find("### gradient: g") > at);
+}
+
 TEST_CASE("CSV is tidy and parses back to the same numbers") {
   TempDir dir;
   dir.write("r.json", result_text());
