@@ -200,6 +200,12 @@ TEST_CASE(
   REQUIRE(first != std::string::npos);
   CHECK(side.find(common, side.find("set title 'another-machine-4c'")) != std::string::npos);
   CHECK(std::filesystem::file_size(plots / "tm-throughput-machines.svg") > 1000);
+  // Each machine's throughput plot draws the roof through both N and names the bound.
+  const std::string own = slurp(plots / (machine + "-tm-throughput.gp"));
+  CHECK(own.find("nohead lw 2 dt 3 lc 'dark-red'") != std::string::npos);
+  const auto roof_label = own.find("set label 'roof: ");
+  REQUIRE(roof_label != std::string::npos);
+  CHECK(own.find("-bound'", roof_label) != std::string::npos);
   CHECK(slurp(dir / "p" / "README.md").find("(plots/tm-throughput-machines.svg)") !=
         std::string::npos);
 }

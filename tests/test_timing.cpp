@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "sdpa/experiments.hpp"
@@ -172,6 +173,12 @@ TEST_CASE("roofline: positive peaks for every ISA this CPU runs, recorded for th
     CHECK(r["fma_gflops"]["value"].get<double>() > 0);
     CHECK(r["triad_gbs"]["value"].get<double>() > 0);
     CHECK(r["fma_gflops"]["samples"].size() == 2);
+    // The spread of each ceiling: the CV of its repetitions, recomputed here from the samples.
+    for (const char* ceiling : {"fma_gflops", "triad_gbs"}) {
+      const auto& x = r[ceiling]["samples"];
+      const double a = x[0], b = x[1], mean = (a + b) / 2;
+      CHECK(r[ceiling]["cv"].get<double>() == doctest::Approx(std::abs(a - b) / std::sqrt(2.0) / mean));
+    }
     CHECK(r["triad_footprint_bytes"].get<double>() >= 2 * r["llc_bytes"].get<double>());
     fma[isa] = r["fma_gflops"]["value"];
   }
