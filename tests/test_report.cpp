@@ -84,6 +84,11 @@ TEST_CASE("tables for every kind, and byte-identical output from the same inputs
   for (const char* title : {"### variance: v", "### entropy: e", "### gradient: g"})
     CHECK(readme.find(title) != std::string::npos);
   CHECK(readme == slurp(dir / "b" / "README.md"));
+  // The entropy table shows the fp16 overflow share measured in half precision beside the
+  // one derived from lse (drift-tested older files, without it, keep their tables).
+  CHECK(readme.find(" (measured ") != std::string::npos);
+  CHECK(readme.find("measured: the fp16 share with the softmax computed in half") !=
+        std::string::npos);
   for (const char* csv : {"v.csv", "e.csv", "g.csv"}) {
     CAPTURE(csv);
     CHECK(slurp(dir / "a" / "csv" / csv) == slurp(dir / "b" / "csv" / csv));
