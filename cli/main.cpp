@@ -421,9 +421,18 @@ int dispatch(int argc, char** argv) {
   std::string attend_scale, attend_threads;
   auto* attend_cmd = app.add_subcommand(
       "attend", "run one kernel on .npy arrays (float32, C order) and write .npy outputs");
-  attend_cmd->add_option("--q", attend_options.q, "Q: (n_q, d_k) or (b, n_q, d_k)")->required();
-  attend_cmd->add_option("--k", attend_options.k, "K: (n_kv, d_k) or (b, n_kv, d_k)")->required();
-  attend_cmd->add_option("--v", attend_options.v, "V: (n_kv, d_v) or (b, n_kv, d_v)")->required();
+  attend_cmd
+      ->add_option("--q", attend_options.q,
+                   "Q: (n_q, d_k), (b, n_q, d_k) or (batch, heads_q, n_q, d_k)")
+      ->required();
+  attend_cmd
+      ->add_option("--k", attend_options.k,
+                   "K: (n_kv, d_k), (b, n_kv, d_k) or (batch, heads_kv, n_kv, d_k)")
+      ->required();
+  attend_cmd
+      ->add_option("--v", attend_options.v,
+                   "V: (n_kv, d_v), (b, n_kv, d_v) or (batch, heads_kv, n_kv, d_v)")
+      ->required();
   attend_cmd
       ->add_option("--out", attend_options.out, "output folder: o.npy, lse.npy, [dq, dk, dv].npy")
       ->required();

@@ -16,11 +16,13 @@
 namespace sdpa {
 namespace {
 
-// (n, d) is one batch*head; (b, n, d) is b of them.
+// (n, d) is one batch*head; (b, n, d) is b of them; (batch, heads, n, d) is batch sequences of
+// heads each, where Q may have more heads than K and V (grouped-query attention).
 struct Operand {
   std::string path;
   npy::Array array;
-  std::int64_t batch, rows, cols;
+  std::int64_t batch, heads, rows, cols;  // batch * heads leading matrices of rows x cols
+  std::size_t rank() const { return array.shape.size(); }
 };
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
@@ -30,12 +32,15 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 }
 
 Operand load(const std::string& path, const char* name) {
-  Operand o{path, npy::read(path), 1, 0, 0};
+  Operand o{path, npy::read(path), 1, 1, 0, 0};
   const auto& sh = o.array.shape;
-  if (sh.size() != 2 && sh.size() != 3)
-    throw InputError(path + ": " + name + ": expected shape (n, d) or (batch*heads, n, d), found " +
-                     shape_text(sh));
-  o.batch = sh.size() == 3 ? sh[0] : 1;
+  if (sh.size() < 2)
+    throw InputError(
+        path + ": " + name +
+        ": expected shape (n, d), (batch*heads, n, d) or (batch, heads, n, d), found " +
+        shape_text(sh));
+  if (sh.size() >= 3) o.batch = sh[0];
+  if (sh.size() == 4) o.heads = sh[1];
   o.rows = sh[sh.size() - 2];
   o.cols = sh.back();
   return o;
@@ -45,14 +50,39 @@ void expect(bool ok, const Operand& o, const std::string& what) {
   if (!ok) throw InputError(o.path + ": expected " + what + ", found " + shape_text(o.array.shape));
 }
 
+// An output of `rows` x `cols` (no column dimension when cols is 0) per leading matrix of like.
 npy::Array shaped_like(const Operand& like, std::int64_t rows, std::int64_t cols,
                        std::vector<float> data) {
   npy::Array a;
-  if (like.array.shape.size() == 3) a.shape.push_back(like.batch);
+  a.shape.assign(like.array.shape.begin(), like.array.shape.end() - 2);
   a.shape.push_back(rows);
   if (cols > 0) a.shape.push_back(cols);
   a.data = std::move(data);
   return a;
+}
+
+// The leading dimensions of a shape text, "(" for none: "(2, " or "(2, 4, ".
+std::string leading_text(const std::vector<std::int64_t>& lead) {
+  std::string s = "(";
+  for (auto d : lead) s += std::to_string(d) + ", ";
+  return s;
+}
+
+// K and V fit Q: the same rank and batch, K's d_k is Q's, V's n_kv is K's, and in 4-D, K/V
+// heads that divide Q's heads, so that query head h reads K/V head h / (heads_q / heads_kv)
+// (Shape::group), as PyTorch's enable_gqa and Hugging Face's repeat_kv do.
+void check_fit(const Operand& q, const Operand& k, const Operand& v) {
+  const std::string batch = q.rank() >= 3 ? std::to_string(q.batch) + ", " : "";
+  const std::string kv_lead = q.rank() == 4 ? "(" + batch + "heads_kv, " : "(" + batch;
+  expect(k.rank() == q.rank() && k.batch == q.batch && k.cols == q.cols, k,
+         "K of shape " + kv_lead + "n_kv, " + std::to_string(q.cols) + "), like Q's batch and d_k");
+  expect(q.heads % k.heads == 0, k,
+         "K/V heads that divide Q's " + std::to_string(q.heads) +
+             " heads (each K/V head serves heads_q / heads_kv query heads)");
+  const std::vector<std::int64_t> k_lead(k.array.shape.begin(), k.array.shape.end() - 2);
+  expect(v.rank() == k.rank() && v.batch == k.batch && v.heads == k.heads && v.rows == k.rows, v,
+         "V of shape " + leading_text(k_lead) + std::to_string(k.rows) + ", d_v), like K's " +
+             (q.rank() == 4 ? "batch, heads" : "batch") + " and n_kv");
 }
 
 std::string number(double x) {
@@ -69,10 +99,12 @@ void expect_finite(const Operand& o) {
   const auto bad = std::find_if(d.begin(), d.end(), [](float x) { return !std::isfinite(x); });
   if (bad == d.end()) return;
   const std::int64_t i = bad - d.begin(), row = i / o.cols % o.rows, col = i % o.cols;
-  throw InputError(
-      o.path + ": expected finite values, found " + number(*bad) + " at row " +
-      std::to_string(row) + ", column " + std::to_string(col) +
-      (o.array.shape.size() == 3 ? " of batch " + std::to_string(i / o.cols / o.rows) : ""));
+  throw InputError(o.path + ": expected finite values, found " + number(*bad) + " at row " +
+                   std::to_string(row) + ", column " + std::to_string(col) +
+                   (o.rank() == 3 ? " of batch " + std::to_string(i / o.cols / o.rows) : "") +
+                   (o.rank() == 4 ? " of batch " + std::to_string(i / o.cols / o.rows / o.heads) +
+                                        ", head " + std::to_string(i / o.cols / o.rows % o.heads)
+                                  : ""));
 }
 
 bool all_finite(const std::vector<float>& x) {
@@ -94,14 +126,10 @@ std::vector<std::string> attend(const AttendOptions& o) {
                       {{o.q, "--q"}, {o.k, "--k"}, {o.v, "--v"}, {o.grad_out, "--grad-out"}});
 
   const Operand q = load(o.q, "Q"), k = load(o.k, "K"), v = load(o.v, "V");
-  const std::string rank = q.array.shape.size() == 3 ? "(" + std::to_string(q.batch) + ", " : "(";
   for (const Operand* a : {&q, &k, &v})
-    expect(a->batch > 0 && a->rows > 0 && a->cols > 0, *a,
+    expect(a->batch > 0 && a->heads > 0 && a->rows > 0 && a->cols > 0, *a,
            "a shape without zero dimensions (attention needs a query, a key and d >= 1)");
-  expect(k.array.shape.size() == q.array.shape.size() && k.batch == q.batch && k.cols == q.cols, k,
-         "K of shape " + rank + "n_kv, " + std::to_string(q.cols) + "), like Q's batch and d_k");
-  expect(v.array.shape.size() == q.array.shape.size() && v.batch == q.batch && v.rows == k.rows, v,
-         "V of shape " + rank + std::to_string(k.rows) + ", d_v), like K's batch and n_kv");
+  check_fit(q, k, v);
   std::optional<Operand> d_out;
   if (!o.grad_out.empty()) {
     d_out.emplace(load(o.grad_out, "dO"));
@@ -118,7 +146,7 @@ std::vector<std::string> attend(const AttendOptions& o) {
         "3.4e+38] (the kernels compute in fp32), found " +
         number(scale));
 
-  const Shape shape{q.batch, q.rows, k.rows, q.cols, v.cols};
+  const Shape shape{q.batch * q.heads, q.rows, k.rows, q.cols, v.cols, q.heads / k.heads};
   std::vector<float> out(shape.out_elements()), lse(shape.rows());
   ForwardArgs fwd{.shape = shape,
                   .q = q.array.data.data(),

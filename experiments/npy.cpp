@@ -97,8 +97,8 @@ class HeaderParser {
       throw InputError(path_ +
                        ": Fortran-order array: expected C order; save "
                        "np.ascontiguousarray(a)");
-    if (shape.empty() || shape.size() > 3)
-      throw InputError(path_ + ": shape " + shape_text(shape) + ": expected 1 to 3 dimensions");
+    if (shape.empty() || shape.size() > 4)
+      throw InputError(path_ + ": shape " + shape_text(shape) + ": expected 1 to 4 dimensions");
     Header h;
     h.shape = shape;
     return h;
@@ -264,9 +264,9 @@ Array read(const std::string& path) {
 }
 
 std::string serialize(const Array& array) {
-  if (array.shape.empty() || array.shape.size() > 3)
+  if (array.shape.empty() || array.shape.size() > 4)
     throw std::invalid_argument("npy::serialize: shape " + shape_text(array.shape) +
-                                ": expected 1 to 3 dimensions");
+                                ": expected 1 to 4 dimensions");
   std::uint64_t elements = 1;
   for (const auto d : array.shape) {
     if (d < 0) throw std::invalid_argument("npy::serialize: negative dimension");

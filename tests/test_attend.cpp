@@ -30,6 +30,22 @@ double max_error(const std::vector<float>& got, const std::vector<double>& want)
   return e;
 }
 
+std::vector<double> widened(const sdpa::npy::Array& a) { return {a.data.begin(), a.data.end()}; }
+
+// Writes q.npy, k.npy, v.npy (and do.npy when given) into dir and runs attend on them.
+sdpa::testing::CommandResult attend_on(const TempDir& dir, const sdpa::npy::Array& q,
+                                       const sdpa::npy::Array& k, const sdpa::npy::Array& v,
+                                       const sdpa::npy::Array* d_out, const std::string& options) {
+  std::string args = "attend";
+  for (auto [name, a] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}, {"grad-out", d_out}}) {
+    if (!a) continue;
+    const std::string path = (dir / (std::string(name) + ".npy")).string();
+    sdpa::npy::write(path, *a);
+    args += " --" + std::string(name) + " " + path;
+  }
+  return run_cli(args + " " + options + " --out " + (dir / "out").string(), dir);
+}
+
 }  // namespace
 
 TEST_CASE("attend: O, dQ, dK, dV of a (b, n, d) problem match the fp64 reference") {
@@ -73,4 +89,74 @@ TEST_CASE("attend: shapes that do not fit are refused, naming the file") {
   CHECK(r.err == "error: " + (dir / "k.npy").string() +
                      ": expected K of shape (n_kv, 8), like Q's batch and d_k, found (6, 7)\n");
   CHECK_FALSE(std::filesystem::exists(dir / "o" / "o.npy"));
+}
+
+TEST_CASE("attend: (batch, heads, n, d) with fewer K/V heads than query heads matches fp64") {
+  // Grouped-query attention: 6 query heads share 2 K/V heads (groups of 3), 2 sequences,
+  // causal with n_q < n_kv, d_k != d_v.
+  TempDir dir;
+  const auto q = normals({2, 6, 5, 8}, 1), k = normals({2, 2, 7, 8}, 2),
+             v = normals({2, 2, 7, 3}, 3), d_out = normals({2, 6, 5, 3}, 4);
+  const auto r = attend_on(dir, q, k, v, &d_out, "--causal --kernel flash -j 2");
+  REQUIRE(r.exit_code == 0);
+  const sdpa::Shape s{.batch_heads = 12, .n_q = 5, .n_kv = 7, .d_k = 8, .d_v = 3, .group = 3};
+  const auto c = 1 / std::sqrt(8.0);
+  const auto ref = sdpa::reference_attention(s, widened(q), widened(k), widened(v), c, true);
+  const auto grads = sdpa::reference_attention_backward(s, widened(q), widened(k), widened(v),
+                                                        widened(d_out), c, true);
+  auto read = [&](const char* name) { return sdpa::npy::read((dir / "out" / name).string()); };
+  CHECK(read("o.npy").shape == std::vector<std::int64_t>{2, 6, 5, 3});
+  CHECK(read("lse.npy").shape == std::vector<std::int64_t>{2, 6, 5});
+  CHECK(read("dk.npy").shape == k.shape);
+  CHECK(read("dv.npy").shape == v.shape);
+  // fp32 kernels on O(1) values over at most 7 keys, dK and dV summed over 3 query heads:
+  // 1e-5 is still ~100 fp32 ulps of headroom. The reference's grouping (query head h reads
+  // K/V head h / 3) is what this checks the file layout against.
+  CHECK(max_error(read("o.npy").data, ref.out) < 1e-5);
+  CHECK(max_error(read("lse.npy").data, ref.lse) < 1e-5);
+  CHECK(max_error(read("dq.npy").data, grads.d_q) < 1e-5);
+  CHECK(max_error(read("dk.npy").data, grads.d_k) < 1e-5);
+  CHECK(max_error(read("dv.npy").data, grads.d_v) < 1e-5);
+}
+
+TEST_CASE("attend: grouped shapes that do not fit are refused, naming the file") {
+  TempDir dir;
+  const std::string k_path = (dir / "k.npy").string(), v_path = (dir / "v.npy").string();
+  struct Case {
+    std::vector<std::int64_t> q, k, v;
+    std::string error;
+  };
+  for (const auto& [q, k, v, error] : std::vector<Case>{
+           {{1, 6, 4, 8},
+            {1, 4, 5, 8},
+            {1, 4, 5, 3},
+            k_path + ": expected K/V heads that divide Q's 6 heads (each K/V head serves "
+                     "heads_q / heads_kv query heads), found (1, 4, 5, 8)"},
+           {{2, 6, 4, 8},
+            {1, 2, 5, 8},
+            {1, 2, 5, 3},
+            k_path + ": expected K of shape (2, heads_kv, n_kv, 8), like Q's batch and d_k, "
+                     "found (1, 2, 5, 8)"},
+           {{2, 6, 4, 8},
+            {2, 5, 8},
+            {2, 5, 3},
+            k_path + ": expected K of shape (2, heads_kv, n_kv, 8), like Q's batch and d_k, "
+                     "found (2, 5, 8)"},
+           {{2, 6, 4, 8},
+            {2, 2, 5, 8},
+            {2, 3, 5, 3},
+            v_path + ": expected V of shape (2, 2, 5, d_v), like K's batch, heads and n_kv, "
+                     "found (2, 3, 5, 3)"},
+           {{2, 6, 4, 8},
+            {2, 0, 5, 8},
+            {2, 0, 5, 3},
+            k_path + ": expected a shape without zero dimensions (attention needs a query, a "
+                     "key and d >= 1), found (2, 0, 5, 8)"},
+       }) {
+    CAPTURE(error);
+    const auto r = attend_on(dir, normals(q, 1), normals(k, 2), normals(v, 3), nullptr, "");
+    CHECK(r.exit_code == 2);
+    CHECK(r.err == "error: " + error + "\n");
+    CHECK_FALSE(std::filesystem::exists(dir / "out" / "o.npy"));
+  }
 }

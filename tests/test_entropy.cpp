@@ -4,8 +4,12 @@
 #include <sys/resource.h>
 
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "experiment_runner.hpp"
+#include "half_softmax.hpp"
+#include "sdpa/rng.hpp"
 
 using sdpa::json;
 using sdpa::testing::run_cell;
@@ -80,6 +84,57 @@ TEST_CASE("without max subtraction, unscaled scores overflow fp32 near the predi
   const auto scaled = entropy_cell(common + R"("scale": "sqrt_dk", "d_k": 1024)");
   CHECK(scaled["overflow"]["nonfinite_rows"] == 0.0);
   CHECK(scaled["overflow"]["predicted_fp32"] == false);
+}
+
+TEST_CASE("fp16 rounding: nearest even, inf from 65520, subnormals; as the CPU converts") {
+  const float inf = std::numeric_limits<float>::infinity();
+  CHECK(sdpa::fp16_round(65504.0f) == 65504.0f);  // fp16's largest finite value
+  CHECK(sdpa::fp16_round(65519.996f) == 65504.0f);
+  CHECK(sdpa::fp16_round(65520.0f) == inf);  // the tie with 65536 goes to the even one: inf
+  CHECK(sdpa::fp16_round(-1e6f) == -inf);
+  CHECK(sdpa::fp16_round(1 + 0x1p-11f) == 1.0f);             // a tie: to even (down)
+  CHECK(sdpa::fp16_round(1 + 3 * 0x1p-11f) == 1 + 0x1p-9f);  // a tie: to even (up)
+  CHECK(sdpa::fp16_round(0x1p-25f) == 0.0f);                 // half the smallest subnormal
+  CHECK(sdpa::fp16_round(3 * 0x1p-25f) == 0x1p-23f);         // 1.5 subnormals: to even
+  CHECK(sdpa::fp16_round(0x1p-14f - 0x1p-30f) == 0x1p-14f);  // rounds up into the normals
+#if (defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)) || defined(__aarch64__)
+#if defined(__aarch64__)
+  using Native = __fp16;
+#else
+  using Native = _Float16;
+#endif
+  // Random magnitudes from 2^-30 to 2^17 across fp16's subnormals, normals and overflow.
+  sdpa::PhiloxStream rng({.seed = 5, .cell = 0});
+  std::vector<float> u(20000);
+  sdpa::fill_normal<float>(rng, u);
+  int mismatches = 0;
+  for (float x : u) {
+    const float v = std::ldexp(1.0f + std::abs(x), int(std::lround(x * 12)) % 47 - 30);
+    for (float y : {v, -v}) mismatches += sdpa::fp16_round(y) != float(Native(y)) ? 1 : 0;
+  }
+  CHECK(mismatches == 0);
+#endif
+}
+
+TEST_CASE("fp16 overflow measured in half precision agrees with the share derived from lse") {
+  // Unscaled at d_k = 128 the row sums pass fp16's 65504 by far (lse ~ 30), scaled at d_k = 64
+  // they stay far below it (lse ~ ln 1024 + 1/2), and at c = 0.36 (sigma^2 = 8.3, lse ~ 11)
+  // rows fall on both sides. Rounding the scores, exps and sum to fp16 moves a row's lse by
+  // about 2^-11 x |s| <= 0.02, so only rows that close to ln 65504 = 11.09 could disagree;
+  // these inputs have none.
+  const std::string common = R"("kernel": "flash", "n_kv": 1024, "n_q": 16, "trials": 4, )";
+  std::vector<double> measured;
+  for (const char* cell : {R"("scale": "none", "d_k": 128)", R"("scale": "sqrt_dk", "d_k": 64)",
+                           R"("scale": 0.36, "d_k": 64)"}) {
+    CAPTURE(cell);
+    const auto overflow = entropy_cell(common + cell)["overflow"];
+    CHECK(overflow["unstable_fp16_measured_rows"] == overflow["unstable_fp16_rows"]);
+    measured.push_back(overflow["unstable_fp16_measured_rows"]);
+  }
+  CHECK(measured[0] == 1.0);
+  CHECK(measured[1] == 0.0);
+  CHECK(measured[2] > 0.0);
+  CHECK(measured[2] < 1.0);
 }
 
 TEST_CASE("projected inputs: Glorot inflates the score variance, PyTorch's default shrinks it") {

@@ -58,10 +58,12 @@ TEST_CASE("np.save's bytes for a 2 x 3 float32 array, both ways") {
   CHECK(npy::serialize(a) == bytes);
 }
 
-TEST_CASE("1, 2 and 3 dimensions and empty arrays round-trip through files") {
+TEST_CASE("1 to 4 dimensions and empty arrays round-trip through files") {
   TempDir dir;
-  for (const auto& shape : {std::vector<std::int64_t>{5}, std::vector<std::int64_t>{2, 3},
-                            std::vector<std::int64_t>{2, 3, 4}, std::vector<std::int64_t>{0, 7}}) {
+  for (const auto& shape :
+       {std::vector<std::int64_t>{5}, std::vector<std::int64_t>{2, 3},
+        std::vector<std::int64_t>{2, 3, 4}, std::vector<std::int64_t>{2, 1, 3, 2},
+        std::vector<std::int64_t>{0, 7}}) {
     npy::Array a;
     a.shape = shape;
     std::int64_t n = 1;
@@ -96,10 +98,10 @@ TEST_CASE("wrong dtype, Fortran order and dimensions") {
                           std::string(24, '\0'))) ==
         "a.npy: Fortran-order array: expected C order; save np.ascontiguousarray(a)");
   CHECK(error_of(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", "")) ==
-        "a.npy: shape (): expected 1 to 3 dimensions");
-  CHECK(error_of(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 2), }",
+        "a.npy: shape (): expected 1 to 4 dimensions");
+  CHECK(error_of(npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 2), }",
                           std::string(8, '\0'))) ==
-        "a.npy: shape (1, 1, 1, 2): expected 1 to 3 dimensions");
+        "a.npy: shape (1, 1, 1, 1, 2): expected 1 to 4 dimensions");
 }
 
 TEST_CASE("bad magic, versions and headers") {
@@ -182,5 +184,5 @@ TEST_CASE("file errors") {
                        "configs: cannot read array: it is a directory, expected a .npy file",
                        sdpa::InputError);
   CHECK_THROWS_AS(npy::serialize({{2, 2}, {1, 2, 3}}), std::invalid_argument);
-  CHECK_THROWS_AS(npy::serialize({{1, 1, 1, 1}, {1}}), std::invalid_argument);
+  CHECK_THROWS_AS(npy::serialize({{1, 1, 1, 1, 1}, {1}}), std::invalid_argument);
 }

@@ -84,6 +84,11 @@ TEST_CASE("tables for every kind, and byte-identical output from the same inputs
   for (const char* title : {"### variance: v", "### entropy: e", "### gradient: g"})
     CHECK(readme.find(title) != std::string::npos);
   CHECK(readme == slurp(dir / "b" / "README.md"));
+  // The entropy table shows the fp16 overflow share measured in half precision beside the
+  // one derived from lse (drift-tested older files, without it, keep their tables).
+  CHECK(readme.find(" (measured ") != std::string::npos);
+  CHECK(readme.find("measured: the fp16 share with the softmax computed in half") !=
+        std::string::npos);
   for (const char* csv : {"v.csv", "e.csv", "g.csv"}) {
     CAPTURE(csv);
     CHECK(slurp(dir / "a" / "csv" / csv) == slurp(dir / "b" / "csv" / csv));
@@ -213,6 +218,12 @@ TEST_CASE(
   REQUIRE(first != std::string::npos);
   CHECK(side.find(common, side.find("set title 'another-machine-4c'")) != std::string::npos);
   CHECK(std::filesystem::file_size(plots / "tm-throughput-machines.svg") > 1000);
+  // Each machine's throughput plot draws the roof through both N and names the bound.
+  const std::string own = slurp(plots / (machine + "-tm-throughput.gp"));
+  CHECK(own.find("nohead lw 2 dt 3 lc 'dark-red'") != std::string::npos);
+  const auto roof_label = own.find("set label 'roof: ");
+  REQUIRE(roof_label != std::string::npos);
+  CHECK(own.find("-bound'", roof_label) != std::string::npos);
   CHECK(slurp(dir / "p" / "README.md").find("(plots/tm-throughput-machines.svg)") !=
         std::string::npos);
 }

@@ -3,8 +3,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
+#include "peak_measure.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/peak.hpp"
@@ -172,6 +174,13 @@ TEST_CASE("roofline: positive peaks for every ISA this CPU runs, recorded for th
     CHECK(r["fma_gflops"]["value"].get<double>() > 0);
     CHECK(r["triad_gbs"]["value"].get<double>() > 0);
     CHECK(r["fma_gflops"]["samples"].size() == 2);
+    // The spread of each ceiling: the CV of its repetitions, recomputed here from the samples.
+    for (const char* ceiling : {"fma_gflops", "triad_gbs"}) {
+      const auto& x = r[ceiling]["samples"];
+      const double a = x[0], b = x[1], mean = (a + b) / 2;
+      CHECK(r[ceiling]["cv"].get<double>() ==
+            doctest::Approx(std::abs(a - b) / std::sqrt(2.0) / mean));
+    }
     CHECK(r["triad_footprint_bytes"].get<double>() >= 2 * r["llc_bytes"].get<double>());
     fma[isa] = r["fma_gflops"]["value"];
   }
@@ -221,6 +230,19 @@ TEST_CASE("timing: every repetition kept, statistics and % of peak from the run'
   for (const char* key :
        {"cpu_governor", "frequency_scaling", "affinity", "load_average_start", "load_average_end"})
     CHECK(r["environment"].contains(key));
+}
+
+TEST_CASE("timing: OpenBLAS is read against the best fp32 ISA, not the bf16 dot-product roof") {
+  const auto isas = sdpa::peak::supported_isas();
+  const std::string peak = sdpa::peak_isa_for("openblas");
+  CHECK(peak != "avx512-bf16");
+  CHECK(sdpa::peak_isa_for("avx512-bf16") ==
+        (sdpa::peak::isa_supported("avx512-bf16") ? "avx512-bf16" : ""));
+  // The widest fp32 ISA this CPU runs: the last supported one but the bf16 roof.
+  std::string widest;
+  for (const auto& isa : isas)
+    if (isa != "avx512-bf16") widest = isa;
+  CHECK(peak == widest);
 }
 
 TEST_CASE("timing: memory is each kernel's own formula, the peers' n_q x n_kv scores included") {

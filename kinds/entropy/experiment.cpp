@@ -1,12 +1,15 @@
 // Experiment `entropy`: does softmax saturate as d_k grows when scores are not scaled? Runs any
 // kernel with its probes (entropy, max weight, score moments per row, computed inside the
 // kernel, so N is limited by time, not by an N x N matrix) and prints each statistic beside
-// ln N - sigma^2 / 2. Also counts rows that would overflow without max subtraction.
+// ln N - sigma^2 / 2. Also counts rows that would overflow without max subtraction: derived
+// from the fp32 lse for fp32 and fp16, and measured with the unstable softmax really held in fp16
+// (half_softmax.hpp), which should confirm the derived fp16 share.
 #include <cfloat>
 #include <cmath>
 #include <vector>
 
 #include "checks.hpp"
+#include "half_softmax.hpp"
 #include "kinds.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/stats.hpp"
@@ -24,7 +27,7 @@ const double kLnMaxFp16 = std::log(65504.0);          // 11.09
 struct TrialRows {
   double entropy = 0, max_weight = 0, effective_keys = 0, score_variance = 0;
   std::int64_t rows_over_0_9 = 0, nonfinite_rows = 0, fp32_overflow_rows = 0,
-               fp16_overflow_rows = 0;
+               fp16_overflow_rows = 0, fp16_measured_overflow_rows = 0;
 };
 
 TrialRows run_trial(const AttentionCell& c, const Kernel& kernel, const StreamKey& key) {
@@ -55,6 +58,8 @@ TrialRows run_trial(const AttentionCell& c, const Kernel& kernel, const StreamKe
     t.fp32_overflow_rows += !(lse[r] <= kLnMaxFp32) ? 1 : 0;
     t.fp16_overflow_rows += !(lse[r] <= kLnMaxFp16) ? 1 : 0;
   }
+  t.fp16_measured_overflow_rows =
+      fp16_overflowing_rows(q.data(), k.data(), c.n_q, c.n_kv, c.d_k, args.scale);
   return t;
 }
 
@@ -116,6 +121,8 @@ json run_entropy_cell(const CellContext& ctx) {
       {"nonfinite_rows", fraction(trials, &TrialRows::nonfinite_rows, rows)},
       {"unstable_fp32_rows", fraction(trials, &TrialRows::fp32_overflow_rows, rows)},
       {"unstable_fp16_rows", fraction(trials, &TrialRows::fp16_overflow_rows, rows)},
+      {"unstable_fp16_measured_rows",
+       fraction(trials, &TrialRows::fp16_measured_overflow_rows, rows)},
       {"expected_max_score", expected_max},
       {"predicted_fp32", expected_max > kLnMaxFp32},
       {"predicted_fp16", expected_max > kLnMaxFp16},

@@ -2,6 +2,7 @@
 // writes (their contract: record.schema.json beside it). Entropy beside
 // ln N - sigma^2/2 per d_k, max weight and overflow; the entropy plot marks ln N and the
 // freezing point of the unscaled series.
+#include <algorithm>
 #include <sstream>
 
 #include "kind_report.hpp"
@@ -25,15 +26,29 @@ std::vector<Table> entropy_tables(const json& experiment, const std::string& sou
       {"rows max w>0.9", [](const json& r) { return json_number(r["rows_max_weight_over_0_9"]); }},
       {"overflow fp32/fp16",
        [](const json& r) {
-         return json_number(r["overflow"]["unstable_fp32_rows"]) + " / " +
-                json_number(r["overflow"]["unstable_fp16_rows"]);
+         const json& o = r["overflow"];
+         // Records from before the measured fp16 share have only the derived ones.
+         return json_number(o["unstable_fp32_rows"]) + " / " +
+                json_number(o["unstable_fp16_rows"]) +
+                (o.contains("unstable_fp16_measured_rows")
+                     ? " (measured " + json_number(o["unstable_fp16_measured_rows"]) + ")"
+                     : "");
        }},
   };
+  const auto& records = experiment["records"];
+  const bool measured = std::any_of(records.begin(), records.end(), [](const json& r) {
+    return r["overflow"].contains("unstable_fp16_measured_rows");
+  });
   return side_by_side(experiment, source, "d_k", "scale", columns,
                       std::string("H: mean softmax entropy per query row (nats). The prediction "
                                   "ln N - s2/2 holds asymptotically while s2 < 2 ln N; in "
                                   "parentheses where it does not. overflow: fraction of rows "
                                   "whose exp(s) sum overflows without max subtraction. ") +
+                          (measured ? "Derived from the fp32 lse (lse > ln 65504 for fp16); "
+                                      "measured: the fp16 share with the softmax computed in "
+                                      "half precision (scores and exp(s) held in fp16, the sum "
+                                      "accumulated in fp32 and held in fp16). "
+                                    : "") +
                           kAgreesNote,
                       "entropy");
 }

@@ -13,10 +13,14 @@
 namespace sdpa {
 namespace {
 
+// The spread says whether a ceiling is stable enough to divide by: the CV of the repetitions
+// (stddev / mean), null with fewer than two.
 json best_and_spread(const std::vector<double>& samples) {
-  return {{"value", *std::max_element(samples.begin(), samples.end())},
-          {"median", stats::median(samples)},
-          {"samples", samples}};
+  return {
+      {"value", *std::max_element(samples.begin(), samples.end())},
+      {"median", stats::median(samples)},
+      {"cv", samples.size() < 2 ? json(nullptr) : json(stats::coefficient_of_variation(samples))},
+      {"samples", samples}};
 }
 
 json run_roofline_cell(const CellContext& ctx) {

@@ -1,6 +1,8 @@
 // The reading side of `roofline`: tables and plots of the records kinds/roofline/experiment.cpp
 // writes (their contract: record.schema.json beside it). One row per ISA
 // and thread count; these records measure the machine.
+#include <algorithm>
+
 #include "kind_report.hpp"
 #include "tables.hpp"
 
@@ -13,16 +15,26 @@ std::vector<Table> roofline_tables(const json& experiment, const std::string& so
   t.title = "roofline: " + experiment["name"].get<std::string>() + source;
   t.header = {"isa",    "threads",    "lanes",  "FMA GFLOP/s",
               "median", "triad GB/s", "median", "ridge FLOP/byte"};
-  for (const auto& r : experiment["records"]) {
+  // Records from before the triad's spread have no CV: its column only when some record has it.
+  const auto& records = experiment["records"];
+  const bool spread = std::any_of(records.begin(), records.end(), [](const json& r) {
+    return r.contains("triad_gbs") && r["triad_gbs"].contains("cv");
+  });
+  if (spread) t.header.insert(t.header.begin() + 7, "triad CV");
+  for (const auto& r : records) {
     std::vector<std::string> row = {label(r["params"]["isa"]),
                                     std::to_string(r["threads"].get<int>())};
     if (!r["supported"].get<bool>()) {
       row.insert(row.end(), {"-", "not supported", "-", "-", "-", "-"});
+      if (spread) row.push_back("-");
     } else {
       row.insert(row.end(),
                  {std::to_string(r["lanes"].get<int>()), number(r["fma_gflops"]["value"]),
                   number(r["fma_gflops"]["median"]), number(r["triad_gbs"]["value"]),
                   number(r["triad_gbs"]["median"]), number(r["ridge_flops_per_byte"])});
+      const json cv = r["triad_gbs"].value("cv", json(nullptr));
+      if (spread)
+        row.insert(row.begin() + 7, cv.is_null() ? "-" : number(100 * cv.get<double>()) + " %");
     }
     t.rows.push_back(std::move(row));
   }
@@ -33,7 +45,10 @@ std::vector<Table> roofline_tables(const json& experiment, const std::string& so
       "multiply and an add). Triad: x = y + s z over three arrays of " +
       footprint +
       "x the last-level cache together. Ridge: FLOP per byte at which a kernel stops being "
-      "memory-bound.";
+      "memory-bound." +
+      std::string(spread ? " Triad CV: stddev / mean of the repetitions, how far the bandwidth "
+                           "every % of roof divides by moves between them."
+                         : "");
   return {std::move(t)};
 }
 

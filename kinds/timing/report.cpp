@@ -1,7 +1,10 @@
 // The reading side of `timing`: tables and plots of the records kinds/timing/experiment.cpp
 // writes (their contract: record.schema.json beside it). One row per cell,
-// and throughput against N per kernel with the measured FMA peak (per machine side by side
-// when several); these records measure the machine.
+// and throughput against N per kernel with the measured FMA peak and the roof that binds (per
+// machine side by side when several); these records measure the machine.
+#include <algorithm>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "kind_report.hpp"
@@ -53,14 +56,38 @@ std::vector<Table> timing_tables(const json& experiment, const std::string& sour
   return {std::move(t)};
 }
 
-// The machine's measured FMA peak for these cells, as a horizontal line.
+// The machine's measured FMA peak for these cells, as a horizontal line, and the roof that binds
+// (min(peak, intensity x triad bandwidth), the records' roof_gflops) through each N, labelled
+// with which bound binds: memory, compute, or memory then compute as N grows.
 std::string peak_line(const std::vector<const json*>& records) {
   const double peak = plots::measured_peak(records);
-  if (peak <= 0) return std::string();
   std::ostringstream d;
-  d << "set arrow from graph 0, first " << peak << " to graph 1, first " << peak
-    << " nohead dt 2 lc 'black'\nset label 'measured FMA peak' at graph 0.02, first " << peak
-    << " offset 0,0.6\nset yrange [0:" << plots::ceiling("gflops", records) << "]\n";
+  if (peak > 0)
+    d << "set arrow from graph 0, first " << peak << " to graph 1, first " << peak
+      << " nohead dt 2 lc 'black'\nset label 'measured FMA peak' at graph 0.02, first " << peak
+      << " offset 0,0.6\n";
+  // Per N, the highest roof of the records there (kernels of different ISAs have their own);
+  // records from before the roof fields have none.
+  std::map<double, double> roof;
+  std::set<std::string> bounds;
+  for (const json* r : records) {
+    if (!r->contains("roof_gflops") || !(*r)["roof_gflops"].is_number()) continue;
+    double& top = roof[(*r)["params"]["n_kv"].get<double>()];
+    top = std::max(top, (*r)["roof_gflops"].get<double>());
+    if ((*r)["bound"].is_string()) bounds.insert((*r)["bound"].get<std::string>());
+  }
+  for (auto a = roof.begin(), b = std::next(a); !roof.empty() && b != roof.end(); ++a, ++b)
+    d << "set arrow from first " << a->first << ", first " << a->second << " to first " << b->first
+      << ", first " << b->second << " nohead lw 2 dt 3 lc 'dark-red'\n";
+  if (!roof.empty()) {
+    const std::string bound = bounds.size() > 1    ? ": memory- then compute-bound"
+                              : bounds.size() == 1 ? ": " + *bounds.begin() + "-bound"
+                                                   : "";
+    d << "set label 'roof" << bound << "' at first " << roof.begin()->first << ", first "
+      << roof.begin()->second << " offset 0,0.8 tc 'dark-red'\n";
+  }
+  if (peak > 0 || !roof.empty())
+    d << "set yrange [0:" << plots::ceiling("gflops", records) << "]\n";
   return d.str();
 }
 

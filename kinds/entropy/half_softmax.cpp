@@ -1,0 +1,50 @@
+#include "half_softmax.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace sdpa {
+
+float fp16_round(float x) {
+  const float a = std::fabs(x);
+  if (!(a < 65520.0f)) return a == a ? std::copysign(std::numeric_limits<float>::infinity(), x) : x;
+  if (a < 0x1p-14f)  // subnormal: a multiple of 2^-24, nearbyint rounding ties to even
+    return std::copysign(std::nearbyint(a * 0x1p24f) * 0x1p-24f, x);
+  // Normal: keep fp16's 11 significant bits of fp32's 24, ties to even (a carry into the
+  // exponent is the correct result).
+  constexpr std::uint32_t kDrop = 24 - 11;
+  std::uint32_t bits = std::bit_cast<std::uint32_t>(a);
+  bits += ((bits >> kDrop) & 1u) + ((1u << (kDrop - 1)) - 1);
+  bits &= ~((1u << kDrop) - 1);
+  return std::copysign(std::bit_cast<float>(bits), x);
+}
+
+std::int64_t fp16_overflowing_rows(const float* q, const float* k, std::int64_t n_q,
+                                   std::int64_t n_kv, std::int64_t d_k, float scale) {
+  // Rows in blocks, Q transposed, so that the dot products of a block's rows are independent
+  // sums the compiler vectorises across rows; each is still summed over c in order.
+  constexpr std::int64_t kBlock = 16;
+  std::vector<float> q_t(std::size_t(d_k * kBlock)), dot(kBlock), sum(kBlock);
+  std::int64_t rows = 0;
+  for (std::int64_t i0 = 0; i0 < n_q; i0 += kBlock) {
+    const std::int64_t nb = std::min(kBlock, n_q - i0);
+    for (std::int64_t i = 0; i < nb; ++i)
+      for (std::int64_t c = 0; c < d_k; ++c) q_t[c * kBlock + i] = q[(i0 + i) * d_k + c];
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    for (std::int64_t j = 0; j < n_kv; ++j) {
+      const float* kj = k + j * d_k;
+      std::fill(dot.begin(), dot.end(), 0.0f);
+      for (std::int64_t c = 0; c < d_k; ++c)
+        for (std::int64_t i = 0; i < kBlock; ++i) dot[i] += q_t[c * kBlock + i] * kj[c];
+      for (std::int64_t i = 0; i < nb; ++i)
+        sum[i] += fp16_round(std::exp(fp16_round(scale * dot[i])));
+    }
+    for (std::int64_t i = 0; i < nb; ++i) rows += std::isfinite(fp16_round(sum[i])) ? 0 : 1;
+  }
+  return rows;
+}
+
+}  // namespace sdpa
