@@ -78,16 +78,18 @@ struct HwyLanes {
   // saturating float-to-int conversion (4 fix-up instructions on x86), a conversion back and two
   // power-of-two scales, which only arguments above +88 and subnormal results need. Here n =
   // round(x / ln 2) comes from the 1.5 * 2^23 rounding trick, whose sum also holds n + 127 in
-  // its low mantissa bits, so 2^n is one shift of it: 15 instructions, which took the softmax
-  // from ~16 % to ~9 % of flash's time at d = 64 (docs/design.md, "Performance").
-  // The reduction (ln 2 in two parts) and polynomial are Highway's own.
+  // its low mantissa bits, so 2^n is one shift of it: 15 instructions. The softmax was ~15 % of
+  // flash's time at d = 64 (perf, N = 4096); this took flash from 79 % to 84 % of the FMA peak
+  // there, 86 % to 87-88 % at d = 128 (bench_kernels, one thread, AVX-512).
+  // The reduction (ln 2 in two parts) and the polynomial are Highway's (contrib/math's impl).
   static V Exp(V x) {
     const D d;
     const hn::RebindToSigned<D> di;
     constexpr float kRound = 1.5f * 8388608.0f;  // 1.5 * 2^23: ulp 1, so a sum rounds to integers
     const V clamped = hn::Min(x, hn::Set(d, 88.72f));  // ln(FLT_MAX): larger x give n + 127 > 255
-    const V biased = hn::MulAdd(clamped, hn::Set(d, 1.44269504088896341f), hn::Set(d, kRound + 127));
-    const V n = hn::Sub(biased, hn::Set(d, kRound + 127));  // round(x / ln 2), exactly
+    const V biased =
+        hn::MulAdd(clamped, hn::Set(d, 1.44269504088896341f), hn::Set(d, kRound + 127));
+    const V n = hn::Sub(biased, hn::Set(d, kRound + 127));          // round(x / ln 2), exactly
     V r = hn::MulAdd(n, hn::Set(d, -0.693145751953125f), clamped);  // x - n ln 2, |r| <= ln(2)/2
     r = hn::MulAdd(n, hn::Set(d, -1.428606765330187045e-6f), r);
     const V e_r = hn::Add(hn::impl::ExpImpl<float>().ExpPoly(d, r), hn::Set(d, 1.0f));
