@@ -42,11 +42,11 @@ bool bf16_native_available();
 // Query rows of a block in the native products: kQueryBlock (query_blocks.hpp), 3 vectors.
 inline constexpr std::int64_t kBf16Block = 48;
 
-// scores[j][i] = scale * (sum over depth pairs p of the products of k[j * ldk + p] and q[p][i]),
-// j < nk, i < kBf16Block: S^T of a key tile, the sums multiplied by scale in fp32 as they leave
-// the registers. k: the tile's keys, ldk words per key; q: [pairs][kBf16Block] words.
+// scores[j][i] = sum over depth pairs p of the products of k[j * ldk + p] and q[p][i],
+// j < nk, i < kBf16Block: S^T of a key tile, unscaled. k: the tile's keys, ldk words per key;
+// q: [pairs][kBf16Block] words.
 void bf16_dot_scores(const std::uint32_t* k, std::int64_t ldk, std::int64_t nk,
-                     const std::uint32_t* q, std::int64_t pairs, float scale, float* scores);
+                     const std::uint32_t* q, std::int64_t pairs, float* scores);
 
 // acc[i][c] = init + sum over key pairs p of the products of w[p][i] and v[p][c], i <
 // kBf16Block, c < ld (a multiple of 16). init is 0 without row_scale, else row_scale[i] *

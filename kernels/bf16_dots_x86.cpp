@@ -26,12 +26,10 @@ SDPA_BF16_TARGET inline __m512 dot(__m512 acc, __m512i a, __m512i b) {
 }
 
 // MR keys x the block's 3 query vectors: 24 accumulators at MR = 8, plus 3 query vectors and
-// a broadcast of 32 zmm registers. Each step is one depth pair. The scale is applied on the way
-// out of the registers: the same fp32 product as a pass over the stored tile, without the pass
-// (a load, a multiply and a store per 16 scores, ~2 % of the bf16 forward at d = 128).
+// a broadcast of 32 zmm registers. Each step is one depth pair.
 template <int MR>
 SDPA_BF16_TARGET void scores_tile(const std::uint32_t* k, std::int64_t ldk, const std::uint32_t* q,
-                                  std::int64_t pairs, float scale, float* scores) {
+                                  std::int64_t pairs, float* scores) {
   __m512 acc[MR][kBlockVecs];
   for (auto& row : acc)
     for (auto& x : row) x = _mm512_setzero_ps();
@@ -46,8 +44,7 @@ SDPA_BF16_TARGET void scores_tile(const std::uint32_t* k, std::int64_t ldk, cons
   }
   for (int r = 0; r < MR; ++r)
     for (std::int64_t v = 0; v < kBlockVecs; ++v)
-      _mm512_storeu_ps(scores + r * kBf16Block + v * kLanes,
-                       _mm512_mul_ps(_mm512_set1_ps(scale), acc[r][v]));
+      _mm512_storeu_ps(scores + r * kBf16Block + v * kLanes, acc[r][v]);
 }
 
 // kMrO query rows x NV vectors of outputs: 24 accumulators at NV = 4.
@@ -93,15 +90,15 @@ bool bf16_native_available() {
 }
 
 void bf16_dot_scores(const std::uint32_t* k, std::int64_t ldk, std::int64_t nk,
-                     const std::uint32_t* q, std::int64_t pairs, float scale, float* scores) {
-  using Tile = void (*)(const std::uint32_t*, std::int64_t, const std::uint32_t*, std::int64_t,
-                        float, float*);
+                     const std::uint32_t* q, std::int64_t pairs, float* scores) {
+  using Tile =
+      void (*)(const std::uint32_t*, std::int64_t, const std::uint32_t*, std::int64_t, float*);
   static constexpr Tile kTiles[] = {scores_tile<1>, scores_tile<2>, scores_tile<3>, scores_tile<4>,
                                     scores_tile<5>, scores_tile<6>, scores_tile<7>, scores_tile<8>};
   constexpr std::int64_t kMr = 8;
   for (std::int64_t j = 0; j < nk; j += kMr) {
     const std::int64_t mr = nk - j < kMr ? nk - j : kMr;
-    kTiles[mr - 1](k + j * ldk, ldk, q, pairs, scale, scores + j * kBf16Block);
+    kTiles[mr - 1](k + j * ldk, ldk, q, pairs, scores + j * kBf16Block);
   }
 }
 
@@ -163,7 +160,7 @@ SDPA_BF16_TARGET void bf16_round_native(const float* x, std::uint16_t* y, std::i
 namespace sdpa::detail {
 bool bf16_native_available() { return false; }
 void bf16_dot_scores(const std::uint32_t*, std::int64_t, std::int64_t, const std::uint32_t*,
-                     std::int64_t, float, float*) {
+                     std::int64_t, float*) {
   std::abort();
 }
 void bf16_dot_accumulate(const std::uint32_t*, std::int64_t, const std::uint32_t*, std::int64_t,

@@ -118,7 +118,7 @@ void RoundSwapRowPairs(float* rows, std::int64_t count, std::int64_t n) {
 }
 
 // S^T *= scale over the tile's nk rows: the scale multiplies the fp32 scores (folded into bf16
-// queries it would add a rounding to every one). The native products do it in registers.
+// queries it would add a rounding to every one).
 void ScaleTile(std::int64_t nk, float scale, float* scores) {
   constexpr std::int64_t L = HwyLanes::kLanes;
   const auto s = HwyLanes::Set(scale);
@@ -225,8 +225,8 @@ struct DotProducts {
     const std::int64_t pairs = s.d_k / 2;
     const auto* k =
         reinterpret_cast<const std::uint32_t*>(a.k) + (s.kv_head(blk.head) * s.n_kv + key0) * pairs;
-    bf16_dot_scores(k, pairs, nk, reinterpret_cast<const std::uint32_t*>(w.q_t), pairs, a.scale,
-                    w.scores);
+    bf16_dot_scores(k, pairs, nk, reinterpret_cast<const std::uint32_t*>(w.q_t), pairs, w.scores);
+    ScaleTile(nk, a.scale, w.scores);
   }
   static void Accumulate(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
                          std::int64_t nk, std::int64_t ld_acc, const BlockScratch& w) {
