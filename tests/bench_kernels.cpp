@@ -1,5 +1,6 @@
 // Forward and backward timings of every registry variant (Google Benchmark), with GFLOP/s and
-// % of the fp32 FMA peak measured in this same binary for the variant's ISA and thread count.
+// % of the peak measured in this same binary for the variant's ISA and thread count (fp32 FMA
+// chains; vdpbf16ps chains for the bf16 kernels on avx512-bf16).
 // A backward counts 2.5 forwards of FLOPs (docs/design.md, "Conventions"; Kernel::flops), so a
 // backward that takes 2.5x its forward's time runs at the same GFLOP/s.
 //   build/release/tests/bench_kernels --benchmark_filter='(fwd|bwd)/flash/N:1024/'
@@ -35,7 +36,7 @@ constexpr double kTriadFootprint = 512.0 * (1 << 20);
 // Which measured peak a kernel is held against: its own ISA; library peers that choose their
 // ISA themselves (OpenBLAS) against the best one here.
 std::string peak_isa(const sdpa::Kernel& k) {
-  if (sdpa::find_simd_target(k.isa)) return k.isa;
+  if (g_peak.contains({k.isa, 1})) return k.isa;  // Highway targets, and avx512-bf16's dots
   return sdpa::simd_targets().front().isa;
 }
 
@@ -226,6 +227,14 @@ int main(int argc, char** argv) {
           threads)
           ->Iterations(1)
           ->Unit(benchmark::kMillisecond);
+    }
+  // The bf16 kernels' roof: vdpbf16ps chains (the roofline kind's measurement), best of 3.
+  if (sdpa::peak::isa_supported("avx512-bf16"))
+    for (int threads : {1, 2}) {
+      const auto samples = sdpa::peak::measure_multiply_add("avx512-bf16", threads, 3, 0.1);
+      g_peak[{"avx512-bf16", threads}] = *std::max_element(samples.begin(), samples.end());
+      benchmark::AddCustomContext("peak_gflops_avx512-bf16_t" + std::to_string(threads),
+                                  std::to_string(g_peak[{"avx512-bf16", threads}]));
     }
   for (const auto& k : sdpa::kernel_registry())
     for (std::int64_t n : {512, 1024, 4096})
