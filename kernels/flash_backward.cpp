@@ -41,8 +41,11 @@
 HWY_BEFORE_NAMESPACE();
 namespace sdpa::detail::HWY_NAMESPACE {
 
-// Keys per tile: the rows of S^T. The tile's P^T and dS^T (2 x 64 x 48 floats) stay in L1.
-constexpr std::int64_t kKeyBlock = 64;
+// Keys per tile: the rows of S^T. A tile streams every query block of its group through the
+// caches (packed Q and dO, their rows, the block's rows of a dQ part), so a long tile streams
+// less per FLOP: 128 keys ran d = 128 about 6 % faster than 64 (one and two threads), and two
+// threads sharing the L3 at d = 64 scaled better. Its P^T, dS^T (2 x 128 x 48 floats) sit in L2.
+constexpr std::int64_t kKeyBlock = 128;
 constexpr std::int64_t kB = kQueryBlock;
 // Key ranges per K/V head, the work items: enough that two threads get equal shares (also under
 // causal masking, where the first range has the most queries: 7 + 1 against 5 + 3 eighths of
@@ -58,29 +61,29 @@ std::int64_t range_first_key(const Shape& s, std::int64_t r) {
 
 // Every query block in the layout the tiles read, packed once per call (a key tile meets every
 // query block, so packing per tile would repeat the transposes n_kv / 64 times). Rows past a
-// block are zero.
+// block are zero. Not zero-filled on allocation: PackQueryBlock writes all of it, in parallel.
 struct PackedQueries {
   PackedQueries(const Shape& s, std::int64_t blocks)
       : d_k(s.d_k),
         d_v(s.d_v),
-        q_t(blocks * s.d_k * kB),
-        do_t(blocks * s.d_v * kB),
-        shift(blocks * kB),
-        delta(blocks * kB) {}
+        q_t(aligned_floats(blocks * s.d_k * kB)),
+        do_t(aligned_floats(blocks * s.d_v * kB)),
+        shift(aligned_floats(blocks * kB)),
+        delta(aligned_floats(blocks * kB)) {}
   std::int64_t d_k, d_v;
-  std::vector<float> q_t;    // per block [d_k][kB]: scale * Q^T, B of S^T
-  std::vector<float> do_t;   // per block [d_v][kB]: dO^T, B of dP^T
-  std::vector<float> shift;  // per block [kB]: lse; +inf for rows that see no key or are past it
-  std::vector<float> delta;  // per block [kB]: D_i = dO_i . O_i
+  AlignedFloats q_t;    // per block [d_k][kB]: scale * Q^T, B of S^T
+  AlignedFloats do_t;   // per block [d_v][kB]: dO^T, B of dP^T
+  AlignedFloats shift;  // per block [kB]: lse; +inf for rows that see no key or are past it
+  AlignedFloats delta;  // per block [kB]: D_i = dO_i . O_i
 };
 
 // Where block `index` lies in a PackedQueries: written by PackQueryBlock, read by the tiles.
 struct QueryTiles {
   QueryTiles(PackedQueries& p, std::int64_t index)
-      : q_t(p.q_t.data() + index * p.d_k * kB),
-        do_t(p.do_t.data() + index * p.d_v * kB),
-        shift(p.shift.data() + index * kB),
-        delta(p.delta.data() + index * kB) {}
+      : q_t(p.q_t.get() + index * p.d_k * kB),
+        do_t(p.do_t.get() + index * p.d_v * kB),
+        shift(p.shift.get() + index * kB),
+        delta(p.delta.get() + index * kB) {}
   float *q_t, *do_t, *shift, *delta;
 };
 
@@ -106,13 +109,13 @@ void PackQueryBlock(const BackwardArgs& a, const QueryBlock& blk, const QueryTil
 
 // The parts of dQ / scale, one per key range: [ranges][rows][ld_k]. Range r writes the rows of
 // the blocks that see its first key (dS is zero for keys a row cannot see); the rest is never
-// written nor read.
+// written nor read (so not zero-filled on allocation either).
 struct QueryParts {
   QueryParts(const Shape& s, std::int64_t ld_k)
-      : rows(s.rows()), ld_k(ld_k), parts(key_ranges(s) * rows * ld_k) {}
-  float* part(std::int64_t r) { return parts.data() + r * rows * ld_k; }
+      : rows(s.rows()), ld_k(ld_k), parts(aligned_floats(key_ranges(s) * rows * ld_k)) {}
+  float* part(std::int64_t r) { return parts.get() + r * rows * ld_k; }
   std::int64_t rows, ld_k;
-  std::vector<float> parts;
+  AlignedFloats parts;
 };
 
 // One thread's scratch: one tile, the dK and dV accumulators, and rows of B padded to whole
