@@ -60,7 +60,7 @@ std::int64_t range_first_key(const Shape& s, std::int64_t r) {
 }
 
 // Every query block in the layout the tiles read, packed once per call (a key tile meets every
-// query block, so packing per tile would repeat the transposes n_kv / 64 times). Rows past a
+// query block, so packing per tile would repeat the transposes once per tile). Rows past a
 // block are zero. Not zero-filled on allocation: PackQueryBlock writes all of it, in parallel.
 struct PackedQueries {
   PackedQueries(const Shape& s, std::int64_t blocks)
