@@ -9,11 +9,14 @@
 // dQ += scale dS K for its queries. Every product is the forward's Gemm (attention_tiles-inl.h),
 // compiled per Highway target like the forward, so flash@avx2's backward runs AVX2.
 //
-// Two passes keep every output written by one thread, so the result is bit-identical on any
-// thread count with no atomics: key tiles own their rows of dK and dV, query blocks own their
-// rows of dQ (and the probes). Each pass recomputes the tile it needs: seven tile products
-// against the five of a single pass that would share dQ between threads, so the backward takes
-// about 3.5 forwards where the FLOP convention counts 2.5.
+// One pass: five tile products per (key tile, query block), two for the probabilities and three
+// for the gradients, against the forward's two (the 2.5 forwards of the FLOP convention). The
+// keys of each K/V head are cut into at most kKeyRanges ranges of whole tiles, fixed by the shape
+// and never by the thread count. A work item is one range: it owns the dK and dV rows of its keys
+// (each tile summed over the group's query blocks in order) and writes its own part of dQ, the
+// sum over its keys, for every query row. dQ is then the sum of the parts in range order. Every
+// value is summed in an order the shape fixes, with one writer and no atomics, so the result is
+// bit-identical on any thread count; the parts cost kKeyRanges copies of dQ (workspace).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -38,35 +41,49 @@
 HWY_BEFORE_NAMESPACE();
 namespace sdpa::detail::HWY_NAMESPACE {
 
-// Keys per tile: the rows of S^T. The tile's P^T and dS^T (2 x 64 x 48 floats) stay in L1.
-constexpr std::int64_t kKeyBlock = 64;
+// Keys per tile: the rows of S^T. A tile streams every query block of its group through the
+// caches (packed Q and dO, their rows, the block's rows of a dQ part), so a long tile streams
+// less per FLOP: 128 keys ran d = 128 about 6 % faster than 64 (one and two threads), and two
+// threads sharing the L3 at d = 64 scaled better. Its P^T, dS^T (2 x 128 x 48 floats) sit in L2.
+constexpr std::int64_t kKeyBlock = 128;
 constexpr std::int64_t kB = kQueryBlock;
+// Key ranges per K/V head, the work items: enough that two threads get equal shares (also under
+// causal masking, where the first range has the most queries: 7 + 1 against 5 + 3 eighths of
+// the work), few because each range keeps its own part of dQ.
+constexpr std::int64_t kKeyRanges = 4;
 
-// Every query block in the layout the tiles read, packed once per call before both passes (a
-// key tile meets every query block, so packing per tile would repeat the transposes n_kv / 64
-// times). Extra memory: flash_backward_workspace_bytes. Rows past a block are zero.
+std::int64_t key_tiles(const Shape& s) { return (s.n_kv + kKeyBlock - 1) / kKeyBlock; }
+std::int64_t key_ranges(const Shape& s) { return std::min(key_tiles(s), kKeyRanges); }
+// Range r of a K/V head's keys: tiles [r T / R, (r + 1) T / R) of its T tiles, first key here.
+std::int64_t range_first_key(const Shape& s, std::int64_t r) {
+  return std::min(s.n_kv, r * key_tiles(s) / key_ranges(s) * kKeyBlock);
+}
+
+// Every query block in the layout the tiles read, packed once per call (a key tile meets every
+// query block, so packing per tile would repeat the transposes once per tile). Rows past a
+// block are zero. Not zero-filled on allocation: PackQueryBlock writes all of it, in parallel.
 struct PackedQueries {
   PackedQueries(const Shape& s, std::int64_t blocks)
       : d_k(s.d_k),
         d_v(s.d_v),
-        q_t(blocks * s.d_k * kB),
-        do_t(blocks * s.d_v * kB),
-        shift(blocks * kB),
-        delta(blocks * kB) {}
+        q_t(aligned_floats(blocks * s.d_k * kB)),
+        do_t(aligned_floats(blocks * s.d_v * kB)),
+        shift(aligned_floats(blocks * kB)),
+        delta(aligned_floats(blocks * kB)) {}
   std::int64_t d_k, d_v;
-  std::vector<float> q_t;    // per block [d_k][kB]: scale * Q^T, B of S^T
-  std::vector<float> do_t;   // per block [d_v][kB]: dO^T, B of dP^T
-  std::vector<float> shift;  // per block [kB]: lse; +inf for rows that see no key or are past it
-  std::vector<float> delta;  // per block [kB]: D_i = dO_i . O_i
+  AlignedFloats q_t;    // per block [d_k][kB]: scale * Q^T, B of S^T
+  AlignedFloats do_t;   // per block [d_v][kB]: dO^T, B of dP^T
+  AlignedFloats shift;  // per block [kB]: lse; +inf for rows that see no key or are past it
+  AlignedFloats delta;  // per block [kB]: D_i = dO_i . O_i
 };
 
 // Where block `index` lies in a PackedQueries: written by PackQueryBlock, read by the tiles.
 struct QueryTiles {
   QueryTiles(PackedQueries& p, std::int64_t index)
-      : q_t(p.q_t.data() + index * p.d_k * kB),
-        do_t(p.do_t.data() + index * p.d_v * kB),
-        shift(p.shift.data() + index * kB),
-        delta(p.delta.data() + index * kB) {}
+      : q_t(p.q_t.get() + index * p.d_k * kB),
+        do_t(p.do_t.get() + index * p.d_v * kB),
+        shift(p.shift.get() + index * kB),
+        delta(p.delta.get() + index * kB) {}
   float *q_t, *do_t, *shift, *delta;
 };
 
@@ -90,22 +107,32 @@ void PackQueryBlock(const BackwardArgs& a, const QueryBlock& blk, const QueryTil
   }
 }
 
-// One thread's scratch: one tile, the accumulators, and rows of B padded to whole vectors
-// (Gemm's b_pack) when d_k or d_v needs it.
+// The parts of dQ / scale, one per key range: [ranges][rows][ld_k]. Range r writes the rows of
+// the blocks that see its first key (dS is zero for keys a row cannot see); the rest is never
+// written nor read (so not zero-filled on allocation either).
+struct QueryParts {
+  QueryParts(const Shape& s, std::int64_t ld_k)
+      : rows(s.rows()), ld_k(ld_k), parts(aligned_floats(key_ranges(s) * rows * ld_k)) {}
+  float* part(std::int64_t r) { return parts.get() + r * rows * ld_k; }
+  std::int64_t rows, ld_k;
+  AlignedFloats parts;
+};
+
+// One thread's scratch: one tile, the dK and dV accumulators, and rows of B padded to whole
+// vectors (Gemm's b_pack) when d_k or d_v needs it.
 struct BackwardScratch {
   BackwardScratch(std::int64_t ld_k, std::int64_t ld_v)
       : p_t(kKeyBlock * kB),
         ds_t(kKeyBlock * kB),
         d_key(kKeyBlock * ld_k),
         d_value(kKeyBlock * ld_v),
-        d_query(kB * ld_k),
         b_pack(std::max(kKeyBlock, kB) * std::max(ld_k, ld_v)),
         ds_sumsq(kB),
         ds_max_abs(kB) {}
   std::vector<float> p_t;   // [kKeyBlock][kB] S^T, then P^T
   std::vector<float> ds_t;  // [kKeyBlock][kB] dP^T, then dS^T
-  // Accumulators: dK / scale and dV of a key tile, dQ / scale of a query block.
-  std::vector<float> d_key, d_value, d_query;
+  // Accumulators: dK / scale and dV of a key tile.
+  std::vector<float> d_key, d_value;
   std::vector<float> b_pack;
   // Probes of a query block, in double like every probe.
   std::vector<double> ds_sumsq, ds_max_abs;
@@ -150,11 +177,11 @@ void ScoreGradientTile(const BackwardArgs& a, const QueryBlock& blk, const Query
   }
 }
 
-// C (m x ld) += A B through the forward's register tiles, for the three accumulations.
+// C (m x ld) = init(C) + A B through the forward's register tiles, for the three products.
 template <class P>
 void Accumulate(std::int64_t m, std::int64_t depth, const float* a, std::int64_t a_row,
                 std::int64_t a_col, const float* b, std::int64_t ldb, std::int64_t b_cols,
-                float* b_pack, float* c, std::int64_t ld) {
+                float* b_pack, float* c, std::int64_t ld, Gemm::Init init = Gemm::Init::kLoad) {
   const Gemm g{.m = m,
                .n_vec = ld / P::kLanes,
                .k = depth,
@@ -167,7 +194,7 @@ void Accumulate(std::int64_t m, std::int64_t depth, const float* a, std::int64_t
                .b_pack = b_pack,
                .c = c,
                .ldc = ld,
-               .init = Gemm::Init::kLoad};
+               .init = init};
   RunGemm<P, P::kMrO, P::kNvO>(g);
 }
 
@@ -177,29 +204,54 @@ void StoreRows(const float* acc, std::int64_t ld, std::int64_t rows, std::int64_
     for (std::int64_t c = 0; c < cols; ++c) out[i * cols + c] = factor * acc[i * ld + c];
 }
 
-// Pass 1: dK and dV of one key tile of K/V head `kv`, summed over every query block that sees
-// it, in order: the blocks of the group's query heads, which are consecutive (head-major).
+// The work item: key range r of K/V head `kv`. Each of its tiles meets every query block of the
+// group's query heads that sees it, in order (the heads are consecutive, head-major); dK and dV
+// of the tile are summed over them, and each block's rows of the range's dQ part over the tiles.
 template <class P>
-void KeyTileGradients(const BackwardArgs& a, PackedQueries& packed, std::int64_t kv,
-                      std::int64_t key0, std::int64_t ld_k, std::int64_t ld_v, BackwardScratch& w) {
+void KeyRangeGradients(const BackwardArgs& a, PackedQueries& packed, std::int64_t kv,
+                       std::int64_t r, float* d_query_part, std::int64_t ld_k, std::int64_t ld_v,
+                       BackwardScratch& w) {
   const Shape& s = a.shape;
-  const std::int64_t nk = std::min(kKeyBlock, s.n_kv - key0);
   const std::int64_t per_group = s.group * query_blocks_per_head(s);
-  std::fill(w.d_key.begin(), w.d_key.end(), 0.0f);
-  std::fill(w.d_value.begin(), w.d_value.end(), 0.0f);
-  for (std::int64_t b = kv * per_group; b < (kv + 1) * per_group; ++b) {
-    const QueryBlock blk = query_block(s, b);
-    if (visible_keys(s, a.causal, blk.first_row + blk.rows - 1) <= key0) continue;  // masked
-    ScoreGradientTile<P>(a, blk, QueryTiles(packed, b), key0, nk, w);
-    const std::int64_t r0 = blk.head * s.n_q + blk.first_row;
-    Accumulate<P>(nk, blk.rows, w.p_t.data(), kB, 1, a.d_out + r0 * s.d_v, s.d_v, s.d_v,
-                  w.b_pack.data(), w.d_value.data(), ld_v);
-    Accumulate<P>(nk, blk.rows, w.ds_t.data(), kB, 1, a.q + r0 * s.d_k, s.d_k, s.d_k,
-                  w.b_pack.data(), w.d_key.data(), ld_k);
+  const std::int64_t first_key = range_first_key(s, r), end_key = range_first_key(s, r + 1);
+  const float* k = a.k + kv * s.n_kv * s.d_k;
+  for (std::int64_t key0 = first_key; key0 < end_key; key0 += kKeyBlock) {
+    const std::int64_t nk = std::min(kKeyBlock, s.n_kv - key0);
+    std::fill(w.d_key.begin(), w.d_key.end(), 0.0f);
+    std::fill(w.d_value.begin(), w.d_value.end(), 0.0f);
+    for (std::int64_t b = kv * per_group; b < (kv + 1) * per_group; ++b) {
+      const QueryBlock blk = query_block(s, b);
+      if (visible_keys(s, a.causal, blk.first_row + blk.rows - 1) <= key0) continue;  // masked
+      ScoreGradientTile<P>(a, blk, QueryTiles(packed, b), key0, nk, w);
+      const std::int64_t r0 = blk.head * s.n_q + blk.first_row;
+      Accumulate<P>(nk, blk.rows, w.p_t.data(), kB, 1, a.d_out + r0 * s.d_v, s.d_v, s.d_v,
+                    w.b_pack.data(), w.d_value.data(), ld_v);
+      Accumulate<P>(nk, blk.rows, w.ds_t.data(), kB, 1, a.q + r0 * s.d_k, s.d_k, s.d_k,
+                    w.b_pack.data(), w.d_key.data(), ld_k);
+      // A block that sees this tile saw the range's first: there its rows of the part start.
+      Accumulate<P>(blk.rows, nk, w.ds_t.data(), 1, kB, k + key0 * s.d_k, s.d_k, s.d_k,
+                    w.b_pack.data(), d_query_part + r0 * ld_k, ld_k,
+                    key0 == first_key ? Gemm::Init::kZero : Gemm::Init::kLoad);
+    }
+    const std::int64_t first = kv * s.n_kv + key0;
+    StoreRows(w.d_key.data(), ld_k, nk, s.d_k, a.scale, a.d_k + first * s.d_k);
+    StoreRows(w.d_value.data(), ld_v, nk, s.d_v, 1.0f, a.d_v + first * s.d_v);
   }
-  const std::int64_t first = kv * s.n_kv + key0;
-  StoreRows(w.d_key.data(), ld_k, nk, s.d_k, a.scale, a.d_k + first * s.d_k);
-  StoreRows(w.d_value.data(), ld_v, nk, s.d_v, 1.0f, a.d_v + first * s.d_v);
+}
+
+// dQ of one query block: scale times the sum of the parts of the ranges it sees, in range order.
+void SumQueryParts(const BackwardArgs& a, const QueryBlock& blk, QueryParts& parts) {
+  const Shape& s = a.shape;
+  const std::int64_t r0 = blk.head * s.n_q + blk.first_row;
+  float* out = a.d_q + r0 * s.d_k;
+  std::fill_n(out, blk.rows * s.d_k, 0.0f);
+  const std::int64_t key_end = visible_keys(s, a.causal, blk.first_row + blk.rows - 1);
+  for (std::int64_t r = 0; r < key_ranges(s) && range_first_key(s, r) < key_end; ++r) {
+    const float* part = parts.part(r) + r0 * parts.ld_k;
+    for (std::int64_t i = 0; i < blk.rows; ++i)
+      for (std::int64_t c = 0; c < s.d_k; ++c) out[i * s.d_k + c] += part[i * parts.ld_k + c];
+  }
+  for (std::int64_t e = 0; e < blk.rows * s.d_k; ++e) out[e] *= a.scale;
 }
 
 // Probes: dS sums and largest |dS| per row, in key order, over one tile.
@@ -212,18 +264,29 @@ void ProbeTileSums(const QueryBlock& blk, std::int64_t nk, BackwardScratch& w) {
     }
 }
 
-// Participation needs the row's largest |dS| first, so a probed block walks its tiles twice
-// rather than keep a row of dS per query (O(n_kv) each).
+// The probes of one query block, by query block so that each row's sums run in key order:
+// one walk over its key tiles for the sums and the largest |dS|, and, since participation
+// needs that largest first, a second walk that counts (rather than keep a row of dS per query,
+// O(n_kv) each). Only a call with a probe sink pays for these walks.
 template <class P>
-void ProbeParticipation(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& qt,
-                        std::int64_t key_end, BackwardScratch& w) {
+void ProbeBlock(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& qt,
+                BackwardScratch& w) {
+  const Shape& s = a.shape;
   GradProbes& probes = *a.probes;
-  const std::int64_t r0 = blk.head * a.shape.n_q + blk.first_row;
+  std::fill(w.ds_sumsq.begin(), w.ds_sumsq.end(), 0.0);
+  std::fill(w.ds_max_abs.begin(), w.ds_max_abs.end(), 0.0);
+  const std::int64_t key_end = visible_keys(s, a.causal, blk.first_row + blk.rows - 1);
+  for (std::int64_t key0 = 0; key0 < key_end; key0 += kKeyBlock) {
+    const std::int64_t nk = std::min(kKeyBlock, key_end - key0);
+    ScoreGradientTile<P>(a, blk, qt, key0, nk, w);
+    ProbeTileSums(blk, nk, w);
+  }
+  const std::int64_t r0 = blk.head * s.n_q + blk.first_row;
   for (std::int64_t i = 0; i < blk.rows; ++i) {
     probes.ds_sumsq[r0 + i] = w.ds_sumsq[i];
     probes.ds_max_abs[r0 + i] = w.ds_max_abs[i];
     probes.participating[r0 + i] = 0;
-    probes.visible[r0 + i] = visible_keys(a.shape, a.causal, blk.first_row + i);
+    probes.visible[r0 + i] = visible_keys(s, a.causal, blk.first_row + i);
   }
   for (std::int64_t key0 = 0; key0 < key_end; key0 += kKeyBlock) {
     const std::int64_t nk = std::min(kKeyBlock, key_end - key0);
@@ -235,39 +298,16 @@ void ProbeParticipation(const BackwardArgs& a, const QueryBlock& blk, const Quer
   }
 }
 
-// Pass 2: dQ of one query block (and its probes), summed over the key tiles it sees, in order.
-template <class P, bool kProbe>
-void QueryBlockGradients(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& qt,
-                         std::int64_t ld_k, BackwardScratch& w) {
-  const Shape& s = a.shape;
-  std::fill(w.d_query.begin(), w.d_query.end(), 0.0f);
-  if constexpr (kProbe) {
-    std::fill(w.ds_sumsq.begin(), w.ds_sumsq.end(), 0.0);
-    std::fill(w.ds_max_abs.begin(), w.ds_max_abs.end(), 0.0);
-  }
-  const std::int64_t key_end = visible_keys(s, a.causal, blk.first_row + blk.rows - 1);
-  const float* k = a.k + s.kv_head(blk.head) * s.n_kv * s.d_k;
-  for (std::int64_t key0 = 0; key0 < key_end; key0 += kKeyBlock) {
-    const std::int64_t nk = std::min(kKeyBlock, key_end - key0);
-    ScoreGradientTile<P>(a, blk, qt, key0, nk, w);
-    Accumulate<P>(blk.rows, nk, w.ds_t.data(), 1, kB, k + key0 * s.d_k, s.d_k, s.d_k,
-                  w.b_pack.data(), w.d_query.data(), ld_k);
-    if constexpr (kProbe) ProbeTileSums(blk, nk, w);
-  }
-  StoreRows(w.d_query.data(), ld_k, blk.rows, s.d_k, a.scale,
-            a.d_q + (blk.head * s.n_q + blk.first_row) * s.d_k);
-  if constexpr (kProbe) ProbeParticipation<P>(a, blk, qt, key_end, w);
-}
-
 template <class P>
 void TiledBackward(const BackwardArgs& a) {
   static_assert(kB % P::kLanes == 0, "a query block is whole vectors");
   const Shape& s = a.shape;
   const std::int64_t ld_k = round_up(s.d_k, P::kLanes), ld_v = round_up(s.d_v, P::kLanes);
-  const std::int64_t key_tiles = (s.n_kv + kKeyBlock - 1) / kKeyBlock;
   const std::int64_t query_blocks = s.batch_heads * query_blocks_per_head(s);
+  const std::int64_t ranges = key_ranges(s);
   PackedQueries packed(s, query_blocks);
-  // Dynamic scheduling: under causal masking tiles see different amounts of work. Each output
+  QueryParts parts(s, ld_k);
+  // Dynamic scheduling: under causal masking items see different amounts of work. Each output
   // row has one writer that reads inputs only, so the schedule cannot change a bit of it.
 #pragma omp parallel num_threads(a.threads)
   {
@@ -276,14 +316,13 @@ void TiledBackward(const BackwardArgs& a) {
       PackQueryBlock(a, query_block(s, b), QueryTiles(packed, b));
     BackwardScratch w(ld_k, ld_v);
 #pragma omp for schedule(dynamic, 1)
-    for (std::int64_t t = 0; t < s.kv_batch_heads() * key_tiles; ++t)
-      KeyTileGradients<P>(a, packed, t / key_tiles, (t % key_tiles) * kKeyBlock, ld_k, ld_v, w);
+    for (std::int64_t t = 0; t < s.kv_batch_heads() * ranges; ++t)
+      KeyRangeGradients<P>(a, packed, t / ranges, t % ranges, parts.part(t % ranges), ld_k, ld_v,
+                           w);
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t b = 0; b < query_blocks; ++b) {
-      if (a.probes)
-        QueryBlockGradients<P, true>(a, query_block(s, b), QueryTiles(packed, b), ld_k, w);
-      else
-        QueryBlockGradients<P, false>(a, query_block(s, b), QueryTiles(packed, b), ld_k, w);
+      SumQueryParts(a, query_block(s, b), parts);
+      if (a.probes) ProbeBlock<P>(a, query_block(s, b), QueryTiles(packed, b), w);
     }
   }
 }
@@ -309,12 +348,13 @@ BackwardFn flash_backward_fn(std::string_view isa) {
 double flash_backward_workspace_bytes(const Shape& s, int threads) {
   const double blocks = double(s.batch_heads * query_blocks_per_head(s));
   const double packed = blocks * double(kQueryBlock * (s.d_k + s.d_v + 2));  // PackedQueries
-  // BackwardScratch, with rows rounded up to the widest target's vectors.
+  // QueryParts and BackwardScratch, with rows rounded up to the widest target's vectors.
   const std::int64_t ld_k = round_up(s.d_k, kMaxLanes), ld_v = round_up(s.d_v, kMaxLanes);
+  const double parts = double(HWY_NAMESPACE::key_ranges(s) * s.rows() * ld_k);
   constexpr std::int64_t keys = HWY_NAMESPACE::kKeyBlock, queries = kQueryBlock;
-  const double scratch = double(2 * keys * queries + keys * (ld_k + ld_v) + queries * ld_k +
+  const double scratch = double(2 * keys * queries + keys * (ld_k + ld_v) +
                                 std::max(keys, queries) * std::max(ld_k, ld_v) + 4 * queries);
-  return sizeof(float) * (packed + double(threads) * scratch);
+  return sizeof(float) * (packed + parts + double(threads) * scratch);
 }
 
 }  // namespace sdpa::detail

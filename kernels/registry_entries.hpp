@@ -21,6 +21,7 @@ std::vector<Kernel> blas_kernels();
 // The fused backward of flash compiled for `isa` (a Highway target's name), null if none.
 BackwardFn flash_backward_fn(std::string_view isa);
 // What flash's backward allocates on `threads` threads: every query block packed once per call
-// (Q and dO in blocks of whole query tiles) and each thread's tile scratch.
+// (Q and dO in blocks of whole query tiles), one part of dQ per key range, and each thread's
+// tile scratch.
 double flash_backward_workspace_bytes(const Shape& shape, int threads);
 }  // namespace sdpa::detail

@@ -114,6 +114,11 @@ TEST_CASE("every backward agrees with the fp64 reference on awkward shapes") {
       {{4, 3, 1, 8, 8, 2}, false, 0.5},
       {{2, 5, 2, 8, 3, 2}, true, 0.5},
       {{16, 1, 200, 32, 16, 8}, true, 0.2},  // batch 2 of MQA 8/1: dK, dV sum over 8 heads
+      // Keys in several tiles per range of flash's single pass (tiles of 128 keys, at most 4
+      // ranges: here 6 tiles in ranges of 1, 2, 1, 2, the last tile 60 keys), with causal
+      // blocks that see part of a range or none of it, and a group summing over ranges.
+      {{1, 600, 700, 8, 4}, true, 0.3},
+      {{4, 30, 650, 8, 8, 2}, false, 0.2},
   };
   for (const auto& kernel : sdpa::kernel_registry()) {
     if (!kernel.backward) continue;
@@ -178,8 +183,10 @@ TEST_CASE("every backward agrees with the fp64 reference on awkward shapes") {
 }
 
 TEST_CASE("every backward is bit-identical on 1, 2 and 3 threads") {
-  // Without and with grouped query heads (dK and dV summed over a group's heads).
-  for (const sdpa::Shape s : {sdpa::Shape{2, 100, 130, 40, 24}, sdpa::Shape{6, 60, 70, 24, 16, 3}})
+  // Without and with grouped query heads (dK and dV summed over a group's heads), and keys in
+  // four ranges of flash's single pass (dQ summed over the ranges).
+  for (const sdpa::Shape s : {sdpa::Shape{2, 100, 130, 40, 24}, sdpa::Shape{6, 60, 70, 24, 16, 3},
+                              sdpa::Shape{2, 150, 600, 16, 8}})
     for (bool causal : {false, true})
       for (const auto& kernel : sdpa::kernel_registry()) {
         if (!kernel.backward) continue;

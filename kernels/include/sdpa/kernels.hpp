@@ -185,8 +185,8 @@ struct Kernel {
     return workspace(shape, pass, threads);
   }
   // The FLOPs a call is credited with (docs/design.md, "Conventions"), the same for every kernel so
-  // that GFLOP/s compare across kernels (flash's backward does about 3.5 forwards of work and is
-  // credited 2.5, see kernels/flash_backward.cpp).
+  // that GFLOP/s compare across kernels (flash's single-pass backward does five tile products to
+  // its forward's two: the 2.5, see kernels/flash_backward.cpp).
   double flops(const Shape& shape, bool causal, Pass pass) const {
     return forward_flops(shape, causal) * (pass == Pass::forward ? 1.0 : 2.5);
   }
