@@ -306,8 +306,7 @@ ExperimentKind precision_experiment() {
       .description =
           "error of O and lse against fp64 per kernel precision, d_k, N, scale and "
           "input scale: rounding the inputs vs the kernel's arithmetic, and predicted",
-      .axes = {"kernel", "inputs", "init", "d_model", "mean_q", "std_q", "mean_k", "std_k",
-               "alignment", "n_q", "trials", "n_kv", "d_k", "scale"},
+      .axes = AttentionCell::kAxes,
       .run_cell = run_precision_cell,
       .memory_bytes =
           [](const json& p, int threads) {
