@@ -77,9 +77,9 @@ bool consistent(const json& stat, double predicted, std::size_t family) {
 
 std::string yes_no(bool b) { return b ? "yes" : "**no**"; }
 
-std::string join(const std::vector<std::string>& words) {
+std::string join(const std::vector<std::string>& words, const std::string& separator = ", ") {
   std::string s;
-  for (const auto& w : words) s += (s.empty() ? "" : ", ") + w;
+  for (const auto& w : words) s += (s.empty() ? "" : separator) + w;
   return s;
 }
 
@@ -701,19 +701,31 @@ std::optional<Claim> claim_half_precision(const Sources& sources) {
           if (scale == "none") cell.first = r;
           if (scale == "sqrt_dk") cell.second = r;
         }
-        const std::string name = (*records.front())["params"]["kernel"].get<std::string>() + " (" +
-                                 (*records.front())["precision"].get<std::string>() + ")";
+        const json& first = *records.front();
+        // The group's parameters, with the kernel named even where it is the only one.
+        const std::string kernel = "kernel " + first["params"]["kernel"].get<std::string>();
+        const std::string name =
+            (title.find(kernel) == std::string::npos ? kernel + (title.empty() ? "" : ", " + title)
+                                                     : title) +
+            " (" + first["precision"].get<std::string>() + ")";
+        // Y also in units of the precision's unit roundoff, where the record gives it.
+        const auto within = [&](double y) {
+          return number(y) + (first.contains("unit_roundoff")
+                                  ? " (" + number(y / first["unit_roundoff"].get<double>()) + " u)"
+                                  : std::string());
+        };
+        // A null share (not finite) counts as every row.
+        const auto nonfinite = [](const json& r) {
+          return r["nonfinite_rows"].is_number() ? r["nonfinite_rows"].get<double>() : 1.0;
+        };
         double x = 0, y = 0;  // x = 0: no d_k from which on unscaled loses
+        std::string lse_at_largest;
         for (const auto& [d_k, cell] : by_d_k) {
           const auto [none, scaled] = cell;
           if (!none || !scaled) continue;
           const json& a = (*none)["error"]["total"]["o_rms"];
           const json& b = (*scaled)["error"]["total"]["o_rms"];
-          const double nf_none =
-              (*none)["nonfinite_rows"].is_number() ? (*none)["nonfinite_rows"].get<double>() : 1.0;
-          const double nf_scaled = (*scaled)["nonfinite_rows"].is_number()
-                                       ? (*scaled)["nonfinite_rows"].get<double>()
-                                       : 1.0;
+          const double nf_none = nonfinite(*none), nf_scaled = nonfinite(*scaled);
           scaled_nonfinite = scaled_nonfinite || nf_scaled > 0;
           const bool finite = a["value"].is_number() && b["value"].is_number();
           const bool loses =
@@ -725,19 +737,24 @@ std::optional<Claim> claim_half_precision(const Sources& sources) {
             x = 0;
           else if (x == 0)
             x = d_k;
+          const std::string lse = number(value((*none)["error"]["total"]["lse_rms"])) + " / " +
+                                  number(value((*scaled)["error"]["total"]["lse_rms"]));
+          lse_at_largest =
+              "; lse error (nats) unscaled / scaled at d_k = " + number(d_k) + ": " + lse;
           c.rows.push_back({name, number(d_k), with_ci(a), with_ci(b),
-                            finite ? number(value(a) / value(b)) : "-",
-                            number(value((*none)["error"]["total"]["lse_rms"])) + " / " +
-                                number(value((*scaled)["error"]["total"]["lse_rms"])),
+                            finite ? number(value(a) / value(b)) : "-", lse,
                             number(nf_none) + " / " + number(nf_scaled), yes_no(loses)});
         }
         ++groups;
         (x > 0 ? found : missing)
-            .push_back(name +
-                       (x > 0 ? ": unscaled loses from d_k = " + number(x) +
-                                    " on, while 1/sqrt(d_k) keeps the O error within " + number(y)
-                              : ": unscaled never loses at every larger d_k (scaled within " +
-                                    number(y) + ")"));
+            .push_back(
+                name +
+                (x > 0
+                     ? ": unscaled loses from d_k = " + number(x) +
+                           " on, while 1/sqrt(d_k) keeps the O error within " + within(y)
+                     : std::string(": unscaled does not lose up to the largest d_k (1/sqrt(d_k) ") +
+                           "within " + within(y) + ")") +
+                lse_at_largest);
       }
     }
   if (groups == 0) return std::nullopt;
@@ -745,8 +762,8 @@ std::optional<Claim> claim_half_precision(const Sources& sources) {
   std::vector<std::string> all = found;
   all.insert(all.end(), missing.begin(), missing.end());
   c.reason = (scaled_nonfinite ? "1/sqrt(d_k) has non-finite rows too; " : std::string()) +
-             join(all) + " (loses: non-finite rows, or an O error at least " + number(kLossFactor) +
-             "x the scaled one's with disjoint 95 % CIs)";
+             join(all, "; ") + " (loses: non-finite rows, or an O error at least " +
+             number(kLossFactor) + "x the scaled one's with disjoint 95 % CIs)";
   c.source = sources_cited;
   return c;
 }
@@ -816,10 +833,6 @@ std::string markdown(const std::vector<Claim>& claims, const std::vector<std::st
   if (!stability)
     out << "\nClaims 11-13 (learning-rate range, logit growth, QK-norm) need a result file with a "
            "`stability` experiment, such as a run of `configs/stability.json`; none was given.\n";
-  if (!precision)
-    out << "\nClaim 14 (accuracy in half precision, unscaled against 1/sqrt(d_k)) needs a result "
-           "file with a `precision` experiment of a half-precision kernel, such as a run of "
-           "`configs/precision.json`; none was given.\n";
   for (const auto& c : claims) {
     out << "\n## Claim " << c.number << "\n\n> " << c.statement
         << "\n\n**Verdict: " << to_string(c.verdict) << "**: " << c.reason << ".\n\n"

@@ -28,13 +28,16 @@
 //    times larger, so is this part; and it fades as P becomes one-hot, since dO needs spread
 //    weights.)
 //  - Kernel arithmetic: the weights rounded to the P format before P V (u_p; the row sum adds
-//    the unrounded ones) gives w u_p^2 sum_j P_j^2 |v_j|^2; fp32 (u = 2^-24) adds to each
+//    the unrounded ones) gives w u_p^2 sum_j P_j^2 |v_j|^2 over every key but the top one
+//    (its weight is e^0 = 1, exact); fp32 (u = 2^-24) adds to each
 //    score w u^2 (A_j d_k / 2 + s_j^2 + (s_j - m)^2 + 1) (a d_k-term sum, the scale, the max
 //    subtraction, exp), and to the sums over keys w u^2 sum_t (partial sum_t)^2 in key order
 //    (the normaliser's, which also divides O, and P V's). Kernels sum in tiles and lanes, so
 //    the fp32 terms are an upper estimate: `approximate`.
-// Per trial the prediction is sqrt of these summed over the rows over ||O_ref||^2 (O) or the
-// rows (lse); its mean over trials is compared with the CI of the measured mean.
+// Per trial the predicted mean square is these summed over the rows over ||O_ref||^2 (O) or the
+// rows (lse); the record gives the root of its mean over trials beside the root of the measured
+// mean square and of its CI's bounds.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -56,8 +59,10 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // The errors of one comparison and their predictions (NaN where none).
 struct Errors {
-  double o_rms = kNaN, o_max = kNaN, lse_rms = kNaN, lse_max = kNaN;
-  double o_predicted = kNaN, lse_predicted = kNaN;
+  // Mean squares (O's relative to its own), so that their means over trials compare with the
+  // predicted ones without Jensen's bias; the record shows their square roots.
+  double o_ms = kNaN, o_max = kNaN, lse_ms = kNaN, lse_max = kNaN;
+  double o_predicted = kNaN, lse_predicted = kNaN;  // mean squares too
 };
 
 struct TrialErrors {
@@ -95,6 +100,9 @@ Predicted predict(const Shape& s, const std::vector<double>& q, const std::vecto
       }
       sc[j] = c * dot, a[j] = c * c * sq, m = std::max(m, sc[j]);
     }
+    // The largest score's weight is e^0 = 1 when its key is reached (the running max is then
+    // its own score), exact in any format: its P rounding is none.
+    const std::int64_t top = std::max_element(sc.begin(), sc.end()) - sc.begin();
     double l = 0;
     for (std::int64_t j = 0; j < n; ++j) l += p[j] = std::exp(sc[j] - m);
     std::fill(kbar.begin(), kbar.end(), 0.0);
@@ -121,7 +129,7 @@ Predicted predict(const Shape& s, const std::vector<double>& q, const std::vecto
       const double score_fp32 =
           u2 * (a[j] * double(dk) / 2 + sc[j] * sc[j] + (sc[j] - m) * (sc[j] - m) + 1);
       ker_lse += pp * score_fp32;
-      ker_o += pp * (score_fp32 * dist2 + up2 * norm2);
+      ker_o += pp * (score_fp32 * dist2 + (j == top ? 0.0 : up2 * norm2));
       cum += p[j];
       cum2 += u2 * cum * cum;  // the normaliser's partial sums, relative to it
     }
@@ -160,8 +168,8 @@ Errors compare(const Shape& s, const std::vector<double>& out, const std::vector
   }
   Errors e;
   if (rows == 0) return e;
-  e.o_rms = std::sqrt(d2 / r2), e.o_max = dmax / rmax;
-  e.lse_rms = std::sqrt(l2 / double(rows)), e.lse_max = lmax;
+  e.o_ms = d2 / r2, e.o_max = dmax / rmax;
+  e.lse_ms = l2 / double(rows), e.lse_max = lmax;
   return e;
 }
 
@@ -222,36 +230,47 @@ TrialErrors run_trial(const AttentionCell& c, const Kernel& kernel, const Stream
   double o2 = 0;
   for (const double o : ref.out) o2 += o * o;
   const double rows = double(shape.rows());
-  t.inputs.o_predicted = std::sqrt(p.inputs_o / o2);
-  t.inputs.lse_predicted = std::sqrt(p.inputs_lse / rows);
-  t.kernel.o_predicted = std::sqrt(p.kernel_o / o2);
-  t.kernel.lse_predicted = std::sqrt(p.kernel_lse / rows);
+  t.inputs.o_predicted = p.inputs_o / o2;
+  t.inputs.lse_predicted = p.inputs_lse / rows;
+  t.kernel.o_predicted = p.kernel_o / o2;
+  t.kernel.lse_predicted = p.kernel_lse / rows;
   // The two parts are independent to first order: their variances add.
-  t.total.o_predicted = std::sqrt((p.inputs_o + p.kernel_o) / o2);
-  t.total.lse_predicted = std::sqrt((p.inputs_lse + p.kernel_lse) / rows);
+  t.total.o_predicted = (p.inputs_o + p.kernel_o) / o2;
+  t.total.lse_predicted = (p.inputs_lse + p.kernel_lse) / rows;
   return t;
 }
 
-// One statistic over trials: its mean and CI, with the mean prediction beside it if any.
+// One statistic over trials: its mean and CI.
 json statistic(const std::vector<TrialErrors>& trials, Errors TrialErrors::*part,
-               double Errors::*field, double Errors::*prediction) {
+               double Errors::*field) {
+  std::vector<double> x;
+  for (const auto& t : trials) x.push_back(t.*part.*field);
+  return summary(x);
+}
+
+// An RMS error over trials: the root of the mean square, its CI the roots of the mean square's
+// (sqrt is monotone), beside the root of the mean predicted square.
+json rms_statistic(const std::vector<TrialErrors>& trials, Errors TrialErrors::*part,
+                   double Errors::*field, double Errors::*prediction) {
   std::vector<double> x, predicted;
   for (const auto& t : trials) {
     x.push_back(t.*part.*field);
-    if (prediction) predicted.push_back(t.*part.*prediction);
+    predicted.push_back(t.*part.*prediction);
   }
-  const double p = prediction ? stats::mean(predicted) : kNaN;
-  return measured(stats::mean(x), stats::mean_ci(x),
-                  std::isnan(p) ? std::nullopt : std::optional(p), "approximate");
+  const auto ci = stats::mean_ci(x);
+  const auto root = [](double v) { return std::sqrt(std::max(0.0, v)); };
+  const double p = stats::mean(predicted);
+  return measured(root(stats::mean(x)), {root(ci.low), root(ci.high)},
+                  std::isnan(p) ? std::nullopt : std::optional(root(p)), "approximate");
 }
 
 json errors_of(const std::vector<TrialErrors>& trials, Errors TrialErrors::*part) {
   if (std::isnan((trials.front().*part).o_predicted) && part != &TrialErrors::total)
     return nullptr;  // no split for this precision
-  return {{"o_rms", statistic(trials, part, &Errors::o_rms, &Errors::o_predicted)},
-          {"o_max", statistic(trials, part, &Errors::o_max, nullptr)},
-          {"lse_rms", statistic(trials, part, &Errors::lse_rms, &Errors::lse_predicted)},
-          {"lse_max", statistic(trials, part, &Errors::lse_max, nullptr)}};
+  return {{"o_rms", rms_statistic(trials, part, &Errors::o_ms, &Errors::o_predicted)},
+          {"o_max", statistic(trials, part, &Errors::o_max)},
+          {"lse_rms", rms_statistic(trials, part, &Errors::lse_ms, &Errors::lse_predicted)},
+          {"lse_max", statistic(trials, part, &Errors::lse_max)}};
 }
 
 json run_precision_cell(const CellContext& ctx) {
@@ -261,6 +280,10 @@ json run_precision_cell(const CellContext& ctx) {
       ctx, c.trials, [&](const StreamKey& key) { return run_trial(c, kernel, key); });
   json r;
   r["precision"] = kernel.precision;
+  // The coarsest format's unit roundoff: what "within a few u" is measured in.
+  if (const StoredFormats* f = stored_formats(kernel.precision))
+    r["unit_roundoff"] =
+        std::max({f->q.unit_roundoff, f->k.unit_roundoff, f->v.unit_roundoff, f->p.unit_roundoff});
   r["scale_value"] = c.scale;
   r["score_rms"] = summary(column(trials, &TrialErrors::score_rms));
   r["error"] = {{"total", errors_of(trials, &TrialErrors::total)},
