@@ -244,6 +244,7 @@ TrialErrors run_trial(const AttentionCell& c, const Kernel& kernel, const Stream
 json statistic(const std::vector<TrialErrors>& trials, Errors TrialErrors::*part,
                double Errors::*field) {
   std::vector<double> x;
+  x.reserve(trials.size());
   for (const auto& t : trials) x.push_back(t.*part.*field);
   return summary(x);
 }
@@ -253,6 +254,7 @@ json statistic(const std::vector<TrialErrors>& trials, Errors TrialErrors::*part
 json rms_statistic(const std::vector<TrialErrors>& trials, Errors TrialErrors::*part,
                    double Errors::*field, double Errors::*prediction) {
   std::vector<double> x, predicted;
+  x.reserve(trials.size()), predicted.reserve(trials.size());
   for (const auto& t : trials) {
     x.push_back(t.*part.*field);
     predicted.push_back(t.*part.*prediction);
