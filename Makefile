@@ -36,7 +36,10 @@ bench: build
 # Reference results of this machine (about twelve minutes: run it on an idle machine, timings
 # are in it), and the tables, plots and claims generated from them. `make report` regenerates
 # only the tables, plots and claims from the committed files.
-RESULT_CONFIGS ?= quick seeds hardware models training stability paper
+RESULT_CONFIGS ?= quick seeds hardware models training stability precision paper
+# The result files the claims read, in the order `sdpa-bench claims` takes them
+# (tests/test_results.cpp lists the same).
+CLAIMS_CONFIGS = seeds training stability precision
 results: build
 	$(eval MACHINE := $(shell $(BIN) info --machine-id))
 	@for c in $(RESULT_CONFIGS); do \
@@ -49,9 +52,7 @@ results: build
 REFERENCE_RESULTS = $(shell ls results/*/*.json | grep -Ev -- '-[0-9]{8}T[0-9]{6}Z\.json$$')
 report: build
 	$(BIN) report $(REFERENCE_RESULTS) --format both --plots --out results
-	$(BIN) claims $(firstword $(filter %/seeds.json,$(REFERENCE_RESULTS))) \
-	  $(firstword $(filter %/training.json,$(REFERENCE_RESULTS))) \
-	  $(firstword $(filter %/stability.json,$(REFERENCE_RESULTS))) -o results/claims.md
+	$(BIN) claims $(foreach c,$(CLAIMS_CONFIGS),$(firstword $(filter %/$(c).json,$(REFERENCE_RESULTS)))) -o results/claims.md
 
 # configs/schema.json and results/schema.json, assembled from kinds/config.schema.json,
 # kinds/result.schema.json and each kind's parts (tests/test_kinds.cpp checks they are current).

@@ -77,9 +77,9 @@ bool consistent(const json& stat, double predicted, std::size_t family) {
 
 std::string yes_no(bool b) { return b ? "yes" : "**no**"; }
 
-std::string join(const std::vector<std::string>& words) {
+std::string join(const std::vector<std::string>& words, const std::string& separator = ", ") {
   std::string s;
-  for (const auto& w : words) s += (s.empty() ? "" : ", ") + w;
+  for (const auto& w : words) s += (s.empty() ? "" : separator) + w;
   return s;
 }
 
@@ -666,6 +666,107 @@ std::vector<Claim> stability_claims(const Sources& sources) {
   return {claim_lr_range(sweeps), claim_logit_growth(sweeps), claim_qk_norm(sweeps)};
 }
 
+// ---- claim 14: the precision experiments (configs/precision.json) ---------------------------
+
+// Stated thresholds: unscaled attention "loses accuracy" at a d_k when it has non-finite rows, or
+// when its O error (the relative RMS against fp64) is at least kLossFactor times the scaled
+// one's with disjoint 95 % intervals. X is the smallest d_k from which on (every larger d_k
+// measured too) it does; Y the largest upper bound of the scaled O error over every d_k.
+constexpr double kLossFactor = 2.0;
+
+std::optional<Claim> claim_half_precision(const Sources& sources) {
+  Claim c(14,
+          "In half precision, unscaled attention overflows or loses accuracy from some d_k on, "
+          "while 1/sqrt(d_k) keeps its error bounded.");
+  c.header = {"kernel (precision)", "d_k",   "O err unscaled [95% CI]",
+              "O err 1/sqrt(d_k)",  "ratio", "lse err unscaled / scaled",
+              "non-finite rows",    "loses"};
+  std::string sources_cited;
+  std::vector<std::string> found, missing;
+  std::size_t groups = 0;
+  bool scaled_nonfinite = false;
+  for (const auto& s : sources)
+    for (const auto& e : (*s.result)["experiments"]) {
+      if (e["kind"] != "precision" || e["records"].empty()) continue;
+      sources_cited += (sources_cited.empty() ? "experiment `" : ", `") +
+                       e["name"].get<std::string>() + "` of " + s.file;
+      std::string fixed;
+      for (const auto& [title, records] :
+           report::group_records(e["records"], "d_k", "scale", fixed)) {
+        if (records.front()->at("precision") == "fp32") continue;
+        std::map<double, std::pair<const json*, const json*>> by_d_k;  // {unscaled, scaled}
+        for (const json* r : records) {
+          const json& scale = (*r)["params"]["scale"];
+          auto& cell = by_d_k[(*r)["params"]["d_k"].get<double>()];
+          if (scale == "none") cell.first = r;
+          if (scale == "sqrt_dk") cell.second = r;
+        }
+        const json& first = *records.front();
+        // The group's parameters, with the kernel named even where it is the only one.
+        const std::string kernel = "kernel " + first["params"]["kernel"].get<std::string>();
+        const std::string name =
+            (title.find(kernel) == std::string::npos ? kernel + (title.empty() ? "" : ", " + title)
+                                                     : title) +
+            " (" + first["precision"].get<std::string>() + ")";
+        // Y also in units of the precision's unit roundoff, where the record gives it.
+        const auto within = [&](double y) {
+          return number(y) + (first.contains("unit_roundoff")
+                                  ? " (" + number(y / first["unit_roundoff"].get<double>()) + " u)"
+                                  : std::string());
+        };
+        // A null share (not finite) counts as every row.
+        const auto nonfinite = [](const json& r) {
+          return r["nonfinite_rows"].is_number() ? r["nonfinite_rows"].get<double>() : 1.0;
+        };
+        double x = 0, y = 0;  // x = 0: no d_k from which on unscaled loses
+        std::string lse_at_largest;
+        for (const auto& [d_k, cell] : by_d_k) {
+          const auto [none, scaled] = cell;
+          if (!none || !scaled) continue;
+          const json& a = (*none)["error"]["total"]["o_rms"];
+          const json& b = (*scaled)["error"]["total"]["o_rms"];
+          const double nf_none = nonfinite(*none), nf_scaled = nonfinite(*scaled);
+          scaled_nonfinite = scaled_nonfinite || nf_scaled > 0;
+          const bool finite = a["value"].is_number() && b["value"].is_number();
+          const bool loses =
+              nf_none > 0 ||
+              (finite && value(a) >= kLossFactor * value(b) && a["ci95"][0].is_number() &&
+               b["ci95"][1].is_number() && a["ci95"][0].get<double>() > b["ci95"][1].get<double>());
+          if (b["ci95"][1].is_number()) y = std::max(y, b["ci95"][1].get<double>());
+          if (!loses)
+            x = 0;
+          else if (x == 0)
+            x = d_k;
+          const std::string lse = number(value((*none)["error"]["total"]["lse_rms"])) + " / " +
+                                  number(value((*scaled)["error"]["total"]["lse_rms"]));
+          lse_at_largest =
+              "; lse error (nats) unscaled / scaled at d_k = " + number(d_k) + ": " + lse;
+          c.rows.push_back({name, number(d_k), with_ci(a), with_ci(b),
+                            finite ? number(value(a) / value(b)) : "-", lse,
+                            number(nf_none) + " / " + number(nf_scaled), yes_no(loses)});
+        }
+        ++groups;
+        (x > 0 ? found : missing)
+            .push_back(
+                name +
+                (x > 0
+                     ? ": unscaled loses from d_k = " + number(x) +
+                           " on, while 1/sqrt(d_k) keeps the O error within " + within(y)
+                     : std::string(": unscaled does not lose up to the largest d_k (1/sqrt(d_k) ") +
+                           "within " + within(y) + ")") +
+                lse_at_largest);
+      }
+    }
+  if (groups == 0) return std::nullopt;
+  c.verdict = scaled_nonfinite ? Verdict::does_not_hold : verdict_of(found.size(), groups);
+  std::vector<std::string> all = found;
+  all.insert(all.end(), missing.begin(), missing.end());
+  c.reason = (scaled_nonfinite ? "1/sqrt(d_k) has non-finite rows too; " : std::string()) +
+             join(all, "; ") + " (loses: non-finite rows, or an O error at least " +
+             number(kLossFactor) + "x the scaled one's with disjoint 95 % CIs)";
+  c.source = sources_cited;
+  return c;
+}
 }  // namespace
 
 std::string to_string(Verdict v) {
@@ -693,6 +794,7 @@ std::vector<Claim> evaluate(const std::vector<Source>& sources) {
                                  claim_scaled_never_saturates(sources)};
     if (auto training = claim_training(sources)) claims.push_back(std::move(*training));
     for (auto& claim : stability_claims(sources)) claims.push_back(std::move(claim));
+    if (auto precision = claim_half_precision(sources)) claims.push_back(std::move(*precision));
     return claims;
   } catch (const json::exception& e) {
     throw InputError(file_names(sources) +
@@ -711,7 +813,7 @@ std::string markdown(const std::vector<Claim>& claims, const std::vector<std::st
     return std::any_of(claims.begin(), claims.end(),
                        [&](const Claim& c) { return c.number == number; });
   };
-  const bool training = has(10), stability = has(11);
+  const bool training = has(10), stability = has(11), precision = has(14);
   std::ostringstream out;
   out << "# Claims about scaled dot-product attention, tested\n\n"
       << "Generated by `sdpa-bench claims" << command << "` from "
@@ -719,6 +821,7 @@ std::string markdown(const std::vector<Claim>& claims, const std::vector<std::st
       << "`configs/seeds.json`"
       << (training ? "; claim 10 from a run of `configs/training.json`" : "")
       << (stability ? "; claims 11-13 from a run of `configs/stability.json`" : "")
+      << (precision ? "; claim 14 from a run of `configs/precision.json`" : "")
       << "). Each verdict is computed from the cited records; thresholds are stated in "
       << "`analysis/claims.cpp`.\n\n| claim | verdict |\n|---|---|\n";
   for (const auto& c : claims)

@@ -18,6 +18,12 @@ bool applies(const json& params, const std::string& key);
 // A record's parameter, null when the record lacks it.
 const json& param(const json& record, const std::string& key);
 
+// A record's statistic by its field name, or by a JSON pointer ("/error/total/o_rms") for one
+// nested below the record's top level.
+inline const json& statistic_at(const json& record, const std::string& name) {
+  return name.starts_with('/') ? record[json::json_pointer(name)] : record[name];
+}
+
 struct Group {
   std::string title;  // the parameters that vary between groups
   std::vector<const json*> records;

@@ -35,7 +35,8 @@ double measured_peak(const std::vector<const json*>& records) {
 double ceiling(const std::string& stat, const std::vector<const json*>& records) {
   double top = measured_peak(records);
   for (const json* r : records)
-    for (const json& x : {(*r)[stat]["value"], (*r)[stat]["ci95"][1]})
+    for (const json& x :
+         {report::statistic_at(*r, stat)["value"], report::statistic_at(*r, stat)["ci95"][1]})
       if (x.is_number()) top = std::max(top, x.get<double>());
   return 1.1 * top;
 }
@@ -132,7 +133,7 @@ Panel curve_panel(const Curve& spec, const std::string& title,
     auto it = std::find_if(panel.series.begin(), panel.series.end(),
                            [&](const Series& s) { return s.title == name; });
     if (it == panel.series.end()) it = panel.series.insert(it, Series{.title = name});
-    const json& m = (*r)[spec.stat];
+    const json& m = report::statistic_at(*r, spec.stat);
     const auto theory = spec.theory(*r);
     it->has_theory = it->has_theory || theory.has_value();
     it->rows.push_back((*r)["params"][spec.row_key].dump() + " " + data(m["value"]) + " " +

@@ -22,7 +22,7 @@ struct Curve {
   std::string column_key = "scale";  // one series per value
   std::string xlabel = "d_k (key dimension)";
   std::string series_prefix = "c = ";
-  std::string stat;  // record field holding {value, ci95, predicted}
+  std::string stat;  // record field holding {value, ci95, predicted}, or a JSON pointer to one
   std::string ylabel;
   bool logy = false;
   // With files from several machines, also one figure with a panel per machine on one y scale.

@@ -98,9 +98,9 @@ std::vector<Table> side_by_side(const json& experiment, const std::string& sourc
     for (auto& [x, row] : rows) t.rows.push_back(row);
     std::size_t predictions = 0, disagreements = 0;
     for (const json* r : records)
-      if ((*r)[tested].contains("agrees")) {
+      if (const json& stat = statistic_at(*r, tested); stat.contains("agrees")) {
         ++predictions;
-        disagreements += (*r)[tested]["agrees"].get<bool>() ? 0 : 1;
+        disagreements += stat["agrees"].get<bool>() ? 0 : 1;
       }
     t.note = "Fixed: " + fixed + ". " + note;
     if (predictions > 0)

@@ -34,8 +34,8 @@ struct Column {
 
 // One table per group of records (grouping.hpp), one row per value of `row_key`, and for each
 // value of `column_key` (a scale scheme) the same columns side by side. `tested` names the
-// statistic whose `agrees` the table reports; the note then says how many predictions disagree
-// beside how many would by chance alone.
+// statistic (a field or a JSON pointer: statistic_at) whose `agrees` the table reports; the note
+// then says how many predictions disagree beside how many would by chance alone.
 std::vector<Table> side_by_side(const json& experiment, const std::string& source,
                                 const std::string& row_key, const std::string& column_key,
                                 const std::vector<Column>& columns, const std::string& note,

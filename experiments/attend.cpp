@@ -12,6 +12,7 @@
 #include "sdpa/input_file.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/npy.hpp"
+#include "sdpa/precision.hpp"
 
 namespace sdpa {
 namespace {
@@ -91,6 +92,17 @@ std::string number(double x) {
   return buf;
 }
 
+// Where element i of an operand sits: "row r, column c", then " of batch b" (3-D) or
+// " of batch b, head h" (4-D).
+std::string place(const Operand& o, std::int64_t i) {
+  const std::int64_t m = i / o.cols / o.rows;
+  return "row " + std::to_string(i / o.cols % o.rows) + ", column " + std::to_string(i % o.cols) +
+         (o.rank() == 3 ? " of batch " + std::to_string(m) : "") +
+         (o.rank() == 4
+              ? " of batch " + std::to_string(m / o.heads) + ", head " + std::to_string(m % o.heads)
+              : "");
+}
+
 // NaN or inf in an input would be hidden, not shown: the kernels' max subtraction turns a
 // row with NaN into lse = -inf and o = 0. So inputs must be finite; the first that is not is
 // named by its index.
@@ -98,13 +110,22 @@ void expect_finite(const Operand& o) {
   const auto& d = o.array.data;
   const auto bad = std::find_if(d.begin(), d.end(), [](float x) { return !std::isfinite(x); });
   if (bad == d.end()) return;
-  const std::int64_t i = bad - d.begin(), row = i / o.cols % o.rows, col = i % o.cols;
-  throw InputError(o.path + ": expected finite values, found " + number(*bad) + " at row " +
-                   std::to_string(row) + ", column " + std::to_string(col) +
-                   (o.rank() == 3 ? " of batch " + std::to_string(i / o.cols / o.rows) : "") +
-                   (o.rank() == 4 ? " of batch " + std::to_string(i / o.cols / o.rows / o.heads) +
-                                        ", head " + std::to_string(i / o.cols / o.rows % o.heads)
-                                  : ""));
+  throw InputError(o.path + ": expected finite values, found " + number(*bad) + " at " +
+                   place(o, bad - d.begin()));
+}
+
+// A kernel that stores an input narrow (sdpa/precision.hpp) rounds what its format cannot hold
+// to infinity; such inputs are refused, the first named by its index.
+void expect_in_format(const Operand& o, const char* name, const Kernel& kernel,
+                      const NumberFormat& format) {
+  const auto& d = o.array.data;
+  const auto bad = std::find_if(d.begin(), d.end(),
+                                [&](float x) { return std::abs(double(x)) > format.max_finite; });
+  if (bad == d.end()) return;
+  throw InputError(o.path + ": kernel \"" + kernel.name + "\" stores " + name + " in " +
+                   format.name + " (precision " + kernel.precision + "), whose largest value is " +
+                   number(format.max_finite) + "; found " + number(*bad) + " at " +
+                   place(o, bad - d.begin()) + ", which would round to infinity");
 }
 
 bool all_finite(const std::vector<float>& x) {
@@ -138,6 +159,11 @@ std::vector<std::string> attend(const AttendOptions& o) {
            "dO shaped like the output " + shape_text(out_shape));
   }
   for (const Operand* a : {&q, &k, &v}) expect_finite(*a);
+  if (const StoredFormats* f = stored_formats(kernel->precision)) {
+    expect_in_format(q, "Q", *kernel, f->q);
+    expect_in_format(k, "K", *kernel, f->k);
+    expect_in_format(v, "V", *kernel, f->v);
+  }
   if (d_out) expect_finite(*d_out);
   const double scale = o.scale.value_or(1.0 / std::sqrt(double(q.cols)));
   if (std::abs(scale) > FLT_MAX || (scale != 0 && std::abs(scale) < FLT_MIN))

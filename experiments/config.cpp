@@ -59,6 +59,21 @@ std::vector<std::string> semantic_problems(const json& doc, int threads) {
         // A timing config may name another machine's kernels (its cells are recorded as not
         // run), so one config compares x86 and Arm; statistics need a kernel that runs here.
         if (find_kernel(k) || (e["kind"] == "timing" && kernel_elsewhere(k))) continue;
+        if (kernel_elsewhere(k)) {
+          // Another machine's instruction set (a precision's native units this CPU lacks, e.g.
+          // flash-bf16@avx512-bf16 without AVX512_BF16): name what runs here instead.
+          const std::string family = k.substr(0, k.find('@'));
+          std::vector<std::string> here;
+          std::string precision;
+          for (const auto& kernel : kernel_registry())
+            if (kernel.family == family) here.push_back(kernel.name), precision = kernel.precision;
+          problems.push_back(
+              at + grid_path(e, "kernel", j) + ": unknown kernel \"" + k +
+              "\" on this machine: precision " + precision + " on instruction set \"" +
+              k.substr(k.find('@') + 1) +
+              "\", which this CPU or build cannot run; its family here: " + join_quoted(here));
+          continue;
+        }
         const std::string hint = closest(k, kernel_names());
         problems.push_back(at + grid_path(e, "kernel", j) + ": unknown kernel \"" + k + "\"" +
                            (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") +

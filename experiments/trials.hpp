@@ -59,6 +59,11 @@ struct AttentionCell {
   double scale;
   InputSpec inputs;
 
+  // The axes of a kind whose cells are these, in plan order (entropy, precision).
+  inline static const std::vector<std::string> kAxes = {
+      "kernel", "inputs",    "init", "d_model", "mean_q", "std_q", "mean_k",
+      "std_k",  "alignment", "n_q",  "trials",  "n_kv",   "d_k",   "scale"};
+
   explicit AttentionCell(const json& p)
       : kernel(p["kernel"]),
         d_k(p["d_k"]),

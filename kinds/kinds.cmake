@@ -11,6 +11,7 @@ set(SDPA_KINDS
   gradient
   training
   stability
+  precision
   roofline
   timing
 )

@@ -160,3 +160,25 @@ TEST_CASE("attend: grouped shapes that do not fit are refused, naming the file")
     CHECK_FALSE(std::filesystem::exists(dir / "out" / "o.npy"));
   }
 }
+
+TEST_CASE("attend: an input a bf16 kernel would round to infinity is refused, naming the file") {
+  // 3.4e38 is finite in fp32 but past bf16's largest value (3.39e38).
+  TempDir dir;
+  auto k = normals({6, 8}, 2);
+  k.data[13] = 3.4e38f;
+  sdpa::npy::write((dir / "q.npy").string(), normals({4, 8}, 1));
+  sdpa::npy::write((dir / "k.npy").string(), k);
+  sdpa::npy::write((dir / "v.npy").string(), normals({6, 3}, 3));
+  const std::string args = "attend --q " + (dir / "q.npy").string() + " --k " +
+                           (dir / "k.npy").string() + " --v " + (dir / "v.npy").string() +
+                           " --out " + (dir / "o").string() + " --kernel ";
+  const auto r = run_cli(args + "flash-bf16", dir);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err == "error: " + (dir / "k.npy").string() +
+                     ": kernel \"flash-bf16\" stores K in bf16 (precision bf16), whose largest "
+                     "value is 3.38953e+38; found 3.4e+38 at row 1, column 5, which would round "
+                     "to infinity\n");
+  CHECK_FALSE(std::filesystem::exists(dir / "o" / "o.npy"));
+  // The fp32 kernel holds it.
+  CHECK(run_cli(args + "flash", dir).exit_code == 0);
+}

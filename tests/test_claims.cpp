@@ -261,3 +261,53 @@ TEST_CASE("claims 11-13 (stability) come from a stability result; verdicts follo
   });
   CHECK(c[1].verdict == Verdict::does_not_hold);
 }
+
+TEST_CASE("claim 14 (precision) comes from a precision result; its verdict follows the records") {
+  // Without a precision result there is no claim 14 (and results/claims.md stays as committed).
+  for (const auto& c : sdpa::claims::evaluate(small_seeds_result(), "r.json")) CHECK(c.number < 14);
+  // configs/precision.json at three d_k, N = 64, few rows and seeds: well under a second.
+  static const json precision = run_shrunk("configs/precision.json", [](json& e) {
+    e["d_k"] = {4, 64, 256}, e["n_kv"] = 64, e["n_q"] = 4, e["trials"] = 4;
+  });
+  const auto claim = [](const json& p) -> std::optional<sdpa::claims::Claim> {
+    for (auto& c : sdpa::claims::evaluate({{&small_seeds_result(), "r.json"}, {&p, "p.json"}}))
+      if (c.number == 14) return c;
+    return std::nullopt;
+  };
+  const auto measured = claim(precision);
+  REQUIRE(measured);
+  CHECK(measured->rows.size() == 3);  // flash-bf16 only: fp32 is not half precision
+  CHECK(measured->source.find("`claim14-precision` of p.json") != std::string::npos);
+
+  // Records: kernel (flash, flash-bf16) x d_k (4, 64, 256) x scale (none, sqrt_dk).
+  const auto with = [&](const std::function<void(json & records)>& edit) {
+    json p = precision;
+    edit(p["experiments"][0]["records"]);
+    return *claim(p);
+  };
+  const auto set_error = [](json& record, double value) {
+    json& stat = record["error"]["total"]["o_rms"];
+    stat["value"] = value;
+    stat["ci95"] = {0.9 * value, 1.1 * value};
+  };
+  // Unscaled 3x the scaled error at d_k 64 and 256, equal at 4: loses from 64 on.
+  auto c = with([&](json& r) {
+    for (int d = 0; d < 3; ++d) set_error(r[6 + 2 * d], d == 0 ? 0.004 : 0.012);
+    for (int d = 0; d < 3; ++d) set_error(r[7 + 2 * d], 0.004);
+  });
+  CHECK(c.verdict == Verdict::holds);
+  CHECK(c.reason.find("loses from d_k = 64 on, while 1/sqrt(d_k) keeps the O error within "
+                      "0.0044 (1.126 u)") != std::string::npos);
+  // Equal everywhere: it never loses.
+  c = with([&](json& r) {
+    for (int i = 6; i < 12; ++i) set_error(r[i], 0.004);
+  });
+  CHECK(c.verdict == Verdict::does_not_hold);
+  // Non-finite rows unscaled at the largest d_k count as a loss from there on.
+  c = with([&](json& r) {
+    for (int i = 6; i < 12; ++i) set_error(r[i], 0.004);
+    r[10]["nonfinite_rows"] = 0.5;
+  });
+  CHECK(c.verdict == Verdict::holds);
+  CHECK(c.reason.find("loses from d_k = 256 on") != std::string::npos);
+}

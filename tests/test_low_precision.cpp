@@ -14,6 +14,14 @@
 //                               + sum_j p_j |v_jc| (2u + u^2 + (2 n + 8) u32) ]
 // the second term for v and P rounded to bf16 (each <= u) and fp32's sums of n terms; and
 //   |lse - lse_ref| <= kSafety [ ebar + u32 (n + 4 + |lse_ref|) ].
+// The probes (RowProbes) come from the same scores, so the same e_j bound them: a weight moves by
+// p_j (e_j - ebar), hence with sbar = sum_j p_j s_j and fp32's tile sums (at most 128 keys a
+// tile, exp within a few ULPs) on top, each times kSafety:
+//   entropy    H = -sum p ln p:  sum_j p_j (e_j + ebar) |s_j - sbar| + u32 (2 T + 8) (sum_j p_j
+//   |s_j - m| + 1) max weight p_max = 1 / l:    p_max (emax + ebar) + p_max u32 (T + 8) score sum
+//   sum_j s_j:        sum_j e_j + u32 (T + 8) sum_j |s_j| sum p^2:                     2 sum_j
+//   p_j^2 (e_j + ebar) + 2 u32 (T + 8) sum_j p_j^2
+// with T = min(n, 128) the terms of one tile's fp32 sum.
 // kSafety = 2 covers the second-order terms while the first-order ones are small: the test
 // requires max_j (e_j + ebar) <= 1/2 (then e^x - 1 <= 1.3 x), so a case where bf16 cannot
 // resolve the scores fails loudly instead of passing on a meaningless bound.
@@ -76,6 +84,9 @@ struct Problem {
   float scale = 1;
   std::vector<float> q, k, v;
   std::vector<double> out, out_tol, lse, lse_tol;
+  // The probes of the fp64 scores of the fp32 inputs, and their bounds (above).
+  sdpa::RowProbes probes;
+  std::vector<double> entropy_tol, max_weight_tol, score_sum_tol, sum_p2_tol;
 };
 
 std::vector<float> normals(std::int64_t n, std::mt19937& rng) {
@@ -103,6 +114,9 @@ Problem make_problem(const Case& c) {
   pr.lse = ref.lse;
   pr.out_tol.assign(s.out_elements(), 0);
   pr.lse_tol.assign(s.rows(), 0);
+  pr.probes.resize(s.rows());
+  for (auto* tol : {&pr.entropy_tol, &pr.max_weight_tol, &pr.score_sum_tol, &pr.sum_p2_tol})
+    tol->assign(s.rows(), 0);
   const double rounded_product = 2 * kU + kU * kU;
   double worst_first_order = 0;
   for (std::int64_t r = 0; r < s.rows(); ++r) {
@@ -124,6 +138,24 @@ Problem make_problem(const Case& c) {
     worst_first_order = std::max(worst_first_order, emax + ebar);
     const double nn = double(n);
     pr.lse_tol[r] = kSafety * (ebar + kU32 * (nn + 4 + std::abs(ref.lse[r])));
+    double sbar = 0, entropy = 0, p2 = 0, sum = 0, abs_sum = 0, e_sum = 0;
+    for (std::int64_t j = 0; j < n; ++j) sbar += p[j] * sc[j];
+    const double tile = double(std::min<std::int64_t>(n, 128));
+    double h_spread = 0, from_max = 0, p2_moved = 0;
+    for (std::int64_t j = 0; j < n; ++j) {
+      if (p[j] > 0) entropy -= p[j] * std::log(p[j]);
+      p2 += p[j] * p[j], sum += sc[j], abs_sum += std::abs(sc[j]), e_sum += e[j];
+      h_spread += p[j] * (e[j] + ebar) * std::abs(sc[j] - sbar);
+      from_max += p[j] * (m - sc[j]);
+      p2_moved += p[j] * p[j] * (e[j] + ebar);
+    }
+    const double p_max = 1 / row.l;
+    pr.probes.entropy[r] = entropy, pr.probes.max_weight[r] = p_max;
+    pr.probes.score_sum[r] = sum, pr.probes.sum_p2[r] = p2;
+    pr.entropy_tol[r] = kSafety * (h_spread + kU32 * (2 * tile + 8) * (from_max + 1));
+    pr.max_weight_tol[r] = kSafety * p_max * (emax + ebar + kU32 * (tile + 8));
+    pr.score_sum_tol[r] = kSafety * (e_sum + kU32 * (tile + 8) * abs_sum);
+    pr.sum_p2_tol[r] = kSafety * 2 * (p2_moved + kU32 * (tile + 8) * p2);
     for (std::int64_t x = 0; x < s.d_v; ++x) {
       const double o = ref.out[r * s.d_v + x];
       double spread = 0, mass = 0;
@@ -209,6 +241,31 @@ double max_error(const std::vector<float>& got, const std::vector<double>& want)
 
 double g_worst_ratio = 0;  // worst err / tolerance over every check, reported at the end
 
+// A kernel's probes within their bounds of the fp64 ones (make_problem), on rows that see a key.
+void check_probes(const Problem& pr, const sdpa::RowProbes& got) {
+  const Shape& s = pr.c.shape;
+  const struct {
+    const char* name;
+    const std::vector<double>&got, &want, &tol;
+  } probes[] = {{"entropy", got.entropy, pr.probes.entropy, pr.entropy_tol},
+                {"max weight", got.max_weight, pr.probes.max_weight, pr.max_weight_tol},
+                {"score sum", got.score_sum, pr.probes.score_sum, pr.score_sum_tol},
+                {"sum p^2", got.sum_p2, pr.probes.sum_p2, pr.sum_p2_tol}};
+  for (const auto& p : probes) {
+    std::int64_t bad = 0;
+    double worst = 0;
+    for (std::int64_t r = 0; r < s.rows(); ++r) {
+      if (sdpa::visible_keys(s, pr.c.causal, r % s.n_q) == 0) continue;
+      const double err = std::abs(p.got[r] - p.want[r]);
+      const double ratio = err == 0 ? 0 : err / p.tol[r];
+      bad += !(ratio <= 1);
+      worst = std::max(worst, ratio);
+    }
+    g_worst_ratio = std::max(g_worst_ratio, worst);
+    CHECK_MESSAGE(bad == 0, bad, " rows' ", p.name, " outside the bound; worst err/tol ", worst);
+  }
+}
+
 // Every bf16 kernel within the derived bound and within twice the plain composition's error;
 // the same bits with a probe sink and on two threads; the native products' bits equal the
 // widened ones' on the same Highway target (bf16.hpp says why they must).
@@ -247,6 +304,7 @@ void check_case(const Case& c) {
     sdpa::RowProbes probes(s.rows());
     CHECK_MESSAGE(same_bits(run(*kern, pr, 2, &probes).out, got.out),
                   "a probe sink or a second thread changed the output");
+    check_probes(pr, probes);
     // The widened products on the best target are the native ones' twin.
     if (kern->name == "flash-bf16@" + sdpa::find_kernel("flash")->isa &&
         sdpa::find_kernel("flash-bf16@avx512-bf16")) {

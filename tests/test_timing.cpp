@@ -7,21 +7,14 @@
 #include <map>
 
 #include "peak_measure.hpp"
+#include "experiment_runner.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/peak.hpp"
 
 namespace {
 
-std::string error_of(const std::string& experiment) {
-  try {
-    sdpa::parse_config("bad.json",
-                       R"({"name": "t", "seed": 1, "experiments": [)" + experiment + "]}");
-  } catch (const sdpa::InputError& e) {
-    return e.what();
-  }
-  return "(accepted)";
-}
+using sdpa::testing::error_of;
 
 // Runs every cell of the config's first experiment, sharing peaks as a run would.
 std::vector<sdpa::json> run_cells(const std::string& experiment,

@@ -142,8 +142,7 @@ ExperimentKind entropy_experiment() {
   return {
       .name = "entropy",
       .description = "softmax entropy, max weight and overflow vs d_k, N and the scale scheme",
-      .axes = {"kernel", "inputs", "init", "d_model", "mean_q", "std_q", "mean_k", "std_k",
-               "alignment", "n_q", "trials", "n_kv", "d_k", "scale"},
+      .axes = AttentionCell::kAxes,
       .run_cell = run_entropy_cell,
       .memory_bytes =
           [](const json& p, int threads) {

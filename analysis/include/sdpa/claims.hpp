@@ -32,9 +32,11 @@ struct Source {
 
 // Evaluates every claim on the given result files: claims 1-9 on the experiments of
 // configs/seeds.json, claim 10 on every `training` experiment (configs/training.json), claims
-// 11-13 on every `stability` experiment (configs/stability.json); each of claims 1-9 takes its
+// 11-13 on every `stability` experiment (configs/stability.json), claim 14 on every `precision`
+// experiment of a half-precision kernel (configs/precision.json); each of claims 1-9 takes its
 // records from the first file holding the experiment it cites. Claim 10 is left out when no file
-// has a training experiment, claims 11-13 when none has a stability experiment. Throws InputError naming the experiment when one
+// has a training experiment, claims 11-13 when none has a stability experiment, claim 14 when
+// none has a precision experiment. Throws InputError naming the experiment when one
 // of claims 1-9 needs is missing.
 std::vector<Claim> evaluate(const std::vector<Source>& sources);
 std::vector<Claim> evaluate(const json& result, const std::string& file);

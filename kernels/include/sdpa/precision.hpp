@@ -1,0 +1,28 @@
+// How a kernel's precision (Kernel::precision) stores what it computes with: the number format of
+// Q, K, V and of the attention weights P before P V, each with its rounding, unit roundoff and
+// largest finite value (docs/design.md, "Conventions for inference shapes and precision").
+// The precision experiment reads it to split a kernel's error into what rounding its inputs
+// costs and what its arithmetic adds; `attend` to refuse inputs a format cannot hold.
+#pragma once
+
+#include <string_view>
+
+namespace sdpa {
+
+struct NumberFormat {
+  const char* name;       // "fp32", "bf16", "fp16"
+  double unit_roundoff;   // u = 2^-p for p significant bits: 2^-24, 2^-8, 2^-11
+  double max_finite;      // the largest finite value; larger magnitudes round to infinity
+  float (*round)(float);  // to nearest, ties to even (fp32: the identity)
+};
+
+struct StoredFormats {
+  NumberFormat q, k, v, p;  // fp32 where the precision keeps one in fp32
+};
+
+// The formats of a precision: "fp32", "bf16" (Q, K, V and P in bf16), "bf16-kv" and "fp16-kv"
+// (K and V narrow, the rest fp32). Null for a precision whose storage is not a per-value
+// rounding (int8-kv's scale per token) or that this build does not know.
+const StoredFormats* stored_formats(std::string_view precision);
+
+}  // namespace sdpa
