@@ -11,7 +11,9 @@
 //   online softmax of S        along each row (keys along the lanes again);
 //   O = alpha O + P V_tile     the prefill's Gemm, with the block's few rows down the tile.
 // Each split leaves its rows' max, sum and unnormalised output; the merge folds the splits in
-// order. Probes ride along as in the prefill path (RowStats).
+// order. Probes ride along as in the prefill path (RowStats). K and V may be stored as fp32 or
+// in 16 bits (E: flash_kv.cpp's formats), widened exactly to fp32 in L1 as they are read, so the
+// arithmetic after the widening is the fp32 path's.
 //
 // Per-target include guard (Highway's pattern): this file is compiled once per ISA target.
 #if defined(SDPA_KERNELS_ATTENTION_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
