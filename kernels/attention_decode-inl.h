@@ -11,7 +11,9 @@
 //   online softmax of S        along each row (keys along the lanes again);
 //   O = alpha O + P V_tile     the prefill's Gemm, with the block's few rows down the tile.
 // Each split leaves its rows' max, sum and unnormalised output; the merge folds the splits in
-// order. Probes ride along as in the prefill path (RowStats).
+// order. Probes ride along as in the prefill path (RowStats). K and V may be stored as fp32 or
+// in 16 bits (E: flash_kv.cpp's formats), widened exactly to fp32 in L1 as they are read, so the
+// arithmetic after the widening is the fp32 path's.
 //
 // Per-target include guard (Highway's pattern): this file is compiled once per ISA target.
 #if defined(SDPA_KERNELS_ATTENTION_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -22,17 +24,78 @@
 #endif
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "attention_tiles-inl.h"
 #include "decode_blocks.hpp"
 #include "hwy/highway.h"
+#include "kv_formats.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace sdpa::detail::HWY_NAMESPACE {
+
+// ---- K and V elements as fp32: E is float, hwy::float16_t or hwy::bfloat16_t (flash_kv.cpp's
+// storage formats). Every widening is exact, so all targets see the same fp32 values.
+
+inline float WideScalar(float x) { return x; }
+inline float WideScalar(hwy::float16_t x) { return f16_to_f32(std::bit_cast<std::uint16_t>(x)); }
+inline float WideScalar(hwy::bfloat16_t x) { return bf16_to_f32(std::bit_cast<std::uint16_t>(x)); }
+
+// One vector of fp32 lanes from L stored elements.
+HWY_INLINE HwyLanes::V WideLoad(const float* p) { return HwyLanes::Load(p); }
+HWY_INLINE HwyLanes::V WideLoad(const hwy::bfloat16_t* p) {
+  const hn::Rebind<std::uint16_t, HwyLanes::D> d16;
+  const hn::RebindToUnsigned<HwyLanes::D> d32;
+  const auto bits = hn::LoadU(d16, reinterpret_cast<const std::uint16_t*>(p));
+  return hn::BitCast(HwyLanes::D(), hn::ShiftLeft<16>(hn::PromoteTo(d32, bits)));
+}
+HWY_INLINE HwyLanes::V WideLoad(const hwy::float16_t* p) {
+#if HWY_TARGET <= HWY_AVX2 || \
+    (HWY_ARCH_ARM_A64 && HWY_TARGET != HWY_EMU128 && HWY_TARGET != HWY_SCALAR)
+  // F16C's vcvtph2ps (Highway's AVX2 and AVX-512 targets require it) and aarch64's fcvtl:
+  // exact, infinities and NaN included.
+  return hn::PromoteTo(HwyLanes::D(), hn::LoadU(hn::Rebind<hwy::float16_t, HwyLanes::D>(), p));
+#else
+  // No conversion instruction (SSE4, the emulated targets): f16_to_f32's bits lane-wise.
+  // Highway 1.0.3's emulated PromoteTo maps exponent 31 (inf, NaN) to finite values, so it is not
+  // used.
+  const hn::Rebind<std::uint16_t, HwyLanes::D> d16;
+  const hn::RebindToUnsigned<HwyLanes::D> du;
+  const hn::RebindToSigned<HwyLanes::D> di;
+  const auto h = hn::PromoteTo(du, hn::LoadU(d16, reinterpret_cast<const std::uint16_t*>(p)));
+  const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
+  const auto exponent = hn::And(hn::ShiftRight<10>(h), hn::Set(du, 0x1fu));
+  const auto mantissa = hn::And(h, hn::Set(du, 0x3ffu));
+  const auto subnormal =
+      hn::BitCast(du, hn::Mul(hn::ConvertTo(HwyLanes::D(), hn::BitCast(di, mantissa)),
+                              hn::Set(HwyLanes::D(), 0x1p-24f)));
+  const auto normal =
+      hn::Or(hn::ShiftLeft<23>(hn::Add(exponent, hn::Set(du, 112u))), hn::ShiftLeft<13>(mantissa));
+  const auto special = hn::Or(hn::Set(du, 0x7f800000u), hn::ShiftLeft<13>(mantissa));
+  const auto bits =
+      hn::IfThenElse(hn::Eq(exponent, hn::Zero(du)), subnormal,
+                     hn::IfThenElse(hn::Eq(exponent, hn::Set(du, 31u)), special, normal));
+  return hn::BitCast(HwyLanes::D(), hn::Or(sign, bits));
+#endif
+}
+
+// dst[r][c] = src[r][c] widened to fp32 for c < cols, 0 for cols <= c < ld_dst, r < rows.
+template <class E>
+void WidenRows(const E* src, std::int64_t rows, std::int64_t cols, std::int64_t ld_src, float* dst,
+               std::int64_t ld_dst) {
+  constexpr std::int64_t L = HwyLanes::kLanes;
+  for (std::int64_t r = 0; r < rows; ++r, src += ld_src, dst += ld_dst) {
+    std::int64_t c = 0;
+    for (; c + L <= cols; c += L) HwyLanes::Store(WideLoad(src + c), dst + c);
+    for (; c < cols; ++c) dst[c] = WideScalar(src[c]);
+    std::fill(dst + cols, dst + ld_dst, 0.0f);
+  }
+}
 
 // Folds the L vectors of dots (L floats each) pairwise, in place, until the first holds, in
 // lane t, the sum of the lanes of the original vector t; returns it. Through L1 rather than
@@ -107,20 +170,20 @@ HWY_INLINE typename P::V GroupScores(const float* q, const float* k, std::int64_
 // rows at a time, from memory for the first query row and from L1 for the others; a group
 // that is short of L keys or of whole vectors of d_k is first copied, zero-padded, to k_pack
 // so that no load runs past K.
-template <class P>
-void ScoreRows(const DecodeScratch& w, std::int64_t rows, const float* k, std::int64_t d_k,
+// Keys stored in a 16-bit format are always widened to k_pack.
+template <class P, class E>
+void ScoreRows(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64_t d_k,
                std::int64_t nk) {
   constexpr std::int64_t L = P::kLanes;
   const std::int64_t d_vecs = (d_k + L - 1) / L;
   for (std::int64_t j0 = 0; j0 < nk; j0 += L) {
-    const float* group = k + j0 * d_k;
+    const float* group = nullptr;
     std::int64_t ld_k = d_k;
-    if (j0 + L > nk || d_k % L != 0) {
-      for (std::int64_t t = 0; t < L; ++t) {
-        const float* key = k + std::min(j0 + t, nk - 1) * d_k;
-        std::copy_n(key, d_k, w.k_pack + t * w.ld_q);
-        std::fill(w.k_pack + t * w.ld_q + d_k, w.k_pack + t * w.ld_q + d_vecs * L, 0.0f);
-      }
+    if constexpr (std::is_same_v<E, float>) group = k + j0 * d_k;
+    if (!std::is_same_v<E, float> || j0 + L > nk || d_k % L != 0) {
+      for (std::int64_t t = 0; t < L; ++t)
+        WidenRows(k + std::min(j0 + t, nk - 1) * d_k, 1, d_k, d_k, w.k_pack + t * w.ld_q,
+                  d_vecs * L);
       group = w.k_pack;
       ld_k = w.ld_q;
     }
@@ -190,11 +253,52 @@ void SoftmaxRows(const ForwardArgs& a, std::int64_t rows, std::int64_t key0, std
   }
 }
 
+// O = alpha O + P V over the tile's nk keys (the prefill's Gemm, the block's few rows down the
+// tile). Values stored in a 16-bit format are widened kWidenKeys keys at a time into v_pack
+// (in L1) and multiplied from there: the same products, summed in the same order.
+inline constexpr std::int64_t kWidenKeys = 32;
+static_assert(kWidenKeys <= kDepthChunk && kDecodeTile % kWidenKeys == 0);
+
+template <class P, class E>
+void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, const E* v, std::int64_t d_v,
+                      std::int64_t nk, bool first, const DecodeScratch& w, float* acc) {
+  Gemm values{.m = rows,
+              .n_vec = g.ld_acc / P::kLanes,
+              .k = nk,
+              .a = w.scores,
+              .a_row = kDecodeTile,
+              .a_col = 1,
+              .b = nullptr,
+              .ldb = d_v,
+              .b_cols = d_v,
+              .b_pack = w.v_pack,
+              .c = acc,
+              .ldc = g.ld_acc,
+              .init = first ? Gemm::Init::kZero : Gemm::Init::kLoadScaled,
+              .row_scale = w.rescale};
+  if constexpr (std::is_same_v<E, float>) {
+    values.b = v;
+    RunGemm<P, P::kMrD, P::kNvD>(values);
+  } else {
+    for (std::int64_t j0 = 0; j0 < nk; j0 += kWidenKeys) {
+      Gemm chunk = values;
+      chunk.k = std::min(kWidenKeys, nk - j0);
+      chunk.a = w.scores + j0;
+      WidenRows(v + j0 * d_v, chunk.k, d_v, d_v, w.v_pack, g.ld_acc);
+      chunk.b = w.v_pack;
+      chunk.ldb = chunk.b_cols = g.ld_acc;
+      if (j0 > 0) chunk.init = Gemm::Init::kLoad;
+      RunGemm<P, P::kMrD, P::kNvD>(chunk);
+    }
+  }
+}
+
 // One split of one block: its queries packed, then tile by tile S, the online softmax and
 // O = alpha O + P V into the split's partial output.
-template <class P, bool kProbe>
-void DecodeSplit(const ForwardArgs& a, const DecodeGeometry& g, const DecodeBlock& blk,
-                 std::int64_t split, const DecodePartials& partials, const DecodeScratch& w) {
+template <class P, class E, bool kProbe>
+void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry& g,
+                 const DecodeBlock& blk, std::int64_t split, const DecodePartials& partials,
+                 const DecodeScratch& w) {
   static_assert(kPartialAlign % P::kLanes == 0 && kDecodeTile % P::kLanes == 0);
   const Shape& s = a.shape;
   for (std::int64_t i = 0; i < blk.rows; ++i) {
@@ -207,8 +311,8 @@ void DecodeSplit(const ForwardArgs& a, const DecodeGeometry& g, const DecodeBloc
   for (double* p : {w.score_sum, w.score_sumsq, w.shifted_t, w.nonfinite, w.p2, w.p3})
     std::fill_n(p, blk.rows, 0.0);
   const DecodePartials::Split out = partials.split(blk.index, split);
-  const float* k = a.k + blk.kv * s.n_kv * s.d_k;
-  const float* v = a.v + blk.kv * s.n_kv * s.d_v;
+  const E* k = static_cast<const E*>(kv.k) + blk.kv * s.n_kv * s.d_k;
+  const E* v = static_cast<const E*>(kv.v) + blk.kv * s.n_kv * s.d_v;
   const std::int64_t first = split * g.keys_per_split;
   const std::int64_t end = std::min(s.n_kv, first + g.keys_per_split);
   for (std::int64_t key0 = first; key0 < end; key0 += kDecodeTile) {
@@ -216,21 +320,7 @@ void DecodeSplit(const ForwardArgs& a, const DecodeGeometry& g, const DecodeBloc
     ScoreRows<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk);
     SoftmaxRows<P, kProbe>(a, blk.rows, key0, nk, w);
     if constexpr (kProbe) fold_tile_probes(w, blk.rows);
-    const Gemm values{.m = blk.rows,
-                      .n_vec = g.ld_acc / P::kLanes,
-                      .k = nk,
-                      .a = w.scores,
-                      .a_row = kDecodeTile,
-                      .a_col = 1,
-                      .b = v + key0 * s.d_v,
-                      .ldb = s.d_v,
-                      .b_cols = s.d_v,
-                      .b_pack = w.v_pack,
-                      .c = out.acc,
-                      .ldc = g.ld_acc,
-                      .init = key0 == first ? Gemm::Init::kZero : Gemm::Init::kLoadScaled,
-                      .row_scale = w.rescale};
-    RunGemm<P, P::kMrD, P::kNvD>(values);
+    AccumulateValues<P>(g, blk.rows, v + key0 * s.d_v, s.d_v, nk, key0 == first, w, out.acc);
   }
   std::copy_n(w.max, blk.rows, out.max);
   std::copy_n(w.sum, blk.rows, out.sum);
@@ -282,11 +372,15 @@ void DecodeMerge(const ForwardArgs& a, const DecodeGeometry& g, const DecodeBloc
   }
 }
 
-// The decode path of a fused forward on target P.
+// The decode path of a fused forward on target P, K and V read as E from kv.
+template <class P, class E = float>
+void DecodeForward(const ForwardArgs& a, const DecodeKv& kv) {
+  for_each_decode_split(a, kv, a.probes ? &DecodeSplit<P, E, true> : &DecodeSplit<P, E, false>,
+                        &DecodeMerge<P>);
+}
 template <class P>
 void DecodeForward(const ForwardArgs& a) {
-  for_each_decode_split(a, a.probes ? &DecodeSplit<P, true> : &DecodeSplit<P, false>,
-                        &DecodeMerge<P>);
+  DecodeForward<P>(a, DecodeKv{a.k, a.v});
 }
 
 }  // namespace sdpa::detail::HWY_NAMESPACE

@@ -90,7 +90,8 @@ DecodeScratch carve_decode_scratch(float* base, const Shape& s, const DecodeGeom
   return carve(c, s, g);
 }
 
-void for_each_decode_split(const ForwardArgs& a, DecodeSplitFn split_fn, DecodeMergeFn merge_fn) {
+void for_each_decode_split(const ForwardArgs& a, const DecodeKv& kv, DecodeSplitFn split_fn,
+                           DecodeMergeFn merge_fn) {
   const Shape& s = a.shape;
   const DecodeGeometry g(s);
   const bool probes = a.probes != nullptr;
@@ -105,7 +106,7 @@ void for_each_decode_split(const ForwardArgs& a, DecodeSplitFn split_fn, DecodeM
     // by one thread from inputs only, so the schedule cannot change a bit of it.
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t item = 0; item < g.items(); ++item)
-      split_fn(a, g, g.block(item / g.splits, s), item % g.splits, partials, w);
+      split_fn(a, kv, g, g.block(item / g.splits, s), item % g.splits, partials, w);
 #pragma omp for schedule(static)
     for (std::int64_t b = 0; b < g.blocks; ++b) merge_fn(a, g, g.block(b, s), partials, w);
   }

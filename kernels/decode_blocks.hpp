@@ -85,7 +85,7 @@ struct DecodeScratch : RowStats {
   float* q;       // [kDecodeRows][ld_q]: scale * Q of the block, zero past d_k
   float* scores;  // [kDecodeRows][kDecodeTile]: S of one key tile, overwritten by P
   float* k_pack;  // [kPartialAlign][ld_q]: a group of keys padded to whole vectors and lanes
-  float* v_pack;  // [kDepthChunk][ld_acc]
+  float* v_pack;  // [kDepthChunk][ld_acc]: values padded, or widened from a K/V format
   float* dots;    // [kPartialAlign][kPartialAlign]: partial dot products of a group of keys
   float* merged;  // [ld_acc]: one row's merged output
   std::int64_t ld_q;
@@ -98,15 +98,24 @@ DecodeScratch carve_decode_scratch(float* base, const Shape& s, const DecodeGeom
 // thread's scratch.
 double decode_workspace_bytes(const Shape& s, int threads);
 
+// Where the splits read K and V: a.k and a.v (fp32), or the same elements in a K/V storage
+// format (flash_kv.cpp), laid out as a.k and a.v are.
+struct DecodeKv {
+  const void* k;
+  const void* v;
+};
+
 // The fused kernel's work on one split: fills partials.split(block, split).
-using DecodeSplitFn = void (*)(const ForwardArgs&, const DecodeGeometry&, const DecodeBlock&,
-                               std::int64_t split, const DecodePartials&, const DecodeScratch&);
+using DecodeSplitFn = void (*)(const ForwardArgs&, const DecodeKv&, const DecodeGeometry&,
+                               const DecodeBlock&, std::int64_t split, const DecodePartials&,
+                               const DecodeScratch&);
 // Merges a block's splits into its rows of out, lse and probes, in split order.
 using DecodeMergeFn = void (*)(const ForwardArgs&, const DecodeGeometry&, const DecodeBlock&,
                                const DecodePartials&, const DecodeScratch&);
 
 // Runs split_fn on every (block, split) on a.threads OpenMP threads, then merge_fn on every
 // block. Each partial and each output row has one writer that reads inputs only.
-void for_each_decode_split(const ForwardArgs& a, DecodeSplitFn split_fn, DecodeMergeFn merge_fn);
+void for_each_decode_split(const ForwardArgs& a, const DecodeKv& kv, DecodeSplitFn split_fn,
+                           DecodeMergeFn merge_fn);
 
 }  // namespace sdpa::detail

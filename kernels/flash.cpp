@@ -23,10 +23,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace sdpa::detail::HWY_NAMESPACE {
 
-// Keys per tile: the tile's scores (kFlashKeys x kQueryBlock floats) and one register strip of
-// its values stay in L1 while the output tile is updated.
-constexpr std::int64_t kFlashKeys = 128;
-
 void FlashForward(const ForwardArgs& a) {
   if (is_decode_shape(a.shape))
     DecodeForward<HwyLanes>(a);
@@ -49,7 +45,7 @@ HWY_EXPORT(FlashForward);
 double flash_workspace(const Shape& s, Pass pass, int threads) {
   if (pass == Pass::backward) return flash_backward_workspace_bytes(s, threads);
   if (is_decode_shape(s)) return decode_workspace_bytes(s, threads);
-  return tiled_workspace_bytes(s, HWY_NAMESPACE::kFlashKeys, kMaxLanes, threads);
+  return tiled_workspace_bytes(s, kFlashKeys, kMaxLanes, threads);
 }
 
 std::vector<Kernel> flash_kernels() {

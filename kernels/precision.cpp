@@ -8,30 +8,22 @@
 #include <cmath>
 
 #include "bf16.hpp"
+#include "kv_formats.hpp"
 
 namespace sdpa {
 namespace {
 
 float fp32_round(float x) { return x; }
 
-// x to fp16's 11 significant bits, its exponent range [-14, 15] and its subnormals (a quantum of
-// 2^-24), to nearest, ties to even; past 65504 (from 65520 on, the next value up) infinity.
-float fp16_round(float x) {
-  if (!std::isfinite(x) || x == 0) return x;
-  int e = 0;
-  std::frexp(x, &e);  // |x| in [2^(e-1), 2^e)
-  const double quantum = std::ldexp(1.0, std::max(e - 11, -24));
-  const double r = std::nearbyint(double(x) / quantum) * quantum;  // exact in double
-  return std::abs(r) > 65504.0 ? std::copysign(INFINITY, x) : float(r);
-}
-
 constexpr double kBf16Max = 3.3895313892515355e38;  // (2 - 2^-7) 2^127
 
 const NumberFormat kFp32{"fp32", 0x1p-24, FLT_MAX, &fp32_round};
 const NumberFormat kBf16{"bf16", 0x1p-8, kBf16Max, &detail::bf16_round};
-const NumberFormat kFp16{"fp16", 0x1p-11, 65504.0, &fp16_round};
+const NumberFormat kFp16{"fp16", 0x1p-11, 65504.0, &sdpa::fp16_round};
 
 }  // namespace
+
+float fp16_round(float x) { return detail::f16_to_f32(detail::f16_bits(x)); }
 
 const StoredFormats* stored_formats(std::string_view precision) {
   static const StoredFormats fp32{kFp32, kFp32, kFp32, kFp32};
@@ -40,8 +32,8 @@ const StoredFormats* stored_formats(std::string_view precision) {
   static const StoredFormats fp16_kv{kFp32, kFp16, kFp16, kFp32};
   if (precision == "fp32") return &fp32;
   if (precision == "bf16") return &bf16;
-  if (precision == "bf16-kv") return &bf16_kv;
-  if (precision == "fp16-kv") return &fp16_kv;
+  if (precision == "kv-bf16") return &bf16_kv;
+  if (precision == "kv-fp16") return &fp16_kv;
   return nullptr;
 }
 

@@ -100,6 +100,11 @@ inline AlignedFloats aligned_floats(std::int64_t n) {
 // pass (values, or the block's queries) stay in L1/L2 while every register tile reuses them.
 inline constexpr std::int64_t kDepthChunk = 128;
 
+// Keys per tile of flash's prefill (and of flash-kv's, which runs it on widened K and V): the
+// tile's scores (kFlashKeys x kQueryBlock floats) and one register strip of its values stay in
+// L1 while the output tile is updated.
+inline constexpr std::int64_t kFlashKeys = 128;
+
 std::int64_t scratch_floats(const Shape& s, std::int64_t key_tile, std::int64_t ld_acc);
 
 // The key tile a forward uses: at most n_kv keys, at least one.

@@ -16,6 +16,7 @@ std::vector<Kernel> blocked_kernels();
 std::vector<Kernel> simd_kernels();
 std::vector<Kernel> flash_kernels();
 std::vector<Kernel> flash_bf16_kernels();
+std::vector<Kernel> flash_kv_kernels();
 std::vector<Kernel> eigen_kernels();
 std::vector<Kernel> blas_kernels();
 // The fused backward of flash compiled for `isa` (a Highway target's name), null if none.

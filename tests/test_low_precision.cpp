@@ -35,11 +35,13 @@
 #include <ios>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "attention_rows.hpp"
 #include "bf16.hpp"
+#include "kv_formats.hpp"
 #include "sdpa/kernels.hpp"
 
 namespace {
@@ -96,7 +98,15 @@ std::vector<float> normals(std::int64_t n, std::mt19937& rng) {
   return x;
 }
 
-Problem make_problem(const Case& c) {
+// Where a kernel rounds its operands, for the bound: `product` bounds the relative error of
+// each product q_c k_jc from rounding its factors, `value` that of each p_j v_jc.
+struct Rounding {
+  double product, value;
+};
+// The bf16 kernels: q and k rounded (each <= u), p and v rounded.
+constexpr Rounding kBf16Rounding{2 * kU + kU * kU, 2 * kU + kU* kU};
+
+Problem make_problem(const Case& c, const Rounding& rounding = kBf16Rounding) {
   Problem pr;
   pr.c = c;
   const Shape& s = c.shape;
@@ -117,10 +127,10 @@ Problem make_problem(const Case& c) {
   pr.probes.resize(s.rows());
   for (auto* tol : {&pr.entropy_tol, &pr.max_weight_tol, &pr.score_sum_tol, &pr.sum_p2_tol})
     tol->assign(s.rows(), 0);
-  const double rounded_product = 2 * kU + kU * kU;
+  const double rounded_product = rounding.product;
   double worst_first_order = 0;
   for (std::int64_t r = 0; r < s.rows(); ++r) {
-    const std::int64_t b = r / s.n_q, i = r % s.n_q;
+    const std::int64_t b = s.kv_head(r / s.n_q), i = r % s.n_q;
     const std::int64_t n = sdpa::visible_keys(s, c.causal, i);
     if (n == 0) continue;  // fully masked: exact zeros expected
     const RowScores row =
@@ -165,7 +175,7 @@ Problem make_problem(const Case& c) {
         mass += p[j] * std::abs(vj);
       }
       pr.out_tol[r * s.d_v + x] =
-          kSafety * (spread + mass * (rounded_product + (2 * nn + 8) * kU32));
+          kSafety * (spread + mass * (rounding.value + (2 * nn + 8) * kU32));
     }
   }
   INFO(describe(c));
@@ -178,14 +188,15 @@ struct Outputs {
   std::vector<float> out, lse;
 };
 
+// k and v: the keys and values to pass (pr's by default).
 Outputs run(const sdpa::Kernel& kern, const Problem& pr, int threads,
-            sdpa::RowProbes* probes = nullptr) {
+            sdpa::RowProbes* probes = nullptr, const float* k = nullptr, const float* v = nullptr) {
   const Shape& s = pr.c.shape;
   Outputs o{std::vector<float>(s.out_elements(), NAN), std::vector<float>(s.rows(), NAN)};
   kern.forward({.shape = s,
                 .q = pr.q.data(),
-                .k = pr.k.data(),
-                .v = pr.v.data(),
+                .k = k ? k : pr.k.data(),
+                .v = v ? v : pr.v.data(),
                 .out = o.out.data(),
                 .lse = o.lse.data(),
                 .scale = pr.scale,
@@ -208,7 +219,7 @@ std::vector<float> plain_composition(const Problem& pr) {
   std::vector<float> out(s.out_elements(), 0.0f);
   std::vector<float> sc, p;
   for (std::int64_t r = 0; r < s.rows(); ++r) {
-    const std::int64_t b = r / s.n_q, i = r % s.n_q;
+    const std::int64_t b = s.kv_head(r / s.n_q), i = r % s.n_q;
     const std::int64_t n = sdpa::visible_keys(s, pr.c.causal, i);
     if (n == 0) continue;
     sc.assign(n, 0.0f);
@@ -266,6 +277,29 @@ void check_probes(const Problem& pr, const sdpa::RowProbes& got) {
   }
 }
 
+// Every output and lse of `got` within pr's derived bound.
+void check_bound(const Outputs& got, const Problem& pr) {
+  const Shape& s = pr.c.shape;
+  std::int64_t bad = 0;
+  double worst = 0;
+  for (std::int64_t x = 0; x < s.out_elements(); ++x) {
+    const double err = std::abs(double(got.out[x]) - pr.out[x]);
+    const double ratio = err == 0 ? 0 : err / pr.out_tol[x];
+    bad += !(ratio <= 1);
+    worst = std::max(worst, ratio);
+  }
+  for (std::int64_t r = 0; r < s.rows(); ++r) {
+    const bool both_inf =
+        std::isinf(got.lse[r]) && std::isinf(pr.lse[r]) && (got.lse[r] > 0) == (pr.lse[r] > 0);
+    const double err = both_inf ? 0 : std::abs(double(got.lse[r]) - pr.lse[r]);
+    const double ratio = err == 0 ? 0 : err / pr.lse_tol[r];
+    bad += !(ratio <= 1);
+    worst = std::max(worst, ratio);
+  }
+  g_worst_ratio = std::max(g_worst_ratio, worst);
+  CHECK_MESSAGE(bad == 0, bad, " outputs or lse outside the bound; worst err/tol ", worst);
+}
+
 // Every bf16 kernel within the derived bound and within twice the plain composition's error;
 // the same bits with a probe sink and on two threads; the native products' bits equal the
 // widened ones' on the same Highway target (bf16.hpp says why they must).
@@ -279,24 +313,7 @@ void check_case(const Case& c) {
   for (const auto* kern : kernels) {
     INFO(kern->name, " on ", describe(c));
     const Outputs got = run(*kern, pr, c.threads);
-    std::int64_t bad = 0;
-    double worst = 0;
-    for (std::int64_t x = 0; x < s.out_elements(); ++x) {
-      const double err = std::abs(double(got.out[x]) - pr.out[x]);
-      const double ratio = err == 0 ? 0 : err / pr.out_tol[x];
-      bad += !(ratio <= 1);
-      worst = std::max(worst, ratio);
-    }
-    for (std::int64_t r = 0; r < s.rows(); ++r) {
-      const bool both_inf =
-          std::isinf(got.lse[r]) && std::isinf(pr.lse[r]) && (got.lse[r] > 0) == (pr.lse[r] > 0);
-      const double err = both_inf ? 0 : std::abs(double(got.lse[r]) - pr.lse[r]);
-      const double ratio = err == 0 ? 0 : err / pr.lse_tol[r];
-      bad += !(ratio <= 1);
-      worst = std::max(worst, ratio);
-    }
-    g_worst_ratio = std::max(g_worst_ratio, worst);
-    CHECK_MESSAGE(bad == 0, bad, " outputs or lse outside the bound; worst err/tol ", worst);
+    check_bound(got, pr);
     const double error = max_error(got.out, pr.out);
     CHECK_MESSAGE(error <= 2 * composition_error, "max error ", error,
                   " vs the plain composition's ", composition_error);
@@ -327,7 +344,9 @@ TEST_CASE("the registry has bf16 entries, the native one where the CPU runs it")
   CHECK((sdpa::find_kernel("flash-bf16@avx512-bf16") != nullptr) == native);
   if (native) CHECK(sdpa::find_kernel("flash-bf16")->isa == "avx512-bf16");
   for (const auto& k : sdpa::kernel_registry())
-    CHECK_MESSAGE((k.precision == "fp32" || k.precision == "bf16"), k.name);
+    CHECK_MESSAGE((k.precision == "fp32" || k.precision == "bf16" || k.precision == "kv-fp16" ||
+                   k.precision == "kv-bf16"),
+                  k.name);
 }
 
 TEST_CASE("bf16 rounding is the CPU's vcvtneps2bf16") {
@@ -391,7 +410,143 @@ TEST_CASE("bf16 kernels are within bf16's bound at n = 1000 on two threads, and 
               .seed = 300});
 }
 
+namespace {
+
+// ---- K/V stored in 16 bits (precision "kv-fp16", "kv-bf16"; kernels/flash_kv.cpp). Only K
+// and V are rounded (each element <= u of its format: 2^-11 for fp16, 2^-8 for bf16), so in
+// the bound above a product q_c k_jc moves by at most u and a p_j v_jc by at most u, the rest
+// is fp32 as in flash. And since widening a stored element to fp32 is exact, the kernel must
+// give flash's bits (on the same instruction set) for K and V rounded to the format.
+
+std::vector<const sdpa::Kernel*> kv_kernels() {
+  std::vector<const sdpa::Kernel*> out;
+  for (const auto& k : sdpa::kernel_registry())
+    if (k.precision == "kv-fp16" || k.precision == "kv-bf16") out.push_back(&k);
+  return out;
+}
+
+float round_to(const sdpa::Kernel& kern, float x) {
+  using namespace sdpa::detail;
+  return kern.precision == "kv-fp16" ? f16_to_f32(f16_bits(x)) : bf16_to_f32(bf16_bits(x));
+}
+
+void check_kv_case(const Case& c) {
+  const Shape& s = c.shape;
+  for (const auto* kern : kv_kernels()) {
+    INFO(kern->name, " on ", describe(c), " group=", s.group);
+    const double u = kern->precision == "kv-fp16" ? sdpa::detail::kF16UnitRoundoff
+                                                  : sdpa::detail::kBf16UnitRoundoff;
+    const Problem pr = make_problem(c, {.product = u, .value = u});
+    const Outputs got = run(*kern, pr, 1);
+    check_bound(got, pr);
+    // flash's bits on the rounded K and V, and the same bits on 2 and 3 threads, with a stored
+    // cache (as the timing kind passes it) and with probes.
+    std::vector<float> k(pr.k), v(pr.v);
+    for (auto* x : {&k, &v})
+      for (float& e : *x) e = round_to(*kern, e);
+    const sdpa::Kernel* flash = sdpa::find_kernel("flash@" + kern->isa);
+    REQUIRE(flash != nullptr);
+    const Outputs want = run(*flash, pr, 1, nullptr, k.data(), v.data());
+    CHECK_MESSAGE(same_bits(got.out, want.out), "output differs from flash on rounded K, V");
+    CHECK_MESSAGE(same_bits(got.lse, want.lse), "lse differs from flash on rounded K, V");
+    sdpa::ForwardArgs args{.shape = s, .q = pr.q.data(), .k = pr.k.data(), .v = pr.v.data()};
+    args.scale = pr.scale;
+    args.causal = c.causal;
+    const auto stored = kern->store_kv(args);
+    for (int threads : {2, 3}) {
+      Outputs o{std::vector<float>(s.out_elements()), std::vector<float>(s.rows())};
+      sdpa::RowProbes probes(s.rows());
+      args.out = o.out.data();
+      args.lse = o.lse.data();
+      args.threads = threads;
+      args.probes = &probes;
+      args.stored_kv = stored.get();
+      kern->forward(args);
+      CHECK_MESSAGE(same_bits(o.out, got.out), threads, " threads, stored K/V, probes");
+      CHECK_MESSAGE(same_bits(o.lse, got.lse), threads, " threads, stored K/V, probes");
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the fp16 conversions round to nearest even and widen exactly") {
+  using namespace sdpa::detail;
+  // Every binary16 value widens and rounds back to itself (NaN to a NaN); the midpoints between
+  // neighbours round to the even one; and, where the CPU has F16C, the kernels' widening
+  // agrees with f16_to_f32 (a cell stored and read back through flash-kv-f16 checks that).
+  std::int64_t bad = 0;
+  for (std::uint32_t h = 0; h < 0x10000u; ++h) {
+    const float x = f16_to_f32(std::uint16_t(h));
+    const bool nan = (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu);
+    if (nan ? !std::isnan(x) : f16_bits(x) != h) ++bad;
+    if ((h & 0x7fffu) >= 0x7bffu) continue;  // no finite neighbour above
+    const float next = f16_to_f32(std::uint16_t(h + 1));
+    const float mid = float((double(x) + double(next)) / 2);  // exact in fp32
+    if (f16_bits(mid) != ((h & 1u) ? h + 1 : h)) ++bad;
+    if (f16_bits(std::nextafter(mid, next)) != h + 1) ++bad;
+  }
+  CHECK(bad == 0);
+  CHECK(f16_bits(65520.0f) == 0x7c00u);  // past the largest finite: infinity
+  CHECK(f16_bits(65519.99f) == 0x7bffu);
+  CHECK(f16_bits(0x1p-25f) == 0);  // a tie with zero rounds to even
+  CHECK(f16_bits(-1e-30f) == 0x8000u);
+  CHECK(std::isinf(f16_to_f32(0x7c00u)));
+}
+
+TEST_CASE("the registry has K/V storage entries on every target, with their bytes") {
+  for (const char* family : {"flash-kv-f16", "flash-kv-bf16"}) {
+    const sdpa::Kernel* best = sdpa::find_kernel(family);
+    REQUIRE(best != nullptr);
+    CHECK(best->isa == sdpa::find_kernel("flash")->isa);
+    CHECK(bool(best->store_kv));
+    CHECK(best->kv_element_bytes == 2);
+    const Shape s{.batch_heads = 4, .n_q = 1, .n_kv = 100, .d_k = 8, .d_v = 8, .group = 2};
+    CHECK(best->bytes(s) == 4.0 * (4 * 8 + 4 * 8) + 2.0 * (2 * 100 * 16));
+  }
+  for (const auto& t : sdpa::simd_targets())
+    if (t.isa != "scalar") CHECK_MESSAGE(sdpa::find_kernel("flash-kv-f16@" + t.isa), t.isa);
+}
+
+TEST_CASE("K/V storage kernels are within their format's bound and are flash on rounded K, V") {
+  // Decode shapes (n_q <= 16 per head: the decode path) and prefill, one key, n_kv not a
+  // multiple of the lanes, of the decode tile (256) or of a split, d_k != d_v and odd,
+  // causal with n_q < n_kv, heads_kv = 1 and = heads_q, grouped.
+  struct Dims {
+    std::int64_t heads, group, n_q, n_kv, d_k, d_v;
+  };
+  const Dims dims[] = {{2, 1, 1, 1, 8, 8},        {4, 4, 1, 37, 17, 9},  {6, 2, 3, 300, 64, 40},
+                       {8, 4, 4, 1100, 128, 128}, {3, 3, 5, 513, 7, 33}, {2, 1, 1, 257, 96, 80},
+                       {4, 2, 20, 70, 24, 16},    {1, 1, 65, 65, 33, 31}};
+  std::uint32_t seed = 500;
+  for (const auto& d : dims)
+    for (bool causal : {false, true})
+      check_kv_case({.shape = {.batch_heads = d.heads,
+                               .n_q = d.n_q,
+                               .n_kv = d.n_kv,
+                               .d_k = d.d_k,
+                               .d_v = d.d_v,
+                               .group = d.group},
+                     .causal = causal,
+                     .seed = seed++});
+}
+
+TEST_CASE("a stored K/V of another format or shape is refused") {
+  const sdpa::Kernel* f16 = sdpa::find_kernel("flash-kv-f16");
+  const sdpa::Kernel* bf16 = sdpa::find_kernel("flash-kv-bf16");
+  const Shape s{.batch_heads = 2, .n_q = 1, .n_kv = 5, .d_k = 4, .d_v = 4};
+  std::vector<float> x(40, 0.5f), out(8), lse(2);
+  sdpa::ForwardArgs a{.shape = s, .q = x.data(), .k = x.data(), .v = x.data(), .out = out.data()};
+  const auto stored = bf16->store_kv(a);
+  a.stored_kv = stored.get();
+  CHECK_THROWS_AS(f16->forward(a), std::invalid_argument);
+  sdpa::ForwardArgs shorter = a;
+  shorter.shape.n_kv = 4;
+  CHECK_THROWS_AS(bf16->forward(shorter), std::invalid_argument);
+  CHECK_NOTHROW(bf16->forward(a));
+}
+
 TEST_CASE("worst bf16 error relative to its bound, over the cases above") {
-  MESSAGE("max err / tolerance over bf16 kernels and cases: ", g_worst_ratio);
+  MESSAGE("max err / tolerance over bf16 and K/V storage kernels and cases: ", g_worst_ratio);
   CHECK(g_worst_ratio <= 1.0);
 }

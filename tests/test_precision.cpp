@@ -102,10 +102,10 @@ TEST_CASE(
 
 TEST_CASE("stored formats round to nearest even within their range") {
   const auto* bf16 = sdpa::stored_formats("bf16");
-  const auto* fp16 = sdpa::stored_formats("fp16-kv");
+  const auto* fp16 = sdpa::stored_formats("kv-fp16");
   REQUIRE(bf16);
   REQUIRE(fp16);
-  CHECK(sdpa::stored_formats("int8-kv") == nullptr);  // a scale per token: not a rounding
+  CHECK(sdpa::stored_formats("kv-int8") == nullptr);  // a scale per token: not a rounding
   CHECK(fp16->q.unit_roundoff == 0x1p-24);            // Q stays fp32
   const auto round = fp16->k.round;
   CHECK(round(1.0f + 0x1p-11f) == 1.0f);                // a tie goes to even

@@ -8,20 +8,6 @@
 
 namespace sdpa {
 
-float fp16_round(float x) {
-  const float a = std::fabs(x);
-  if (!(a < 65520.0f)) return a == a ? std::copysign(std::numeric_limits<float>::infinity(), x) : x;
-  if (a < 0x1p-14f)  // subnormal: a multiple of 2^-24, nearbyint rounding ties to even
-    return std::copysign(std::nearbyint(a * 0x1p24f) * 0x1p-24f, x);
-  // Normal: keep fp16's 11 significant bits of fp32's 24, ties to even (a carry into the
-  // exponent is the correct result).
-  constexpr std::uint32_t kDrop = 24 - 11;
-  std::uint32_t bits = std::bit_cast<std::uint32_t>(a);
-  bits += ((bits >> kDrop) & 1u) + ((1u << (kDrop - 1)) - 1);
-  bits &= ~((1u << kDrop) - 1);
-  return std::copysign(std::bit_cast<float>(bits), x);
-}
-
 std::int64_t fp16_overflowing_rows(const float* q, const float* k, std::int64_t n_q,
                                    std::int64_t n_kv, std::int64_t d_k, float scale) {
   // Rows in blocks, Q transposed, so that the dot products of a block's rows are independent

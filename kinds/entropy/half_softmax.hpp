@@ -1,18 +1,16 @@
 // The unstable softmax (no max subtraction) really computed in IEEE half precision, for the
 // entropy experiment's measured fp16 overflow share beside the one it derives from the fp32
-// lse. The rounding is done in software, exactly (round to nearest even, overflow to inf,
-// subnormals), so it is the same on every compiler and CPU: g++ 12 has no _Float16 in C++ on
-// aarch64 and clang 14 none on x86. test_entropy checks it against the CPU's own conversion
-// where the compiler has one (_Float16 with g++ on x86, __fp16 on aarch64).
+// lse. The rounding is sdpa::fp16_round, exact in software, so it is the same on every compiler
+// and CPU: g++ 12 has no _Float16 in C++ on aarch64 and clang 14 none on x86. test_entropy
+// checks it against the CPU's own conversion where the compiler has one (_Float16 with g++ on
+// x86, __fp16 on aarch64).
 #pragma once
 
 #include <cstdint>
 
-namespace sdpa {
+#include "sdpa/precision.hpp"  // fp16_round
 
-// x rounded to the nearest fp16 value (ties to even): +-inf from 65520 on (65504 is fp16's
-// largest finite value), multiples of 2^-24 below 2^-14. NaN and inf pass through.
-float fp16_round(float x);
+namespace sdpa {
 
 // Rows of Q (n_q x d_k) against K (n_kv x d_k), all keys visible, whose unstable softmax
 // overflows in half precision: each score s = scale * q.k (an fp32 dot product) held in fp16,

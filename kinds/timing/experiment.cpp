@@ -58,10 +58,11 @@ struct TimingCell {
     return (direction == "backward" ? 0 : k.flops(shape, causal, Pass::forward)) +
            (direction == "forward" ? 0 : k.flops(shape, causal, Pass::backward));
   }
-  // Bytes one call must move, each tensor once at fp32 (sdpa::forward_bytes): a backward reads
-  // Q, K, V, O and dO and writes dQ, dK, dV, shaped like them: twice the forward's.
+  // Bytes one call must move, each tensor once at its storage width (Kernel::bytes: fp32, K and
+  // V at the kernel's K/V format): a backward reads Q, K, V, O and dO and writes dQ, dK, dV,
+  // shaped like them: twice the forward's.
   double bytes() const {
-    const double forward = forward_bytes(shape);
+    const double forward = kernel ? kernel->bytes(shape) : forward_bytes(shape);
     return (direction == "backward" ? 0 : forward) + (direction == "forward" ? 0 : 2 * forward);
   }
   // The tensors, and the larger workspace of the calls made: a backward cell calls the forward
@@ -120,12 +121,17 @@ std::function<void()> timed_call(const TimingCell& c, Tensors& t) {
   f.scale = float(1 / std::sqrt(double(c.shape.d_k)));
   f.causal = c.causal;
   f.threads = c.threads;
-  if (!c.needs_backward()) return [&c, f] { c.kernel->forward(f); };
+  // A kernel with a K/V storage format reads K and V stored once, before the timed calls, as
+  // an inference engine's KV cache is (the lambda keeps the storage alive).
+  std::shared_ptr<const StoredKv> stored;
+  if (c.kernel->store_kv) stored = c.kernel->store_kv(f);
+  f.stored_kv = stored.get();
+  if (!c.needs_backward()) return [&c, f, stored] { c.kernel->forward(f); };
   f.lse = t.lse.data();
   c.kernel->forward(f);  // the backward reads the forward's output and row log-sum-exp
   const BackwardArgs b = backward_of(f, t.d_out.data(), t.d_q.data(), t.d_k.data(), t.d_v.data());
-  if (c.direction == "backward") return [&c, b] { c.kernel->backward(b); };
-  return [&c, f, b] { c.kernel->forward(f), c.kernel->backward(b); };
+  if (c.direction == "backward") return [&c, b, stored] { c.kernel->backward(b); };
+  return [&c, f, b, stored] { c.kernel->forward(f), c.kernel->backward(b); };
 }
 
 // ---- conditions of the measurement

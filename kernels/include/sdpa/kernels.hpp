@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -74,6 +75,12 @@ struct RowProbes {
   Pooled pooled() const;
 };
 
+// K and V held in a kernel's own storage format (Kernel::store_kv: fp16, bf16), made once from
+// fp32 K and V before the calls that read them, as an inference engine keeps its KV cache.
+struct StoredKv {
+  virtual ~StoredKv() = default;
+};
+
 struct ForwardArgs {
   Shape shape;
   const float* q = nullptr;  // [batch_heads, n_q, d_k]
@@ -85,6 +92,10 @@ struct ForwardArgs {
   bool causal = false;
   int threads = 1;
   RowProbes* probes = nullptr;  // optional; sized shape.rows()
+  // Optional, for kernels with Kernel::store_kv: k and v as that kernel stored them (the same
+  // shape); the call then reads them and not k and v. Null: the kernel stores k and v itself
+  // on every call (correct, but the conversion is timed with the call).
+  const StoredKv* stored_kv = nullptr;
 };
 
 // Statistics a backward kernel fills per query row: the gradient dS_j = dL/ds_j reaching the
@@ -139,6 +150,8 @@ inline BackwardArgs backward_of(const ForwardArgs& f, const float* d_out, float*
 }
 
 using ForwardFn = void (*)(const ForwardArgs&);
+// K and V of a call (a.k, a.v, a.shape) in the kernel's storage format.
+using StoreKvFn = std::unique_ptr<StoredKv> (*)(const ForwardArgs&);
 using BackwardFn = void (*)(const BackwardArgs&);
 
 // The two calls a kernel offers.
@@ -152,7 +165,9 @@ double forward_flops(const Shape& shape, bool causal);
 // Bytes one forward must move (docs/design.md, "Conventions for inference shapes"): Q, K, V and O
 // at their storage width (fp32), each counted once, K and V once per K/V head (not once per query
 // head reading them). Arithmetic intensity is forward_flops / forward_bytes.
-double forward_bytes(const Shape& shape);
+// kv_element_bytes: the storage width of K and V (2 for fp16 and bf16 K/V; per-token scales of
+// a quantised cache would be counted by the kernel's own Kernel::kv_element_bytes).
+double forward_bytes(const Shape& shape, double kv_element_bytes = 4);
 
 // Bytes one call allocates beyond its arguments when it runs on `threads` threads: the scores it
 // materialises (a row, a block of rows, or all n_q x n_kv of a head), packed blocks and
@@ -169,7 +184,8 @@ struct Kernel {
   // Number format of the arithmetic (docs/design.md,
   // "Conventions for inference shapes and precision (planned)"): "fp32", or "bf16" (Q, K, V
   // rounded to bf16 on entry, bf16 products accumulated in fp32, softmax in fp32, P rounded to
-  // bf16 before P V). Every entry takes and returns fp32 tensors.
+  // bf16 before P V), "kv-fp16" and "kv-bf16" (K and V stored in fp16 or bf16, everything else
+  // fp32: Kernel::store_kv). Every entry takes and returns fp32 tensors.
   std::string precision = "fp32";
   std::string description;  // one line for `sdpa-bench list`
   ForwardFn forward = nullptr;
@@ -180,6 +196,10 @@ struct Kernel {
   // Whether the output is the same to the bit on any thread count. Ours are (each output row
   // has one writer); library GEMMs (Eigen, OpenBLAS) split their sums by the thread count.
   bool same_bits_on_any_threads = true;
+  // Kernels that read K and V in a storage format of their own: makes that storage from a
+  // call's fp32 K and V (ForwardArgs::stored_kv), and its bytes per K/V element.
+  StoreKvFn store_kv = nullptr;
+  double kv_element_bytes = 4;
 
   double workspace_bytes(const Shape& shape, Pass pass, int threads) const {
     return workspace(shape, pass, threads);
@@ -187,6 +207,8 @@ struct Kernel {
   // The FLOPs a call is credited with (docs/design.md, "Conventions"), the same for every kernel so
   // that GFLOP/s compare across kernels (flash's single-pass backward does five tile products to
   // its forward's two: the 2.5, see kernels/flash_backward.cpp).
+  // The bytes a forward must move, K and V at their storage width (sdpa::forward_bytes).
+  double bytes(const Shape& shape) const { return forward_bytes(shape, kv_element_bytes); }
   double flops(const Shape& shape, bool causal, Pass pass) const {
     return forward_flops(shape, causal) * (pass == Pass::forward ? 1.0 : 2.5);
   }

@@ -20,9 +20,15 @@ struct StoredFormats {
   NumberFormat q, k, v, p;  // fp32 where the precision keeps one in fp32
 };
 
-// The formats of a precision: "fp32", "bf16" (Q, K, V and P in bf16), "bf16-kv" and "fp16-kv"
+// The formats of a precision: "fp32", "bf16" (Q, K, V and P in bf16), "kv-bf16" and "kv-fp16"
 // (K and V narrow, the rest fp32). Null for a precision whose storage is not a per-value
-// rounding (int8-kv's scale per token) or that this build does not know.
+// rounding (kv-int8's scale per token) or that this build does not know.
 const StoredFormats* stored_formats(std::string_view precision);
+
+// x rounded to the nearest IEEE binary16 value, ties to even: +-inf from 65520 on (65504 is the
+// largest finite), multiples of 2^-24 below 2^-14; NaN stays NaN. The one fp16 rounding of the
+// suite: the fp16 K/V storage of flash-kv-f16, the precision kind's formats and the entropy
+// kind's half-precision softmax all round with it (exactly, in software, on every CPU).
+float fp16_round(float x);
 
 }  // namespace sdpa
