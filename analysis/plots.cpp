@@ -159,6 +159,7 @@ Output write_plots(const std::vector<report::ResultFile>& results, const std::st
   std::vector<Figure> figures;
   // Names and titles carry the machine only when the files come from several machines.
   std::vector<const json*> docs;
+  docs.reserve(results.size());
   for (const auto& file : results) docs.push_back(&file.doc);
   const std::vector<std::string> machines = report::machine_ids(docs);
   // Panels of the same plot from different machines, for the side-by-side figures.

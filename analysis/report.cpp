@@ -16,8 +16,9 @@ std::vector<Table> experiment_tables(const json& experiment, const std::string& 
   if (experiment["records"].empty()) {
     Table none;
     none.title = table_title(experiment, source, "");
-    none.note = "No records: the run stopped before any cell of this experiment finished, or "
-                "this shard held none of its cells.";
+    none.note =
+        "No records: the run stopped before any cell of this experiment finished, or "
+        "this shard held none of its cells.";
     return {none};
   }
   const KindReport* kind = find_kind_report(experiment["kind"]);
@@ -26,6 +27,7 @@ std::vector<Table> experiment_tables(const json& experiment, const std::string& 
 
 std::vector<Table> tables(const std::vector<json>& results) {
   std::vector<const json*> docs;
+  docs.reserve(results.size());
   for (const auto& result : results) docs.push_back(&result);
   // Titles carry the machine only when the files come from several machines.
   const bool several = machine_ids(docs).size() > 1;

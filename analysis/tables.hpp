@@ -15,12 +15,12 @@ namespace sdpa::report {
 std::string json_number(const json& x);
 // "[low, high]" of a ci95 pair.
 std::string interval(const json& ci);
-// A statistic's value and its interval: "1.003 [0.996, 1.01]".
-std::string statistic_with_ci(const json& statistic);
+// A statistic m's value and its interval: "1.003 [0.996, 1.01]".
+std::string statistic_with_ci(const json& m);
 // A statistic's prediction, "-" where it has none.
-std::string predicted(const json& statistic);
+std::string predicted(const json& m);
 // Whether the prediction lies in the interval: "yes", "**no**", or "-" without a prediction.
-std::string agreement(const json& statistic);
+std::string agreement(const json& m);
 
 // "<kind>: <name>[ [machine]][ (<the group's parameters>)]"
 std::string table_title(const json& experiment, const std::string& source,

@@ -14,7 +14,7 @@ using sdpa::testing::TempDir;
 
 namespace {
 
-sdpa::npy::Array normals(std::vector<std::int64_t> shape, std::uint32_t stream) {
+sdpa::npy::Array normals(const std::vector<std::int64_t>& shape, std::uint32_t stream) {
   sdpa::npy::Array a{shape, {}};
   std::int64_t n = 1;
   for (auto d : shape) n *= d;
@@ -126,7 +126,7 @@ TEST_CASE("attend: grouped shapes that do not fit are refused, naming the file")
     std::vector<std::int64_t> q, k, v;
     std::string error;
   };
-  for (const auto& [q, k, v, error] : std::vector<Case>{
+  for (const auto& c : std::vector<Case>{
            {{1, 6, 4, 8},
             {1, 4, 5, 8},
             {1, 4, 5, 3},
@@ -153,10 +153,10 @@ TEST_CASE("attend: grouped shapes that do not fit are refused, naming the file")
             k_path + ": expected a shape without zero dimensions (attention needs a query, a "
                      "key and d >= 1), found (2, 0, 5, 8)"},
        }) {
-    CAPTURE(error);
-    const auto r = attend_on(dir, normals(q, 1), normals(k, 2), normals(v, 3), nullptr, "");
+    CAPTURE(c.error);
+    const auto r = attend_on(dir, normals(c.q, 1), normals(c.k, 2), normals(c.v, 3), nullptr, "");
     CHECK(r.exit_code == 2);
-    CHECK(r.err == "error: " + error + "\n");
+    CHECK(r.err == "error: " + c.error + "\n");
     CHECK_FALSE(std::filesystem::exists(dir / "out" / "o.npy"));
   }
 }

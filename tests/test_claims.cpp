@@ -239,7 +239,7 @@ TEST_CASE("claims 11-13 (stability) come from a stability result; verdicts follo
 
   // Claim 13: per-seed sensitivities of 1/sqrt(d_k) above QK-norm's by 0.3 +- 0.1: holds; equal:
   // does not.
-  const auto set_sensitivity = [](json& record, std::vector<double> per_seed) {
+  const auto set_sensitivity = [](json& record, const std::vector<double>& per_seed) {
     record["sensitivity"]["per_seed"] = per_seed;
   };
   c = with([&](json& r) {

@@ -199,8 +199,9 @@ TEST_CASE("class 5: values whose scores leave fp32's range are refused before ru
 
 namespace {
 
-void write_array(const TempDir& dir, const std::string& name, std::vector<std::int64_t> shape,
-                 float fill, float special = 0, std::size_t at = std::size_t(-1)) {
+void write_array(const TempDir& dir, const std::string& name,
+                 const std::vector<std::int64_t>& shape, float fill, float special = 0,
+                 std::size_t at = std::size_t(-1)) {
   std::int64_t n = 1;
   for (auto d : shape) n *= d;
   sdpa::npy::Array a{shape, std::vector<float>(std::size_t(n), fill)};
