@@ -13,10 +13,11 @@ namespace {
 // default of each one it does not give, from the kind's schema definition.
 json with_defaults(const json& experiment, const ExperimentKind& kind) {
   json filled = json::object();
-  for (const auto& [key, value] : experiment.items()) {
+  for (const auto& item : experiment.items()) {
+    const std::string& key = item.key();
     const auto renamed = std::find_if(kind.renamed.begin(), kind.renamed.end(),
                                       [&](const auto& names) { return names.first == key; });
-    filled[renamed == kind.renamed.end() ? key : renamed->second] = value;
+    filled[renamed == kind.renamed.end() ? key : renamed->second] = item.value();
   }
   const json& definition = config_schema()["definitions"][kind.name];
   for (auto& [key, property] : definition["properties"].items())
