@@ -14,7 +14,7 @@ namespace {
 
 // The config of fuzz/corpus/journal/: its journals carry checksums keyed by its SHA-256.
 const char* kConfig = R"({"name": "fuzz", "seed": 7, "experiments": [
-  {"name": "v", "kind": "variance", "d_k": [2, 4], "n_q": 3, "n_k": 3, "trials": 5},
+  {"name": "v", "kind": "variance", "d_k": [2, 4], "n_q": 3, "n_kv": 3, "trials": 5},
   {"name": "e", "kind": "entropy", "d_k": 2, "n_q": 2, "n_kv": 4, "trials": 2}]})";
 
 }  // namespace
