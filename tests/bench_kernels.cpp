@@ -243,12 +243,14 @@ int main(int argc, char** argv) {
         if (n >= 4096 && (k.family == "reference" || k.family == "naive")) continue;  // minutes
         for (int threads : {1, 2}) {
           if (threads > 1 && !multi_threaded(k)) continue;
+          const auto name = [&](const std::string& pass, const std::string& suffix) {
+            return pass + "/" + k.name + "/N:" + std::to_string(n) + "/d:" + std::to_string(d) +
+                   "/threads:" + std::to_string(threads) + suffix;
+          };
           for (bool probes : {false, true}) {
             if (probes && k.family != "flash") continue;  // probe cost: shown on flash
-            const std::string name =
-                "fwd/" + k.name + "/N:" + std::to_string(n) + "/d:" + std::to_string(d) +
-                "/threads:" + std::to_string(threads) + (probes ? "/probes" : "");
-            benchmark::RegisterBenchmark(name.c_str(), bench_forward, &k, n, d, threads, probes)
+            benchmark::RegisterBenchmark(name("fwd", probes ? "/probes" : "").c_str(),
+                                         bench_forward, &k, n, d, threads, probes)
                 ->Unit(benchmark::kMillisecond)
                 ->UseRealTime();
           }
@@ -256,10 +258,8 @@ int main(int argc, char** argv) {
           for (bool causal : {false, true}) {
             // Causal masking's uneven work split: shown on flash at hardware.json's shape.
             if (causal && (k.family != "flash" || n != 1024 || d != 64)) continue;
-            const std::string name =
-                "bwd/" + k.name + "/N:" + std::to_string(n) + "/d:" + std::to_string(d) +
-                "/threads:" + std::to_string(threads) + (causal ? "/causal" : "");
-            benchmark::RegisterBenchmark(name.c_str(), bench_backward, &k, n, d, threads, causal)
+            benchmark::RegisterBenchmark(name("bwd", causal ? "/causal" : "").c_str(),
+                                         bench_backward, &k, n, d, threads, causal)
                 ->Unit(benchmark::kMillisecond)
                 ->UseRealTime();
           }
