@@ -271,6 +271,11 @@ class TileQueue {
                    .work_left = work_left[t % ranges_]};
   }
   std::int64_t ranges() const { return ranges_; }
+  // What a queue allocates (workspace): a state per (K/V head, range), a count per range.
+  static double bytes(const Shape& s) {
+    return double(key_ranges(s) * (s.kv_batch_heads() * std::int64_t(sizeof(Item)) +
+                                   std::int64_t(sizeof(std::int64_t))));
+  }
   // Marks `done` (this thread's last tile, if any) finished and returns the next tile to run,
   // or none when every range with tiles left is being run by another thread (which runs them).
   std::optional<Tile> next(const std::optional<Tile>& done) {
@@ -427,7 +432,8 @@ double flash_backward_workspace_bytes(const Shape& s, int threads) {
   constexpr std::int64_t keys = HWY_NAMESPACE::kKeyBlock, queries = kQueryBlock;
   const double scratch = double(2 * keys * queries + keys * (ld_k + ld_v) +
                                 std::max(keys, queries) * std::max(ld_k, ld_v) + 4 * queries);
-  return sizeof(float) * (packed + parts + double(threads) * scratch);
+  return sizeof(float) * (packed + parts + double(threads) * scratch) +
+         HWY_NAMESPACE::TileQueue::bytes(s);
 }
 
 }  // namespace sdpa::detail
