@@ -12,15 +12,18 @@
 // One pass: five tile products per (key tile, query block), two for the probabilities and three
 // for the gradients, against the forward's two (the 2.5 forwards of the FLOP convention). The
 // keys of each K/V head are cut into at most kKeyRanges ranges of whole tiles, fixed by the shape
-// and never by the thread count. A work item is one range: it owns the dK and dV rows of its keys
-// (each tile summed over the group's query blocks in order) and writes its own part of dQ, the
-// sum over its keys, for every query row. dQ is then the sum of the parts in range order. Every
-// value is summed in an order the shape fixes, with one writer and no atomics, so the result is
-// bit-identical on any thread count; the parts cost kKeyRanges copies of dQ (workspace).
+// and never by the thread count. A range owns the dK and dV rows of its keys (each tile summed
+// over the group's query blocks in order) and writes its own part of dQ, the sum over its keys
+// in tile order, for every query row. dQ is then the sum of the parts in range order. Every
+// value is summed in an order the shape fixes, with one writer at a time, so the result is
+// bit-identical on any thread count; the parts cost kKeyRanges copies of dQ (workspace). The
+// work item is one key tile (TileQueue): a range's tiles run one after another, on any thread.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <mutex>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -47,9 +50,8 @@ namespace sdpa::detail::HWY_NAMESPACE {
 // threads sharing the L3 at d = 64 scaled better. Its P^T, dS^T (2 x 128 x 48 floats) sit in L2.
 constexpr std::int64_t kKeyBlock = 128;
 constexpr std::int64_t kB = kQueryBlock;
-// Key ranges per K/V head, the work items: enough that two threads get equal shares (also under
-// causal masking, where the first range has the most queries: 7 + 1 against 5 + 3 eighths of
-// the work), few because each range keeps its own part of dQ.
+// Key ranges per K/V head: more than the threads, so that each thread always finds a range
+// whose next tile is free (TileQueue), and few, because each range keeps its own part of dQ.
 constexpr std::int64_t kKeyRanges = 4;
 
 std::int64_t key_tiles(const Shape& s) { return (s.n_kv + kKeyBlock - 1) / kKeyBlock; }
@@ -204,40 +206,112 @@ void StoreRows(const float* acc, std::int64_t ld, std::int64_t rows, std::int64_
     for (std::int64_t c = 0; c < cols; ++c) out[i * cols + c] = factor * acc[i * ld + c];
 }
 
-// The work item: key range r of K/V head `kv`. Each of its tiles meets every query block of the
-// group's query heads that sees it, in order (the heads are consecutive, head-major); dK and dV
-// of the tile are summed over them, and each block's rows of the range's dQ part over the tiles.
+// The work item: the key tile at key0 of range r of K/V head `kv`. The tile meets every query
+// block of the group's query heads that sees it, in order (the heads are consecutive,
+// head-major); its dK and dV are summed over them, and each block's rows of the range's dQ
+// part gain the tile's share (the range's first tile writes them).
 template <class P>
-void KeyRangeGradients(const BackwardArgs& a, PackedQueries& packed, std::int64_t kv,
-                       std::int64_t r, float* d_query_part, std::int64_t ld_k, std::int64_t ld_v,
-                       BackwardScratch& w) {
+void KeyTileGradients(const BackwardArgs& a, PackedQueries& packed, std::int64_t kv, std::int64_t r,
+                      std::int64_t key0, float* d_query_part, std::int64_t ld_k, std::int64_t ld_v,
+                      BackwardScratch& w) {
   const Shape& s = a.shape;
   const std::int64_t per_group = s.group * query_blocks_per_head(s);
-  const std::int64_t first_key = range_first_key(s, r), end_key = range_first_key(s, r + 1);
   const float* k = a.k + kv * s.n_kv * s.d_k;
-  for (std::int64_t key0 = first_key; key0 < end_key; key0 += kKeyBlock) {
-    const std::int64_t nk = std::min(kKeyBlock, s.n_kv - key0);
-    std::fill(w.d_key.begin(), w.d_key.end(), 0.0f);
-    std::fill(w.d_value.begin(), w.d_value.end(), 0.0f);
-    for (std::int64_t b = kv * per_group; b < (kv + 1) * per_group; ++b) {
-      const QueryBlock blk = query_block(s, b);
-      if (visible_keys(s, a.causal, blk.first_row + blk.rows - 1) <= key0) continue;  // masked
-      ScoreGradientTile<P>(a, blk, QueryTiles(packed, b), key0, nk, w);
-      const std::int64_t r0 = blk.head * s.n_q + blk.first_row;
-      Accumulate<P>(nk, blk.rows, w.p_t.data(), kB, 1, a.d_out + r0 * s.d_v, s.d_v, s.d_v,
-                    w.b_pack.data(), w.d_value.data(), ld_v);
-      Accumulate<P>(nk, blk.rows, w.ds_t.data(), kB, 1, a.q + r0 * s.d_k, s.d_k, s.d_k,
-                    w.b_pack.data(), w.d_key.data(), ld_k);
-      // A block that sees this tile saw the range's first: there its rows of the part start.
-      Accumulate<P>(blk.rows, nk, w.ds_t.data(), 1, kB, k + key0 * s.d_k, s.d_k, s.d_k,
-                    w.b_pack.data(), d_query_part + r0 * ld_k, ld_k,
-                    key0 == first_key ? Gemm::Init::kZero : Gemm::Init::kLoad);
-    }
-    const std::int64_t first = kv * s.n_kv + key0;
-    StoreRows(w.d_key.data(), ld_k, nk, s.d_k, a.scale, a.d_k + first * s.d_k);
-    StoreRows(w.d_value.data(), ld_v, nk, s.d_v, 1.0f, a.d_v + first * s.d_v);
+  const std::int64_t nk = std::min(kKeyBlock, s.n_kv - key0);
+  std::fill(w.d_key.begin(), w.d_key.end(), 0.0f);
+  std::fill(w.d_value.begin(), w.d_value.end(), 0.0f);
+  for (std::int64_t b = kv * per_group; b < (kv + 1) * per_group; ++b) {
+    const QueryBlock blk = query_block(s, b);
+    if (visible_keys(s, a.causal, blk.first_row + blk.rows - 1) <= key0) continue;  // masked
+    ScoreGradientTile<P>(a, blk, QueryTiles(packed, b), key0, nk, w);
+    const std::int64_t r0 = blk.head * s.n_q + blk.first_row;
+    Accumulate<P>(nk, blk.rows, w.p_t.data(), kB, 1, a.d_out + r0 * s.d_v, s.d_v, s.d_v,
+                  w.b_pack.data(), w.d_value.data(), ld_v);
+    Accumulate<P>(nk, blk.rows, w.ds_t.data(), kB, 1, a.q + r0 * s.d_k, s.d_k, s.d_k,
+                  w.b_pack.data(), w.d_key.data(), ld_k);
+    // A block that sees this tile saw the range's first: there its rows of the part start.
+    Accumulate<P>(blk.rows, nk, w.ds_t.data(), 1, kB, k + key0 * s.d_k, s.d_k, s.d_k,
+                  w.b_pack.data(), d_query_part + r0 * ld_k, ld_k,
+                  key0 == range_first_key(s, r) ? Gemm::Init::kZero : Gemm::Init::kLoad);
   }
+  const std::int64_t first = kv * s.n_kv + key0;
+  StoreRows(w.d_key.data(), ld_k, nk, s.d_k, a.scale, a.d_k + first * s.d_k);
+  StoreRows(w.d_value.data(), ld_v, nk, s.d_v, 1.0f, a.d_v + first * s.d_v);
 }
+
+// Query blocks of one head that see the key at key0: the cost of a key tile, in block steps.
+std::int64_t blocks_seeing(const Shape& s, bool causal, std::int64_t key0) {
+  std::int64_t blocks = 0;
+  for (std::int64_t b = 0; b < query_blocks_per_head(s); ++b)
+    blocks += visible_keys(s, causal, std::min(s.n_q, (b + 1) * kB) - 1) > key0;
+  return blocks;
+}
+
+// The schedule of the key tiles. A range's tiles must run one after another (each adds to the
+// range's part of dQ, in tile order), but any thread may run its next tile, so the work is
+// shared out one tile at a time rather than one range at a time: with 4 ranges on 2 threads, a
+// thread that fell behind (a preempted vCPU, a slower core) left its partner idle for up to a
+// range's worth at the end; now for at most one tile. A thread takes the free range with the
+// most work left (ties: the lowest index), so the ranges drain together, also under causal
+// masking, where the first ranges' tiles meet the most query blocks. Which thread runs a tile
+// decides nothing about its values: the order of every sum is fixed by the shape.
+class TileQueue {
+ public:
+  struct Tile {
+    std::int64_t item;  // kv * ranges + r
+    std::int64_t key0;
+  };
+  TileQueue(const Shape& s, bool causal)
+      : s_(s), causal_(causal), ranges_(key_ranges(s)), items_(s.kv_batch_heads() * ranges_) {
+    std::vector<std::int64_t> work_left(ranges_, 0);
+    for (std::int64_t key0 = 0; key0 < s.n_kv; key0 += kKeyBlock)
+      work_left[range_of(key0)] += blocks_seeing(s, causal, key0);
+    for (std::int64_t t = 0; t < std::int64_t(items_.size()); ++t)
+      items_[t] = {.next_key = range_first_key(s, t % ranges_),
+                   .work_left = work_left[t % ranges_]};
+  }
+  std::int64_t ranges() const { return ranges_; }
+  // What a queue allocates (workspace): a state per (K/V head, range), a count per range.
+  static double bytes(const Shape& s) {
+    return double(key_ranges(s) * (s.kv_batch_heads() * std::int64_t(sizeof(Item)) +
+                                   std::int64_t(sizeof(std::int64_t))));
+  }
+  // Marks `done` (this thread's last tile, if any) finished and returns the next tile to run,
+  // or none when every range with tiles left is being run by another thread (which runs them).
+  std::optional<Tile> next(const std::optional<Tile>& done) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (done) items_[done->item].busy = false;
+    std::int64_t best = -1;
+    for (std::int64_t t = 0; t < std::int64_t(items_.size()); ++t)
+      if (!items_[t].busy && items_[t].next_key < range_first_key(s_, t % ranges_ + 1) &&
+          (best < 0 || items_[t].work_left > items_[best].work_left))
+        best = t;
+    if (best < 0) return std::nullopt;
+    Item& it = items_[best];
+    const Tile tile{.item = best, .key0 = it.next_key};
+    it.busy = true;
+    it.next_key += kKeyBlock;
+    it.work_left -= blocks_seeing(s_, causal_, tile.key0);
+    return tile;
+  }
+
+ private:
+  struct Item {
+    std::int64_t next_key = 0;   // the range's next tile
+    std::int64_t work_left = 0;  // its tiles' block steps still to run
+    bool busy = false;           // a thread runs one of its tiles
+  };
+  std::int64_t range_of(std::int64_t key0) const {
+    std::int64_t r = 0;
+    while (range_first_key(s_, r + 1) <= key0) ++r;
+    return r;
+  }
+  const Shape& s_;
+  bool causal_;
+  std::int64_t ranges_;
+  std::vector<Item> items_;  // one per (K/V head, range)
+  std::mutex mutex_;
+};
 
 // dQ of one query block: scale times the sum of the parts of the ranges it sees, in range order.
 void SumQueryParts(const BackwardArgs& a, const QueryBlock& blk, QueryParts& parts) {
@@ -304,21 +378,25 @@ void TiledBackward(const BackwardArgs& a) {
   const Shape& s = a.shape;
   const std::int64_t ld_k = round_up(s.d_k, P::kLanes), ld_v = round_up(s.d_v, P::kLanes);
   const std::int64_t query_blocks = s.batch_heads * query_blocks_per_head(s);
-  const std::int64_t ranges = key_ranges(s);
+  TileQueue queue(s, a.causal);
+  const std::int64_t ranges = queue.ranges();
   PackedQueries packed(s, query_blocks);
   QueryParts parts(s, ld_k);
-  // Dynamic scheduling: under causal masking items see different amounts of work. Each output
-  // row has one writer that reads inputs only, so the schedule cannot change a bit of it.
+  // Dynamic scheduling (packing, the sums) and the tile queue: under causal masking items see
+  // different amounts of work. Each output row has one writer at a time, in an order the shape
+  // fixes, so the schedule cannot change a bit of it.
 #pragma omp parallel num_threads(a.threads)
   {
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t b = 0; b < query_blocks; ++b)
       PackQueryBlock(a, query_block(s, b), QueryTiles(packed, b));
     BackwardScratch w(ld_k, ld_v);
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t t = 0; t < s.kv_batch_heads() * ranges; ++t)
-      KeyRangeGradients<P>(a, packed, t / ranges, t % ranges, parts.part(t % ranges), ld_k, ld_v,
-                           w);
+    for (auto tile = queue.next(std::nullopt); tile; tile = queue.next(tile)) {
+      const std::int64_t r = tile->item % ranges;
+      KeyTileGradients<P>(a, packed, tile->item / ranges, r, tile->key0, parts.part(r), ld_k, ld_v,
+                          w);
+    }
+#pragma omp barrier  // every part complete before the sums read them
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t b = 0; b < query_blocks; ++b) {
       SumQueryParts(a, query_block(s, b), parts);
@@ -354,7 +432,8 @@ double flash_backward_workspace_bytes(const Shape& s, int threads) {
   constexpr std::int64_t keys = HWY_NAMESPACE::kKeyBlock, queries = kQueryBlock;
   const double scratch = double(2 * keys * queries + keys * (ld_k + ld_v) +
                                 std::max(keys, queries) * std::max(ld_k, ld_v) + 4 * queries);
-  return sizeof(float) * (packed + parts + double(threads) * scratch);
+  return sizeof(float) * (packed + parts + double(threads) * scratch) +
+         HWY_NAMESPACE::TileQueue::bytes(s);
 }
 
 }  // namespace sdpa::detail

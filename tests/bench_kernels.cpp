@@ -77,7 +77,8 @@ double time_calls(benchmark::State& state, const sdpa::Kernel& kern, int threads
   return seconds / double(state.iterations());
 }
 
-sdpa::ForwardArgs forward_args(const sdpa::Shape& shape, Tensors& t, int threads) {
+sdpa::ForwardArgs forward_args(const sdpa::Shape& shape, Tensors& t, int threads,
+                               bool causal = false) {
   return {.shape = shape,
           .q = t.q.data(),
           .k = t.k.data(),
@@ -85,7 +86,7 @@ sdpa::ForwardArgs forward_args(const sdpa::Shape& shape, Tensors& t, int threads
           .out = t.out.data(),
           .lse = t.lse.data(),
           .scale = float(1.0 / std::sqrt(double(shape.d_k))),
-          .causal = false,
+          .causal = causal,
           .threads = threads};
 }
 
@@ -106,14 +107,14 @@ void bench_forward(benchmark::State& state, const sdpa::Kernel* kern, std::int64
 
 // The backward alone, from one forward's output and lse.
 void bench_backward(benchmark::State& state, const sdpa::Kernel* kern, std::int64_t n,
-                    std::int64_t d, int threads) {
+                    std::int64_t d, int threads, bool causal) {
   const sdpa::Shape shape = square(n, d);
   Tensors t(shape);
-  const sdpa::ForwardArgs fwd = forward_args(shape, t, threads);
+  const sdpa::ForwardArgs fwd = forward_args(shape, t, threads, causal);
   kern->forward(fwd);
   const sdpa::BackwardArgs args =
       sdpa::backward_of(fwd, t.d_out.data(), t.d_q.data(), t.d_k.data(), t.d_v.data());
-  time_calls(state, *kern, threads, kern->flops(shape, false, sdpa::Pass::backward),
+  time_calls(state, *kern, threads, kern->flops(shape, causal, sdpa::Pass::backward),
              [&] { kern->backward(args); });
 }
 
@@ -242,22 +243,26 @@ int main(int argc, char** argv) {
         if (n >= 4096 && (k.family == "reference" || k.family == "naive")) continue;  // minutes
         for (int threads : {1, 2}) {
           if (threads > 1 && !multi_threaded(k)) continue;
+          const auto name = [&](const std::string& pass, const std::string& suffix) {
+            return pass + "/" + k.name + "/N:" + std::to_string(n) + "/d:" + std::to_string(d) +
+                   "/threads:" + std::to_string(threads) + suffix;
+          };
           for (bool probes : {false, true}) {
             if (probes && k.family != "flash") continue;  // probe cost: shown on flash
-            const std::string name =
-                "fwd/" + k.name + "/N:" + std::to_string(n) + "/d:" + std::to_string(d) +
-                "/threads:" + std::to_string(threads) + (probes ? "/probes" : "");
-            benchmark::RegisterBenchmark(name.c_str(), bench_forward, &k, n, d, threads, probes)
+            benchmark::RegisterBenchmark(name("fwd", probes ? "/probes" : "").c_str(),
+                                         bench_forward, &k, n, d, threads, probes)
                 ->Unit(benchmark::kMillisecond)
                 ->UseRealTime();
           }
           if (!k.backward) continue;
-          const std::string name = "bwd/" + k.name + "/N:" + std::to_string(n) +
-                                   "/d:" + std::to_string(d) +
-                                   "/threads:" + std::to_string(threads);
-          benchmark::RegisterBenchmark(name.c_str(), bench_backward, &k, n, d, threads)
-              ->Unit(benchmark::kMillisecond)
-              ->UseRealTime();
+          for (bool causal : {false, true}) {
+            // Causal masking's uneven work split: shown on flash at hardware.json's shape.
+            if (causal && (k.family != "flash" || n != 1024 || d != 64)) continue;
+            benchmark::RegisterBenchmark(name("bwd", causal ? "/causal" : "").c_str(),
+                                         bench_backward, &k, n, d, threads, causal)
+                ->Unit(benchmark::kMillisecond)
+                ->UseRealTime();
+          }
         }
       }
   benchmark::RunSpecifiedBenchmarks();
