@@ -108,8 +108,8 @@ SDPA_VNNI_TARGET float int8_dot_chains(std::int64_t steps) {
   for (int i = 1; i < peak::kChains; ++i) sum = _mm512_add_epi32(sum, c[i]);
   std::int32_t lanes[16];
   _mm512_storeu_si512(lanes, sum);
-  std::int32_t total = 0;
-  for (const std::int32_t x : lanes) total += x;
+  std::uint32_t total = 0;  // wraps like the lanes
+  for (const std::int32_t x : lanes) total += std::uint32_t(x);
   return float(total);
 }
 
