@@ -22,6 +22,8 @@
 // the rows were row-major: readers advance by rows of d4 bytes.
 #pragma once
 
+#include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -38,22 +40,27 @@ inline constexpr std::int64_t kInt8Max = 127;
 inline std::int64_t int8_depth(std::int64_t d) { return (d + 3) / 4 * 4; }
 
 // y[c] = round(x[c] / scale) for c < n (ties to even), returns scale = max|x| / 127 (above).
+// Inline and free of library calls: the decode path rounds its query rows with it per key tile.
 inline float quantise_row(const float* x, std::int64_t n, std::int8_t* y) {
   float m = 0;
   bool finite = true;
   for (std::int64_t c = 0; c < n; ++c) {
-    finite = finite && std::isfinite(x[c]);
-    m = std::fmax(m, std::fabs(x[c]));
+    const float a = std::fabs(x[c]);
+    finite = finite && a <= FLT_MAX;  // false for inf and NaN
+    m = a > m ? a : m;
   }
   if (!finite || m == 0) {
-    for (std::int64_t c = 0; c < n; ++c) y[c] = 0;
+    std::fill(y, y + n, std::int8_t{0});
     return finite ? 0.0f : NAN;
   }
   const float scale = m / float(kInt8Max), inverse = float(kInt8Max) / m;
+  // x / scale is within fp32 rounding of [-127, 127]; adding and taking off 1.5 x 2^23 rounds
+  // it to an integer, to nearest even (the default rounding; nearbyint without the call), and
+  // the clamp only undoes the fp32 rounding.
+  constexpr float kRound = 0x1.8p23f;
   for (std::int64_t c = 0; c < n; ++c) {
-    // x / scale within fp32 rounding of [-127, 127]: the clamp only undoes that rounding.
-    const float r = std::nearbyint(x[c] * inverse);
-    y[c] = std::int8_t(std::fmax(-float(kInt8Max), std::fmin(float(kInt8Max), r)));
+    const float r = (x[c] * inverse + kRound) - kRound;
+    y[c] = std::int8_t(r < -float(kInt8Max) ? -float(kInt8Max) : r > float(kInt8Max) ? float(kInt8Max) : r);
   }
   return scale;
 }
