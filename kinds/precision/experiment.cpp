@@ -36,9 +36,10 @@
 //    the fp32 terms are an upper estimate: `approximate`.
 //  - A format with a scale per row (int8: kv-int8's Q, K and V) rounds an element of row x by an
 //    error uniform within half its step sigma = max|x| / 127, of variance sigma^2 / 12 whatever
-//    the element: in the terms above, w u^2 x^2 becomes sigma_row^2 / 12 (so u_k^2 A_j becomes
-//    c^2 |q|^2 sigma_j^2 / 12, u_v^2 |v_j|^2 becomes d_v sigma_j^2 / 12 and u_q^2 q_i^2 becomes
-//    sigma_q^2 / 12, sigma_q that of the row of c q the decode path rounds).
+//    the element, but the largest, which is exact: in the terms above, w u^2 x^2 becomes
+//    g sigma_row^2 / 12 with g = (n - 1) / n for a row of n (so u_k^2 A_j becomes
+//    c^2 |q|^2 g sigma_j^2 / 12, u_v^2 |v_j|^2 becomes d_v g sigma_j^2 / 12 and u_q^2 q_i^2
+//    g sigma_q^2 / 12, sigma_q that of the row of c q the decode path rounds).
 // Per trial the predicted mean square is these summed over the rows over ||O_ref||^2 (O) or the
 // rows (lse); the record gives the root of its mean over trials beside the root of the measured
 // mean square and of its CI's bounds.
@@ -89,13 +90,14 @@ Predicted predict(const Shape& s, const std::vector<double>& q, const std::vecto
     return x.unit_roundoff == kU32 || x.round_rows ? 0.0 : x.unit_roundoff;
   };
   // Such a format moves each element of a row x by an error uniform in [-sigma/2, sigma/2],
-  // sigma = max|x| / 127: E[d^2] = sigma^2 / 12 whatever the element (in place of w u^2 x^2);
-  // over kW, as every term is multiplied by it at the end. 0 for a per-value format.
+  // sigma = max|x| / 127, but the largest, which is exact (+-127 sigma): E[d^2] = sigma^2 / 12
+  // (n - 1) / n on average over the row's n elements (in place of w u^2 x^2); over kW, as every
+  // term is multiplied by it at the end. 0 for a per-value format.
   const auto row_var = [](const NumberFormat& x, const double* row, std::int64_t n) {
     if (!x.round_rows) return 0.0;
     double m = 0;
     for (std::int64_t i = 0; i < n; ++i) m = std::max(m, std::abs(row[i]));
-    return std::pow(m / 127, 2) / 12 / kW;
+    return std::pow(m / 127, 2) / 12 * double(n - 1) / double(n) / kW;
   };
   const double uq2 = std::pow(stored_u(f.q), 2), uk2 = std::pow(stored_u(f.k), 2),
                uv2 = std::pow(stored_u(f.v), 2), up2 = std::pow(stored_u(f.p), 2);
