@@ -13,7 +13,9 @@
 // Each split leaves its rows' max, sum and unnormalised output; the merge folds the splits in
 // order. Probes ride along as in the prefill path (RowStats). K and V may be stored as fp32 or
 // in 16 bits (E: flash_kv.cpp's formats), widened exactly to fp32 in L1 as they are read, so the
-// arithmetic after the widening is the fp32 path's.
+// arithmetic after the widening is the fp32 path's; or as int8 with a scale per row (E =
+// kv_int8-inl.h's Int8Rows, through KvRows), whose overloads of ScoreRows and WidenRows do the
+// score and widen steps.
 //
 // Per-target include guard (Highway's pattern): this file is compiled once per ISA target.
 #if defined(SDPA_KERNELS_ATTENTION_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)

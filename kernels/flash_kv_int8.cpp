@@ -101,18 +101,11 @@ std::vector<Kernel> flash_kv_int8_kernels() {
     k.kv_element_bytes = 1;
     k.kv_row_bytes = sizeof(float);
   }
-  if (int8_native_available()) {
-    // The best entry is the native one where the CPU has it: vpdpbusd for the scores, the best
-    // Highway target (AVX-512, which AVX512_VNNI implies) for the rest.
-    Kernel k = entries.front();
-    k.name = "flash-kv-int8@avx512-vnni";
-    k.isa = "avx512-vnni";
-    k.description = std::string(what) + ", vpdpbusd (avx512-vnni)";
-    k.forward = supported_targets(HWY_DISPATCH_TABLE(KvInt8VnniForward)).front().fn;
-    entries.front() = k;
-    entries.front().name = "flash-kv-int8";
-    entries.insert(entries.begin() + 1, k);
-  }
+  // The best entry is the native one where the CPU has it: vpdpbusd for the scores, the best
+  // Highway target (AVX-512, which AVX512_VNNI implies) for the rest.
+  if (int8_native_available())
+    put_native_first(entries, "avx512-vnni", std::string(what) + ", vpdpbusd (avx512-vnni)",
+                     supported_targets(HWY_DISPATCH_TABLE(KvInt8VnniForward)).front().fn);
   return entries;
 }
 

@@ -54,7 +54,8 @@ SDPA_VNNI_TARGET void block_scores(const std::int8_t* q, std::int64_t ld_q, cons
   for (int r = 0; r < R; ++r) {
     const __m512i dot = _mm512_sub_epi32(acc[r], _mm512_set1_epi32(q_bias[r]));
     const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(q_scale[r]), ks);
-    _mm512_mask_storeu_ps(scores + r * ld_s, lanes, _mm512_mul_ps(scale, _mm512_maskz_cvtepi32_ps(lanes, dot)));
+    _mm512_mask_storeu_ps(scores + r * ld_s, lanes,
+                          _mm512_mul_ps(scale, _mm512_maskz_cvtepi32_ps(lanes, dot)));
   }
 }
 
@@ -74,9 +75,9 @@ bool int8_native_available() {
 void int8_scores_vnni(const std::int8_t* q, std::int64_t ld_q, const float* q_scale,
                       std::int64_t rows, const std::int8_t* k, const float* k_scale,
                       std::int64_t d4, std::int64_t nk, float* scores, std::int64_t ld_s) {
-  using Block = void (*)(const std::int8_t*, std::int64_t, const float*, const std::int32_t*,
-                         const std::int8_t*, const float*, std::int64_t, std::int64_t, float*,
-                         std::int64_t);
+  using Block =
+      void (*)(const std::int8_t*, std::int64_t, const float*, const std::int32_t*,
+               const std::int8_t*, const float*, std::int64_t, std::int64_t, float*, std::int64_t);
   static constexpr Block kBlocks[] = {block_scores<1>, block_scores<2>, block_scores<3>,
                                       block_scores<4>, block_scores<5>, block_scores<6>,
                                       block_scores<7>, block_scores<8>};
@@ -90,8 +91,8 @@ void int8_scores_vnni(const std::int8_t* q, std::int64_t ld_q, const float* q_sc
     }
     for (std::int64_t j0 = 0; j0 < nk; j0 += kInt8KeyBlock)
       kBlocks[r - 1](q + i0 * ld_q, ld_q, q_scale + i0, bias, k + j0 * d4, k_scale + j0, d4,
-                     nk - j0 < kInt8KeyBlock ? nk - j0 : kInt8KeyBlock,
-                     scores + i0 * ld_s + j0, ld_s);
+                     nk - j0 < kInt8KeyBlock ? nk - j0 : kInt8KeyBlock, scores + i0 * ld_s + j0,
+                     ld_s);
   }
 }
 

@@ -53,8 +53,8 @@ inline void WidenRows(const Int8Rows& src, std::int64_t rows, std::int64_t cols,
     const auto vscale = hn::Set(D(), scale);
     std::int64_t c = 0;
     for (; c + L <= cols; c += L)
-      hn::StoreU(hn::Mul(vscale, hn::ConvertTo(D(), hn::PromoteTo(d32, hn::LoadU(d8, x + c)))),
-                 D(), dst + c);
+      hn::StoreU(hn::Mul(vscale, hn::ConvertTo(D(), hn::PromoteTo(d32, hn::LoadU(d8, x + c)))), D(),
+                 dst + c);
     for (; c < cols; ++c) dst[c] = scale * float(x[c]);
     std::fill(dst + cols, dst + ld_dst, 0.0f);
   }

@@ -60,7 +60,9 @@ inline float quantise_row(const float* x, std::int64_t n, std::int8_t* y) {
   constexpr float kRound = 0x1.8p23f;
   for (std::int64_t c = 0; c < n; ++c) {
     const float r = (x[c] * inverse + kRound) - kRound;
-    y[c] = std::int8_t(r < -float(kInt8Max) ? -float(kInt8Max) : r > float(kInt8Max) ? float(kInt8Max) : r);
+    y[c] = std::int8_t(r < -float(kInt8Max)  ? -float(kInt8Max)
+                       : r > float(kInt8Max) ? float(kInt8Max)
+                                             : r);
   }
   return scale;
 }

@@ -48,8 +48,8 @@ const std::vector<Kernel>& kernel_registry() {
     for (auto&& family :
          {detail::reference_kernels(), detail::naive_kernels(), detail::blocked_kernels(),
           detail::simd_kernels(), detail::flash_kernels(), detail::flash_bf16_kernels(),
-          detail::flash_kv_kernels(), detail::flash_kv_int8_kernels(),
-          detail::eigen_kernels(), detail::blas_kernels()})
+          detail::flash_kv_kernels(), detail::flash_kv_int8_kernels(), detail::eigen_kernels(),
+          detail::blas_kernels()})
       all.insert(all.end(), family.begin(), family.end());
     return all;
   }();

@@ -140,8 +140,8 @@ Problem make_problem(const Case& c, const Rounding& rounding = kBf16Rounding, bo
   pr.k = normals(s.k_elements(), rng);
   pr.v = normals(s.v_elements(), rng);
   pr.scale = float(c.scale ? c.scale : 1.0 / std::sqrt(double(s.d_k)));
-  const RoundedInputs in = int8 ? int8_inputs(s, pr.q, pr.k, pr.v, pr.scale)
-                                : RoundedInputs{pr.q, pr.k, pr.v, pr.scale};
+  const RoundedInputs in =
+      int8 ? int8_inputs(s, pr.q, pr.k, pr.v, pr.scale) : RoundedInputs{pr.q, pr.k, pr.v, pr.scale};
   const double scale = in.scale;
   const auto ref =
       sdpa::reference_attention(s, std::vector<double>(in.q.begin(), in.q.end()),
@@ -495,6 +495,30 @@ void check_kv_case(const Case& c) {
   }
 }
 
+// The K/V storage kernels' cases: decode shapes (n_q <= 16 per head: the decode path) and
+// prefill, one key, n_kv not a multiple of the lanes, of a key block (16), of the decode tile
+// (256) or of a split, d_k != d_v, odd and not a multiple of 4, causal with n_q < n_kv,
+// heads_kv = 1 and = heads_q, grouped; seeds from `seed` on.
+template <class Check>
+void for_each_storage_case(std::uint32_t seed, Check check) {
+  struct Dims {
+    std::int64_t heads, group, n_q, n_kv, d_k, d_v;
+  };
+  const Dims dims[] = {{2, 1, 1, 1, 8, 8},        {4, 4, 1, 37, 17, 9},  {6, 2, 3, 300, 64, 40},
+                       {8, 4, 4, 1100, 128, 128}, {3, 3, 5, 513, 7, 33}, {2, 1, 1, 257, 96, 80},
+                       {4, 2, 20, 70, 24, 16},    {1, 1, 65, 65, 33, 31}};
+  for (const auto& d : dims)
+    for (bool causal : {false, true})
+      check({.shape = {.batch_heads = d.heads,
+                       .n_q = d.n_q,
+                       .n_kv = d.n_kv,
+                       .d_k = d.d_k,
+                       .d_v = d.d_v,
+                       .group = d.group},
+             .causal = causal,
+             .seed = seed++});
+}
+
 }  // namespace
 
 TEST_CASE("the fp16 conversions round to nearest even and widen exactly") {
@@ -536,26 +560,7 @@ TEST_CASE("the registry has K/V storage entries on every target, with their byte
 }
 
 TEST_CASE("K/V storage kernels are within their format's bound and are flash on rounded K, V") {
-  // Decode shapes (n_q <= 16 per head: the decode path) and prefill, one key, n_kv not a
-  // multiple of the lanes, of the decode tile (256) or of a split, d_k != d_v and odd,
-  // causal with n_q < n_kv, heads_kv = 1 and = heads_q, grouped.
-  struct Dims {
-    std::int64_t heads, group, n_q, n_kv, d_k, d_v;
-  };
-  const Dims dims[] = {{2, 1, 1, 1, 8, 8},        {4, 4, 1, 37, 17, 9},  {6, 2, 3, 300, 64, 40},
-                       {8, 4, 4, 1100, 128, 128}, {3, 3, 5, 513, 7, 33}, {2, 1, 1, 257, 96, 80},
-                       {4, 2, 20, 70, 24, 16},    {1, 1, 65, 65, 33, 31}};
-  std::uint32_t seed = 500;
-  for (const auto& d : dims)
-    for (bool causal : {false, true})
-      check_kv_case({.shape = {.batch_heads = d.heads,
-                               .n_q = d.n_q,
-                               .n_kv = d.n_kv,
-                               .d_k = d.d_k,
-                               .d_v = d.d_v,
-                               .group = d.group},
-                     .causal = causal,
-                     .seed = seed++});
+  for_each_storage_case(500, check_kv_case);
 }
 
 TEST_CASE("a stored K/V of another format or shape is refused") {
@@ -657,8 +662,7 @@ void check_int8_bound(const Outputs& got, const Problem& pr) {
       within(std::abs(double(got.out[r * s.d_v + x]) - o),
              (grow - 1) * spread + moved + grow * (2 * nn + 8) * kU32 * mass);
     }
-    within(std::abs(double(got.lse[r]) - ref.lse[r]),
-           d + kU32 * (nn + 4 + std::abs(ref.lse[r])));
+    within(std::abs(double(got.lse[r]) - ref.lse[r]), d + kU32 * (nn + 4 + std::abs(ref.lse[r])));
   }
   g_worst_ratio = std::max(g_worst_ratio, worst);
   CHECK_MESSAGE(bad == 0, bad, " outputs or lse outside the quantisation bound; worst err/tol ",
@@ -723,7 +727,8 @@ void check_int8_case(const Case& c) {
     }
     // vpdpbusd and the portable dots are exact integer sums: on one Highway target, one result.
     if (kern->isa == "avx512-vnni") {
-      const Outputs portable = run_args(*sdpa::find_kernel("flash-kv-int8@" + fp32_isa(*kern)), args);
+      const Outputs portable =
+          run_args(*sdpa::find_kernel("flash-kv-int8@" + fp32_isa(*kern)), args);
       CHECK_MESSAGE(same_bits(portable.out, got.out), "native and portable outputs differ");
       CHECK_MESSAGE(same_bits(portable.lse, got.lse), "native and portable lse differ");
     }
@@ -750,34 +755,16 @@ TEST_CASE("the int8 K/V kernel: registry entries and bytes") {
   REQUIRE(best != nullptr);
   CHECK(best->precision == "kv-int8");
   CHECK(bool(best->store_kv));
-  CHECK(best->isa == (sdpa::detail::int8_native_available() ? "avx512-vnni"
-                                                             : sdpa::find_kernel("flash")->isa));
+  CHECK(best->isa ==
+        (sdpa::detail::int8_native_available() ? "avx512-vnni" : sdpa::find_kernel("flash")->isa));
   // A byte per element and a 4-byte scale per row of K and of V.
   const Shape s{.batch_heads = 4, .n_q = 1, .n_kv = 100, .d_k = 8, .d_v = 8, .group = 2};
   CHECK(best->bytes(s) == 4.0 * (4 * 8 + 4 * 8) + 1.0 * (2 * 100 * 16) + 4.0 * 2 * (2 * 100));
 }
 
 TEST_CASE("the int8 K/V kernel is within its bounds, thread-count and ISA independent") {
-  // As for the 16-bit formats: decode shapes and prefill, one key, n_kv not a multiple of the
-  // lanes, of the key block (16), of the decode tile (256) or of a split, d_k != d_v and not a
-  // multiple of 4, causal with n_q < n_kv, heads_kv = 1 and = heads_q, grouped.
-  struct Dims {
-    std::int64_t heads, group, n_q, n_kv, d_k, d_v;
-  };
-  const Dims dims[] = {{2, 1, 1, 1, 8, 8},       {4, 4, 1, 37, 17, 9},  {6, 2, 3, 300, 64, 40},
-                       {8, 4, 4, 600, 128, 128}, {3, 3, 5, 513, 7, 33}, {4, 2, 20, 70, 24, 16},
-                       {1, 1, 65, 65, 33, 31}};
-  std::uint32_t seed = 700;
-  for (const auto& d : dims)
-    for (bool causal : {false, true})
-      check_int8_case({.shape = {.batch_heads = d.heads,
-                                 .n_q = d.n_q,
-                                 .n_kv = d.n_kv,
-                                 .d_k = d.d_k,
-                                 .d_v = d.d_v,
-                                 .group = d.group},
-                       .causal = causal,
-                       .seed = seed++});
+  // The 16-bit formats' cases.
+  for_each_storage_case(700, check_int8_case);
 }
 
 TEST_CASE("a stored int8 K/V of another format or shape is refused") {

@@ -127,7 +127,7 @@ TEST_CASE("stored formats round to nearest even within their range") {
   float y[3];
   int8->v.round_rows(row, 1, 3, y);
   CHECK((y[1] == 50 * step && y[2] == 0.0f && std::abs(y[0] + 2.54f) <= step / 2));
-  CHECK(fp16->q.unit_roundoff == 0x1p-24);            // Q stays fp32
+  CHECK(fp16->q.unit_roundoff == 0x1p-24);  // Q stays fp32
   const auto round = fp16->k.round;
   CHECK(round(1.0f + 0x1p-11f) == 1.0f);                // a tie goes to even
   CHECK(round(1.0f + 3 * 0x1p-11f) == 1.0f + 0x1p-9f);  // and up to even

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <map>
 
-#include "peak_measure.hpp"
 #include "experiment_runner.hpp"
+#include "peak_measure.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/peak.hpp"

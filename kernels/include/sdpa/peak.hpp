@@ -27,7 +27,8 @@ std::vector<std::string> supported_isas();
 bool isa_supported(std::string_view isa);
 
 // Multiply-add lanes of one vector on `isa`: fp32 lanes (1 for scalar); on avx512-bf16 the 32
-// bf16 products a vdpbf16ps adds, on avx512-vnni the 64 int8 products of a vpdpbusd. Precondition: isa_supported(isa).
+// bf16 products a vdpbf16ps adds, on avx512-vnni the 64 int8 products of a vpdpbusd. Precondition:
+// isa_supported(isa).
 int lanes(std::string_view isa);
 
 // Independent multiply-add chains per vector lane: enough to cover latency x throughput of
