@@ -693,7 +693,10 @@ std::optional<Claim> claim_half_precision(const Sources& sources) {
       std::string fixed;
       for (const auto& [title, records] :
            report::group_records(e["records"], "d_k", "scale", fixed)) {
-        if (records.front()->at("precision") == "fp32") continue;
+        // Half precision only: fp32 is not, and int8 K/V (kv-int8) is a scale per row, not a
+        // 16-bit format.
+        const json& precision = records.front()->at("precision");
+        if (precision == "fp32" || precision == "kv-int8") continue;
         std::map<double, std::pair<const json*, const json*>> by_d_k;  // {unscaled, scaled}
         for (const json* r : records) {
           const json& scale = (*r)["params"]["scale"];

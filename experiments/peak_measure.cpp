@@ -52,12 +52,13 @@ PeakMeasurement measure_peak(const std::string& isa, int threads, const PeakSett
 
 std::string peak_isa_for(const std::string& kernel_isa) {
   if (peak::isa_supported(kernel_isa)) return kernel_isa;
-  // OpenBLAS's sgemm does fp32 multiply-adds: its ceiling is the best fp32 ISA, not the bf16
-  // dot-product roof (avx512-bf16, twice as high), which supported_isas() lists last.
+  // OpenBLAS's sgemm does fp32 multiply-adds: its ceiling is the best fp32 ISA, not the bf16 or
+  // int8 dot-product roofs (avx512-bf16, avx512-vnni: 2x and 4x higher), which supported_isas()
+  // lists last.
   if (kernel_isa == "openblas") {
     const auto isas = peak::supported_isas();
     for (auto it = isas.rbegin(); it != isas.rend(); ++it)
-      if (*it != "avx512-bf16") return *it;
+      if (*it != "avx512-bf16" && *it != "avx512-vnni") return *it;
   }
   return "";
 }

@@ -13,7 +13,9 @@
 // Each split leaves its rows' max, sum and unnormalised output; the merge folds the splits in
 // order. Probes ride along as in the prefill path (RowStats). K and V may be stored as fp32 or
 // in 16 bits (E: flash_kv.cpp's formats), widened exactly to fp32 in L1 as they are read, so the
-// arithmetic after the widening is the fp32 path's.
+// arithmetic after the widening is the fp32 path's; or as int8 with a scale per row (E =
+// kv_int8-inl.h's Int8Rows, through KvRows), whose overloads of ScoreRows and WidenRows do the
+// score and widen steps.
 //
 // Per-target include guard (Highway's pattern): this file is compiled once per ISA target.
 #if defined(SDPA_KERNELS_ATTENTION_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -259,8 +261,8 @@ void SoftmaxRows(const ForwardArgs& a, std::int64_t rows, std::int64_t key0, std
 inline constexpr std::int64_t kWidenKeys = 32;
 static_assert(kWidenKeys <= kDepthChunk && kDecodeTile % kWidenKeys == 0);
 
-template <class P, class E>
-void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, const E* v, std::int64_t d_v,
+template <class P, class Rows>
+void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::int64_t d_v,
                       std::int64_t nk, bool first, const DecodeScratch& w, float* acc) {
   Gemm values{.m = rows,
               .n_vec = g.ld_acc / P::kLanes,
@@ -276,7 +278,7 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, const E* v, st
               .ldc = g.ld_acc,
               .init = first ? Gemm::Init::kZero : Gemm::Init::kLoadScaled,
               .row_scale = w.rescale};
-  if constexpr (std::is_same_v<E, float>) {
+  if constexpr (std::is_same_v<Rows, const float*>) {
     values.b = v;
     RunGemm<P, P::kMrD, P::kNvD>(values);
   } else {
@@ -291,6 +293,17 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, const E* v, st
       RunGemm<P, P::kMrD, P::kNvD>(chunk);
     }
   }
+}
+
+// Where DecodeSplit reads K or V rows: E's elements at p, or, for a format whose rows carry a
+// scale (E::kScaledRows: kv_int8-inl.h's Int8Rows), the reader at p, whose ScoreRows and
+// WidenRows overloads then do the score and widen steps.
+template <class E>
+auto KvRows(const void* p) {
+  if constexpr (requires { E::kScaledRows; })
+    return *static_cast<const E*>(p);
+  else
+    return static_cast<const E*>(p);
 }
 
 // One split of one block: its queries packed, then tile by tile S, the online softmax and
@@ -311,8 +324,8 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
   for (double* p : {w.score_sum, w.score_sumsq, w.shifted_t, w.nonfinite, w.p2, w.p3})
     std::fill_n(p, blk.rows, 0.0);
   const DecodePartials::Split out = partials.split(blk.index, split);
-  const E* k = static_cast<const E*>(kv.k) + blk.kv * s.n_kv * s.d_k;
-  const E* v = static_cast<const E*>(kv.v) + blk.kv * s.n_kv * s.d_v;
+  const auto k = KvRows<E>(kv.k) + blk.kv * s.n_kv * s.d_k;
+  const auto v = KvRows<E>(kv.v) + blk.kv * s.n_kv * s.d_v;
   const std::int64_t first = split * g.keys_per_split;
   const std::int64_t end = std::min(s.n_kv, first + g.keys_per_split);
   for (std::int64_t key0 = first; key0 < end; key0 += kDecodeTile) {

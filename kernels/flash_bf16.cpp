@@ -299,17 +299,10 @@ std::vector<Kernel> flash_bf16_kernels() {
   for (auto& k : entries) k.precision = "bf16";
   const ForwardFn native =
       bf16_native_available() ? native_forward(targets.front().target) : nullptr;
-  if (native) {
-    // The best entry is the native one where the CPU has it.
-    Kernel k = entries.front();
-    k.name = "flash-bf16@avx512-bf16";
-    k.isa = "avx512-bf16";
-    k.description = std::string(what) + ", vdpbf16ps (avx512-bf16)";
-    k.forward = native;
-    entries.front() = k;
-    entries.front().name = "flash-bf16";
-    entries.insert(entries.begin() + 1, k);
-  }
+  // The best entry is the native one where the CPU has it.
+  if (native)
+    put_native_first(entries, "avx512-bf16", std::string(what) + ", vdpbf16ps (avx512-bf16)",
+                     native);
   return entries;
 }
 

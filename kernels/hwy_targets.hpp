@@ -92,4 +92,19 @@ inline std::vector<Kernel> per_target_kernels(const std::string& family,
   return out;
 }
 
+// Makes the entry of a micro-kernel written for one instruction set (chosen by CPUID: flash-bf16's
+// vdpbf16ps, flash-kv-int8's vpdpbusd) the family's best: the first entry becomes it under the
+// family's name, and family@isa follows it.
+inline void put_native_first(std::vector<Kernel>& entries, const std::string& isa,
+                             const std::string& description, ForwardFn forward) {
+  Kernel k = entries.front();
+  k.name = k.family + "@" + isa;
+  k.isa = isa;
+  k.description = description;
+  k.forward = forward;
+  entries.front() = k;
+  entries.front().name = k.family;
+  entries.insert(entries.begin() + 1, k);
+}
+
 }  // namespace sdpa::detail

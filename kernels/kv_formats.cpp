@@ -11,11 +11,6 @@ void round_into(const float* x, std::int64_t n, KvFormat format, std::uint16_t* 
     y[i] = format == KvFormat::kF16 ? f16_bits(x[i]) : bf16_bits(x[i]);
 }
 
-bool same_shape(const Shape& x, const Shape& y) {
-  return x.batch_heads == y.batch_heads && x.group == y.group && x.n_kv == y.n_kv &&
-         x.d_k == y.d_k && x.d_v == y.d_v;
-}
-
 }  // namespace
 
 std::unique_ptr<StoredKv> store_kv16(const ForwardArgs& a, KvFormat format) {
@@ -36,7 +31,7 @@ const StoredKv16& stored_kv16(const ForwardArgs& a, KvFormat format,
     return static_cast<const StoredKv16&>(*own);
   }
   const auto* stored = dynamic_cast<const StoredKv16*>(a.stored_kv);
-  if (!stored || stored->format != format || !same_shape(stored->shape, a.shape))
+  if (!stored || stored->format != format || !same_kv_shape(stored->shape, a.shape))
     throw std::invalid_argument("stored K/V of another format or shape than the call's");
   return *stored;
 }

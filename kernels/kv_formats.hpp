@@ -67,6 +67,12 @@ struct StoredKv16 : StoredKv {
   std::vector<std::uint16_t> k, v;
 };
 
+// Whether a cache stored for shape x serves a call of shape y: the same K and V (n_q may differ).
+inline bool same_kv_shape(const Shape& x, const Shape& y) {
+  return x.batch_heads == y.batch_heads && x.group == y.group && x.n_kv == y.n_kv &&
+         x.d_k == y.d_k && x.d_v == y.d_v;
+}
+
 // a.k and a.v rounded to `format` (on a.threads threads).
 std::unique_ptr<StoredKv> store_kv16(const ForwardArgs& a, KvFormat format);
 

@@ -61,6 +61,7 @@ HWY_AFTER_NAMESPACE();
 #include <algorithm>
 
 #include "bf16.hpp"
+#include "kv_int8.hpp"
 #include "sdpa/peak.hpp"
 
 namespace sdpa::peak {
@@ -87,6 +88,7 @@ constexpr Target kTargets[] = {
     {"avx2", HWY_AVX2},
     {"avx512", HWY_AVX3},
     {"avx512-bf16", HWY_AVX3},  // AVX-512 with AVX512_BF16 (kBf16Isa below)
+    {"avx512-vnni", HWY_AVX3},  // AVX-512 with AVX512_VNNI (kVnniIsa below)
     {"neon", HWY_NEON},
     {"sve-256", HWY_SVE_256},
     {"sve2-128", HWY_SVE2_128},
@@ -95,6 +97,9 @@ constexpr Target kTargets[] = {
 // The bf16 roof: its multiply-adds are vdpbf16ps (bf16 pairs into fp32: 32 a vector, the
 // native products of flash-bf16, sdpa/kernels.hpp), its triad AVX-512's.
 constexpr std::string_view kBf16Isa = "avx512-bf16";
+// The int8 roof: vpdpbusd (64 int8 products into int32 a vector, the scores of flash-kv-int8),
+// each product counted as a multiply-add (2 ops) like an FMA lane; its triad AVX-512's.
+constexpr std::string_view kVnniIsa = "avx512-vnni";
 
 const Target* find_target(std::string_view isa) {
   for (const auto& t : kTargets)
@@ -128,6 +133,7 @@ const std::vector<std::string>& known_isas() {
 
 bool isa_supported(std::string_view isa) {
   if (isa == kBf16Isa) return detail::bf16_native_available() && isa_supported("avx512");
+  if (isa == kVnniIsa) return detail::int8_native_available() && isa_supported("avx512");
   const Target* t = find_target(isa);
   if (t == nullptr || (t->bits & HWY_TARGETS) == 0) return false;
   if (t->bits & (HWY_SCALAR | HWY_EMU128)) return true;
@@ -143,11 +149,13 @@ std::vector<std::string> supported_isas() {
 
 int lanes(std::string_view isa) {
   if (isa == kBf16Isa) return 32;
+  if (isa == kVnniIsa) return 64;
   return entry(HWY_DISPATCH_TABLE(Lanes), isa)();
 }
 
 float multiply_add_chains(std::string_view isa, std::int64_t steps, float a, float b) {
   if (isa == kBf16Isa) return detail::bf16_dot_chains(steps);
+  if (isa == kVnniIsa) return detail::int8_dot_chains(steps);
   return entry(HWY_DISPATCH_TABLE(MultiplyAddChains), isa)(steps, a, b);
 }
 

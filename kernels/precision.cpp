@@ -1,6 +1,6 @@
 // The number formats of the kernels' precisions (sdpa/precision.hpp). bf16 rounds as the bf16
 // kernels do (bf16.hpp: subnormals to zero, as vcvtneps2bf16); fp16 as F16C's vcvtps2ph with
-// round-to-nearest-even, subnormals kept.
+// round-to-nearest-even, subnormals kept; int8 per row as flash-kv-int8 does (kv_int8.hpp).
 #include "sdpa/precision.hpp"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 
 #include "bf16.hpp"
 #include "kv_formats.hpp"
+#include "kv_int8.hpp"
 
 namespace sdpa {
 namespace {
@@ -20,6 +21,10 @@ constexpr double kBf16Max = 3.3895313892515355e38;  // (2 - 2^-7) 2^127
 const NumberFormat kFp32{"fp32", 0x1p-24, FLT_MAX, &fp32_round};
 const NumberFormat kBf16{"bf16", 0x1p-8, kBf16Max, &detail::bf16_round};
 const NumberFormat kFp16{"fp16", 0x1p-11, 65504.0, &sdpa::fp16_round};
+void int8_round_rows(const float* x, std::int64_t rows, std::int64_t d, float* y) {
+  detail::int8_round_rows(x, rows, d, y);
+}
+const NumberFormat kInt8{"int8", 1.0 / 254, FLT_MAX, nullptr, &int8_round_rows};
 
 }  // namespace
 
@@ -34,6 +39,9 @@ const StoredFormats* stored_formats(std::string_view precision) {
   if (precision == "bf16") return &bf16;
   if (precision == "kv-bf16") return &bf16_kv;
   if (precision == "kv-fp16") return &fp16_kv;
+  // flash-kv-int8 rounds Q per row at the call as it stores K and V (flash_kv_int8.cpp).
+  static const StoredFormats int8_kv{kInt8, kInt8, kInt8, kFp32};
+  if (precision == "kv-int8") return &int8_kv;
   return nullptr;
 }
 

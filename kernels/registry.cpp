@@ -48,7 +48,8 @@ const std::vector<Kernel>& kernel_registry() {
     for (auto&& family :
          {detail::reference_kernels(), detail::naive_kernels(), detail::blocked_kernels(),
           detail::simd_kernels(), detail::flash_kernels(), detail::flash_bf16_kernels(),
-          detail::flash_kv_kernels(), detail::eigen_kernels(), detail::blas_kernels()})
+          detail::flash_kv_kernels(), detail::flash_kv_int8_kernels(), detail::eigen_kernels(),
+          detail::blas_kernels()})
       all.insert(all.end(), family.begin(), family.end());
     return all;
   }();
@@ -86,9 +87,10 @@ double forward_flops(const Shape& s, bool causal) {
   return double(s.batch_heads) * visible * 2.0 * double(s.d_k + s.d_v);
 }
 
-double forward_bytes(const Shape& s, double kv_element_bytes) {
+double forward_bytes(const Shape& s, double kv_element_bytes, double kv_row_bytes) {
   return sizeof(float) * double(s.q_elements() + s.out_elements()) +
-         kv_element_bytes * double(s.k_elements() + s.v_elements());
+         kv_element_bytes * double(s.k_elements() + s.v_elements()) +
+         kv_row_bytes * 2.0 * double(s.kv_batch_heads() * s.n_kv);
 }
 
 }  // namespace sdpa

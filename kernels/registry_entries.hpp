@@ -17,6 +17,7 @@ std::vector<Kernel> simd_kernels();
 std::vector<Kernel> flash_kernels();
 std::vector<Kernel> flash_bf16_kernels();
 std::vector<Kernel> flash_kv_kernels();
+std::vector<Kernel> flash_kv_int8_kernels();
 std::vector<Kernel> eigen_kernels();
 std::vector<Kernel> blas_kernels();
 // The fused backward of flash compiled for `isa` (a Highway target's name), null if none.

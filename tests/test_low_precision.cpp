@@ -41,7 +41,9 @@
 
 #include "attention_rows.hpp"
 #include "bf16.hpp"
+#include "decode_blocks.hpp"
 #include "kv_formats.hpp"
+#include "kv_int8.hpp"
 #include "sdpa/kernels.hpp"
 
 namespace {
@@ -106,7 +108,30 @@ struct Rounding {
 // The bf16 kernels: q and k rounded (each <= u), p and v rounded.
 constexpr Rounding kBf16Rounding{2 * kU + kU * kU, 2 * kU + kU* kU};
 
-Problem make_problem(const Case& c, const Rounding& rounding = kBf16Rounding) {
+// The inputs flash-kv-int8 computes with (kernels/flash_kv_int8.cpp): K and V rounded per row to
+// int8 (sdpa::detail::int8_round_rows), Q too; on the decode path the rounded row is scale Q's,
+// so the scale is then 1.
+struct RoundedInputs {
+  std::vector<float> q, k, v;
+  float scale;
+};
+RoundedInputs int8_inputs(const Shape& s, const std::vector<float>& q, const std::vector<float>& k,
+                          const std::vector<float>& v, float scale) {
+  using sdpa::detail::int8_round_rows;
+  RoundedInputs r{q, k, v, scale};
+  if (sdpa::detail::is_decode_shape(s)) {
+    for (float& x : r.q) x *= scale;
+    r.scale = 1;
+  }
+  int8_round_rows(r.q.data(), s.rows(), s.d_k, r.q.data());
+  int8_round_rows(k.data(), s.kv_batch_heads() * s.n_kv, s.d_k, r.k.data());
+  int8_round_rows(v.data(), s.kv_batch_heads() * s.n_kv, s.d_v, r.v.data());
+  return r;
+}
+
+// The reference and bounds are those of the fp32 inputs, or with `int8`, of int8_inputs (whose
+// rounding the kernel then does not add: rounding = {0, 0}).
+Problem make_problem(const Case& c, const Rounding& rounding = kBf16Rounding, bool int8 = false) {
   Problem pr;
   pr.c = c;
   const Shape& s = c.shape;
@@ -115,11 +140,13 @@ Problem make_problem(const Case& c, const Rounding& rounding = kBf16Rounding) {
   pr.k = normals(s.k_elements(), rng);
   pr.v = normals(s.v_elements(), rng);
   pr.scale = float(c.scale ? c.scale : 1.0 / std::sqrt(double(s.d_k)));
-  const double scale = pr.scale;
+  const RoundedInputs in =
+      int8 ? int8_inputs(s, pr.q, pr.k, pr.v, pr.scale) : RoundedInputs{pr.q, pr.k, pr.v, pr.scale};
+  const double scale = in.scale;
   const auto ref =
-      sdpa::reference_attention(s, std::vector<double>(pr.q.begin(), pr.q.end()),
-                                std::vector<double>(pr.k.begin(), pr.k.end()),
-                                std::vector<double>(pr.v.begin(), pr.v.end()), scale, c.causal);
+      sdpa::reference_attention(s, std::vector<double>(in.q.begin(), in.q.end()),
+                                std::vector<double>(in.k.begin(), in.k.end()),
+                                std::vector<double>(in.v.begin(), in.v.end()), scale, c.causal);
   pr.out = ref.out;
   pr.lse = ref.lse;
   pr.out_tol.assign(s.out_elements(), 0);
@@ -134,7 +161,7 @@ Problem make_problem(const Case& c, const Rounding& rounding = kBf16Rounding) {
     const std::int64_t n = sdpa::visible_keys(s, c.causal, i);
     if (n == 0) continue;  // fully masked: exact zeros expected
     const RowScores row =
-        row_scores(pr.q.data() + r * s.d_k, pr.k.data() + b * s.n_kv * s.d_k, s.d_k, n, scale);
+        row_scores(in.q.data() + r * s.d_k, in.k.data() + b * s.n_kv * s.d_k, s.d_k, n, scale);
     const std::vector<double>&sc = row.s, &a = row.a, &p = row.p;
     const double m = row.m, range = row.range;
     std::vector<double> e(n);
@@ -170,7 +197,7 @@ Problem make_problem(const Case& c, const Rounding& rounding = kBf16Rounding) {
       const double o = ref.out[r * s.d_v + x];
       double spread = 0, mass = 0;
       for (std::int64_t j = 0; j < n; ++j) {
-        const double vj = pr.v[(b * s.n_kv + j) * s.d_v + x];
+        const double vj = in.v[(b * s.n_kv + j) * s.d_v + x];
         spread += p[j] * std::abs(vj - o) * (e[j] + ebar);
         mass += p[j] * std::abs(vj);
       }
@@ -345,7 +372,7 @@ TEST_CASE("the registry has bf16 entries, the native one where the CPU runs it")
   if (native) CHECK(sdpa::find_kernel("flash-bf16")->isa == "avx512-bf16");
   for (const auto& k : sdpa::kernel_registry())
     CHECK_MESSAGE((k.precision == "fp32" || k.precision == "bf16" || k.precision == "kv-fp16" ||
-                   k.precision == "kv-bf16"),
+                   k.precision == "kv-bf16" || k.precision == "kv-int8"),
                   k.name);
 }
 
@@ -468,6 +495,30 @@ void check_kv_case(const Case& c) {
   }
 }
 
+// The K/V storage kernels' cases: decode shapes (n_q <= 16 per head: the decode path) and
+// prefill, one key, n_kv not a multiple of the lanes, of a key block (16), of the decode tile
+// (256) or of a split, d_k != d_v, odd and not a multiple of 4, causal with n_q < n_kv,
+// heads_kv = 1 and = heads_q, grouped; seeds from `seed` on.
+template <class Check>
+void for_each_storage_case(std::uint32_t seed, Check check) {
+  struct Dims {
+    std::int64_t heads, group, n_q, n_kv, d_k, d_v;
+  };
+  const Dims dims[] = {{2, 1, 1, 1, 8, 8},        {4, 4, 1, 37, 17, 9},  {6, 2, 3, 300, 64, 40},
+                       {8, 4, 4, 1100, 128, 128}, {3, 3, 5, 513, 7, 33}, {2, 1, 1, 257, 96, 80},
+                       {4, 2, 20, 70, 24, 16},    {1, 1, 65, 65, 33, 31}};
+  for (const auto& d : dims)
+    for (bool causal : {false, true})
+      check({.shape = {.batch_heads = d.heads,
+                       .n_q = d.n_q,
+                       .n_kv = d.n_kv,
+                       .d_k = d.d_k,
+                       .d_v = d.d_v,
+                       .group = d.group},
+             .causal = causal,
+             .seed = seed++});
+}
+
 }  // namespace
 
 TEST_CASE("the fp16 conversions round to nearest even and widen exactly") {
@@ -509,26 +560,7 @@ TEST_CASE("the registry has K/V storage entries on every target, with their byte
 }
 
 TEST_CASE("K/V storage kernels are within their format's bound and are flash on rounded K, V") {
-  // Decode shapes (n_q <= 16 per head: the decode path) and prefill, one key, n_kv not a
-  // multiple of the lanes, of the decode tile (256) or of a split, d_k != d_v and odd,
-  // causal with n_q < n_kv, heads_kv = 1 and = heads_q, grouped.
-  struct Dims {
-    std::int64_t heads, group, n_q, n_kv, d_k, d_v;
-  };
-  const Dims dims[] = {{2, 1, 1, 1, 8, 8},        {4, 4, 1, 37, 17, 9},  {6, 2, 3, 300, 64, 40},
-                       {8, 4, 4, 1100, 128, 128}, {3, 3, 5, 513, 7, 33}, {2, 1, 1, 257, 96, 80},
-                       {4, 2, 20, 70, 24, 16},    {1, 1, 65, 65, 33, 31}};
-  std::uint32_t seed = 500;
-  for (const auto& d : dims)
-    for (bool causal : {false, true})
-      check_kv_case({.shape = {.batch_heads = d.heads,
-                               .n_q = d.n_q,
-                               .n_kv = d.n_kv,
-                               .d_k = d.d_k,
-                               .d_v = d.d_v,
-                               .group = d.group},
-                     .causal = causal,
-                     .seed = seed++});
+  for_each_storage_case(500, check_kv_case);
 }
 
 TEST_CASE("a stored K/V of another format or shape is refused") {
@@ -546,7 +578,217 @@ TEST_CASE("a stored K/V of another format or shape is refused") {
   CHECK_NOTHROW(bf16->forward(a));
 }
 
-TEST_CASE("worst bf16 error relative to its bound, over the cases above") {
-  MESSAGE("max err / tolerance over bf16 and K/V storage kernels and cases: ", g_worst_ratio);
+namespace {
+
+// ---- K and V stored as int8 with a scale per row (precision "kv-int8";
+// kernels/flash_kv_int8.cpp), Q rounded per row at the call. Two bounds per case:
+//  - against fp64 of the rounded inputs (int8_inputs) only fp32 arithmetic is left: make_problem's
+//    bound with rounding {0, 0} (the decode path's integer dot products are exact, so its scores
+//    are closer still);
+//  - against fp64 of the fp32 inputs, the quantisation step. A row x of scale sigma = max|x| / 127
+//    moves each element by at most sigma / 2 (round to nearest), plus fp32's rounding of x / sigma
+//    (< 2^-16 sigma) and of sigma x int (< 2^-17 sigma): e_x = sigma (1/2 + 2^-14). Per query row
+//    (c the scale, q the row, eq the e of the row of c q, ek_j and ev_j those of key and value j),
+//      |s^_j - s_j| <= Q_j = ek_j |c q|_1 + eq (|k_j|_1 + d_k ek_j)
+//    and fp32 adds to a score at most u32 ((d_k + 2)(A_j + Q_j) + (m - s_j) + R + 4) (as above);
+//    e_j is their sum and D = max_j e_j over the visible keys. Scores moved by at most D move each
+//    weight by a factor within e^(+-2D), exactly (not to first order), so |p^_j - p_j| <=
+//    (e^(2D) - 1) p_j and, since the weights' changes sum to 0,
+//      |o^_c - o_c| <= (e^(2D) - 1) sum_j p_j (|v_jc - o_c| + ev_j)    weights
+//                    + sum_j p_j ev_j                                  values
+//                    + e^(2D) (2 n + 8) u32 sum_j p_j (|v_jc| + ev_j)    fp32's P V
+//      |lse^ - lse| <= D + u32 (n + 4 + |lse|).
+//    No safety factor: the quantisation terms are worst cases.
+
+constexpr double kStep = 0.5 + 0x1p-14;  // e_x / sigma (above)
+
+double row_error(const float* x, std::int64_t n, double scale = 1) {
+  double m = 0;
+  for (std::int64_t c = 0; c < n; ++c) m = std::max(m, std::abs(scale * x[c]));
+  return m / 127 * kStep;
+}
+
+double l1(const float* x, std::int64_t n, double scale = 1) {
+  double sum = 0;
+  for (std::int64_t c = 0; c < n; ++c) sum += std::abs(scale * x[c]);
+  return sum;
+}
+
+// fp64 of pr's fp32 inputs and the quantisation bound (above) around it.
+struct Int8Bound {
+  sdpa::ReferenceResult ref;
+  std::vector<double> out_tol, lse_tol;
+};
+
+Int8Bound int8_bound(const Problem& pr) {
+  const Shape& s = pr.c.shape;
+  const double c = pr.scale;
+  Int8Bound bound{
+      sdpa::reference_attention(s, std::vector<double>(pr.q.begin(), pr.q.end()),
+                                std::vector<double>(pr.k.begin(), pr.k.end()),
+                                std::vector<double>(pr.v.begin(), pr.v.end()), c, pr.c.causal),
+      std::vector<double>(s.out_elements(), 0), std::vector<double>(s.rows(), 0)};
+  for (std::int64_t r = 0; r < s.rows(); ++r) {
+    const std::int64_t b = s.kv_head(r / s.n_q);
+    const std::int64_t n = sdpa::visible_keys(s, pr.c.causal, r % s.n_q);
+    if (n == 0) continue;  // fully masked: exact zeros expected
+    const float* q = pr.q.data() + r * s.d_k;
+    const float* k = pr.k.data() + b * s.n_kv * s.d_k;
+    const float* v = pr.v.data() + b * s.n_kv * s.d_v;
+    const RowScores row = row_scores(q, k, s.d_k, n, c);
+    const double eq = row_error(q, s.d_k, c), q1 = l1(q, s.d_k, c);
+    double d = 0;
+    std::vector<double> ev(n);
+    for (std::int64_t j = 0; j < n; ++j) {
+      const double ek = row_error(k + j * s.d_k, s.d_k);
+      const double qj = ek * q1 + eq * (l1(k + j * s.d_k, s.d_k) + double(s.d_k) * ek);
+      const double fp32 =
+          kU32 * ((s.d_k + 2) * (row.a[j] + qj) + (row.m - row.s[j]) + row.range + 4);
+      d = std::max(d, qj + fp32);
+      ev[j] = row_error(v + j * s.d_v, s.d_v);
+    }
+    const double grow = std::exp(2 * d), nn = double(n);
+    for (std::int64_t x = 0; x < s.d_v; ++x) {
+      const double o = bound.ref.out[r * s.d_v + x];
+      double spread = 0, moved = 0, mass = 0;
+      for (std::int64_t j = 0; j < n; ++j) {
+        const double vj = v[j * s.d_v + x], p = row.p[j];
+        spread += p * (std::abs(vj - o) + ev[j]);
+        moved += p * ev[j];
+        mass += p * (std::abs(vj) + ev[j]);
+      }
+      bound.out_tol[r * s.d_v + x] =
+          (grow - 1) * spread + moved + grow * (2 * nn + 8) * kU32 * mass;
+    }
+    bound.lse_tol[r] = d + kU32 * (nn + 4 + std::abs(bound.ref.lse[r]));
+  }
+  return bound;
+}
+
+// Every output and lse of `got` within the quantisation bound.
+void check_int8_bound(const Outputs& got, const Problem& pr, const Int8Bound& bound) {
+  INFO("the quantisation bound around fp64 of the fp32 inputs");
+  Problem around = pr;
+  around.out = bound.ref.out, around.lse = bound.ref.lse;
+  around.out_tol = bound.out_tol, around.lse_tol = bound.lse_tol;
+  check_bound(got, around);
+}
+
+std::vector<const sdpa::Kernel*> int8_kernels() {
+  std::vector<const sdpa::Kernel*> out;
+  for (const auto& k : sdpa::kernel_registry())
+    if (k.precision == "kv-int8") out.push_back(&k);
+  return out;
+}
+
+// The Highway target an int8 entry runs its fp32 steps on (the native one: the best).
+std::string fp32_isa(const sdpa::Kernel& k) {
+  return k.isa == "avx512-vnni" ? sdpa::find_kernel("flash")->isa : k.isa;
+}
+
+Outputs run_args(const sdpa::Kernel& kern, sdpa::ForwardArgs args) {
+  const Shape& s = args.shape;
+  Outputs o{std::vector<float>(s.out_elements(), NAN), std::vector<float>(s.rows(), NAN)};
+  args.out = o.out.data();
+  args.lse = o.lse.data();
+  kern.forward(args);
+  return o;
+}
+
+void check_int8_case(const Case& c) {
+  const Shape& s = c.shape;
+  const auto kernels = int8_kernels();
+  REQUIRE(!kernels.empty());
+  const Problem pr = make_problem(c, {.product = 0, .value = 0}, true);
+  const RoundedInputs in = int8_inputs(s, pr.q, pr.k, pr.v, pr.scale);
+  const Int8Bound bound = int8_bound(pr);
+  for (const auto* kern : kernels) {
+    INFO(kern->name, " on ", describe(c), " group=", s.group);
+    sdpa::ForwardArgs args{.shape = s, .q = pr.q.data(), .k = pr.k.data(), .v = pr.v.data()};
+    args.scale = pr.scale;
+    args.causal = c.causal;
+    const Outputs got = run_args(*kern, args);
+    check_bound(got, pr);
+    check_int8_bound(got, pr, bound);
+    // Off the decode path: flash's tiles on the rounded inputs, so flash's bits.
+    if (!sdpa::detail::is_decode_shape(s)) {
+      sdpa::ForwardArgs rounded = args;
+      rounded.q = in.q.data(), rounded.k = in.k.data(), rounded.v = in.v.data();
+      const Outputs want = run_args(*sdpa::find_kernel("flash@" + fp32_isa(*kern)), rounded);
+      CHECK_MESSAGE(same_bits(got.out, want.out), "output differs from flash on rounded inputs");
+      CHECK_MESSAGE(same_bits(got.lse, want.lse), "lse differs from flash on rounded inputs");
+    }
+    // The same bits on 2 and 3 threads, with a stored cache and probes.
+    const auto stored = kern->store_kv(args);
+    for (int threads : {2, 3}) {
+      sdpa::RowProbes probes(s.rows());
+      sdpa::ForwardArgs more = args;
+      more.threads = threads;
+      more.probes = &probes;
+      more.stored_kv = stored.get();
+      const Outputs o = run_args(*kern, more);
+      CHECK_MESSAGE(same_bits(o.out, got.out), threads, " threads, stored K/V, probes");
+      CHECK_MESSAGE(same_bits(o.lse, got.lse), threads, " threads, stored K/V, probes");
+    }
+    // vpdpbusd and the portable dots are exact integer sums: on one Highway target, one result.
+    if (kern->isa == "avx512-vnni") {
+      const Outputs portable =
+          run_args(*sdpa::find_kernel("flash-kv-int8@" + fp32_isa(*kern)), args);
+      CHECK_MESSAGE(same_bits(portable.out, got.out), "native and portable outputs differ");
+      CHECK_MESSAGE(same_bits(portable.lse, got.lse), "native and portable lse differ");
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("int8 rows: scale max|x| / 127, ints within 127, a zero row scale 0, NaN rows NaN") {
+  using sdpa::detail::quantise_row;
+  std::int8_t y[5];
+  const float x[5] = {-2.54f, 1.0f, 0.0f, 2.54f, 0.01f};
+  CHECK(quantise_row(x, 5, y) == 2.54f / 127);
+  CHECK((y[0] == -127 && y[1] == 50 && y[2] == 0 && y[3] == 127 && y[4] == 0));
+  const float zero[3] = {0.0f, -0.0f, 0.0f};
+  CHECK(quantise_row(zero, 3, y) == 0.0f);
+  CHECK((y[0] == 0 && y[1] == 0 && y[2] == 0));
+  const float bad[2] = {1.0f, INFINITY};
+  CHECK(std::isnan(quantise_row(bad, 2, y)));
+}
+
+TEST_CASE("the int8 K/V kernel: registry entries and bytes") {
+  const sdpa::Kernel* best = sdpa::find_kernel("flash-kv-int8");
+  REQUIRE(best != nullptr);
+  CHECK(best->precision == "kv-int8");
+  CHECK(bool(best->store_kv));
+  CHECK(best->isa ==
+        (sdpa::detail::int8_native_available() ? "avx512-vnni" : sdpa::find_kernel("flash")->isa));
+  // A byte per element and a 4-byte scale per row of K and of V.
+  const Shape s{.batch_heads = 4, .n_q = 1, .n_kv = 100, .d_k = 8, .d_v = 8, .group = 2};
+  CHECK(best->bytes(s) == 4.0 * (4 * 8 + 4 * 8) + 1.0 * (2 * 100 * 16) + 4.0 * 2 * (2 * 100));
+}
+
+TEST_CASE("the int8 K/V kernel is within its bounds, thread-count and ISA independent") {
+  // The 16-bit formats' cases.
+  for_each_storage_case(700, check_int8_case);
+}
+
+TEST_CASE("a stored int8 K/V of another format or shape is refused") {
+  const sdpa::Kernel* int8 = sdpa::find_kernel("flash-kv-int8");
+  const Shape s{.batch_heads = 2, .n_q = 1, .n_kv = 5, .d_k = 4, .d_v = 4};
+  std::vector<float> x(40, 0.5f), out(8);
+  sdpa::ForwardArgs a{.shape = s, .q = x.data(), .k = x.data(), .v = x.data(), .out = out.data()};
+  const auto f16 = sdpa::find_kernel("flash-kv-f16")->store_kv(a);
+  a.stored_kv = f16.get();
+  CHECK_THROWS_AS(int8->forward(a), std::invalid_argument);
+  const auto stored = int8->store_kv(a);
+  a.stored_kv = stored.get();
+  sdpa::ForwardArgs shorter = a;
+  shorter.shape.n_kv = 4;
+  CHECK_THROWS_AS(int8->forward(shorter), std::invalid_argument);
+  CHECK_NOTHROW(int8->forward(a));
+}
+
+TEST_CASE("worst low-precision error relative to its bound, over the cases above") {
+  MESSAGE("max err / tolerance over bf16, K/V storage and int8 kernels and cases: ", g_worst_ratio);
   CHECK(g_worst_ratio <= 1.0);
 }

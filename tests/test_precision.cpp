@@ -56,6 +56,19 @@ TEST_CASE("precision: bf16's error is mostly its inputs', and the first-order pr
   CHECK(value(e["total"]["o_rms"]) < 2 * u);
 }
 
+TEST_CASE("precision: int8 K/V's error is its inputs', and the prediction holds") {
+  // flash-kv-int8 rounds Q, K and V per row (the scale sigma = max|x| / 127 of each); its
+  // arithmetic is fp32's with exact integer scores, far below the rounding's part.
+  const json r = precision_cell(R"("kernel": "flash-kv-int8", "d_k": 64, "n_kv": 256, "n_q": 8,
+                                   "trials": 8, "scale": "sqrt_dk")");
+  CHECK(r["precision"] == "kv-int8");
+  const json& e = r["error"];
+  CHECK(e["total"]["o_rms"]["agrees"] == true);
+  CHECK(e["inputs"]["o_rms"]["agrees"] == true);
+  CHECK(e["inputs"]["lse_rms"]["agrees"] == true);
+  CHECK(value(e["kernel"]["o_rms"]) < 0.1 * value(e["inputs"]["o_rms"]));
+}
+
 TEST_CASE("precision: unscaled attention loses more in bf16 than scaled at d_k = 64") {
   // Unscaled scores are 8 times larger: their rounding moves the logits 8 times more (the lse
   // error shows it directly).
@@ -105,8 +118,16 @@ TEST_CASE("stored formats round to nearest even within their range") {
   const auto* fp16 = sdpa::stored_formats("kv-fp16");
   REQUIRE(bf16);
   REQUIRE(fp16);
-  CHECK(sdpa::stored_formats("kv-int8") == nullptr);  // a scale per token: not a rounding
-  CHECK(fp16->q.unit_roundoff == 0x1p-24);            // Q stays fp32
+  // int8: a scale per row (token and head), each element within half its step; P stays fp32.
+  const auto* int8 = sdpa::stored_formats("kv-int8");
+  REQUIRE(int8);
+  CHECK((int8->k.round == nullptr && int8->k.round_rows && int8->q.round_rows));
+  CHECK(int8->p.unit_roundoff == 0x1p-24);
+  const float row[3] = {-2.54f, 1.0f, 0.006f}, step = 2.54f / 127;
+  float y[3];
+  int8->v.round_rows(row, 1, 3, y);
+  CHECK((y[1] == 50 * step && y[2] == 0.0f && std::abs(y[0] + 2.54f) <= step / 2));
+  CHECK(fp16->q.unit_roundoff == 0x1p-24);  // Q stays fp32
   const auto round = fp16->k.round;
   CHECK(round(1.0f + 0x1p-11f) == 1.0f);                // a tie goes to even
   CHECK(round(1.0f + 3 * 0x1p-11f) == 1.0f + 0x1p-9f);  // and up to even

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <map>
 
-#include "peak_measure.hpp"
 #include "experiment_runner.hpp"
+#include "peak_measure.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/peak.hpp"
@@ -142,8 +142,8 @@ TEST_CASE("timing and roofline: schema messages") {
       "string \"sideways\"");
   CHECK(error_of(R"({"name": "a", "kind": "roofline", "isa": ["avx2", "avx1024"]})") ==
         "bad.json: /experiments/0/isa/1: expected an instruction set (\"scalar\", \"sse4\", "
-        "\"avx2\", \"avx512\", \"avx512-bf16\", \"neon\", \"sve-256\", \"sve2-128\") or a "
-        "non-empty list of them, found string \"avx1024\"");
+        "\"avx2\", \"avx512\", \"avx512-bf16\", \"avx512-vnni\", \"neon\", \"sve-256\", "
+        "\"sve2-128\") or a non-empty list of them, found string \"avx1024\"");
   CHECK(error_of(R"({"name": "a", "kind": "roofline", "min_time": 0})") ==
         "bad.json: /experiments/0/min_time: expected a positive number of seconds (at most 60) per "
         "repetition, found number 0");
@@ -225,16 +225,17 @@ TEST_CASE("timing: every repetition kept, statistics and % of peak from the run'
     CHECK(r["environment"].contains(key));
 }
 
-TEST_CASE("timing: OpenBLAS is read against the best fp32 ISA, not the bf16 dot-product roof") {
+TEST_CASE("timing: OpenBLAS is read against the best fp32 ISA, not a dot-product roof") {
   const auto isas = sdpa::peak::supported_isas();
   const std::string peak = sdpa::peak_isa_for("openblas");
   CHECK(peak != "avx512-bf16");
-  CHECK(sdpa::peak_isa_for("avx512-bf16") ==
-        (sdpa::peak::isa_supported("avx512-bf16") ? "avx512-bf16" : ""));
-  // The widest fp32 ISA this CPU runs: the last supported one but the bf16 roof.
+  CHECK(peak != "avx512-vnni");
+  for (const char* dots : {"avx512-bf16", "avx512-vnni"})
+    CHECK(sdpa::peak_isa_for(dots) == (sdpa::peak::isa_supported(dots) ? dots : ""));
+  // The widest fp32 ISA this CPU runs: the last supported one but the dot-product roofs.
   std::string widest;
   for (const auto& isa : isas)
-    if (isa != "avx512-bf16") widest = isa;
+    if (isa != "avx512-bf16" && isa != "avx512-vnni") widest = isa;
   CHECK(peak == widest);
 }
 

@@ -34,6 +34,12 @@
 //    subtraction, exp), and to the sums over keys w u^2 sum_t (partial sum_t)^2 in key order
 //    (the normaliser's, which also divides O, and P V's). Kernels sum in tiles and lanes, so
 //    the fp32 terms are an upper estimate: `approximate`.
+//  - A format with a scale per row (int8: kv-int8's Q, K and V) rounds an element of row x by an
+//    error uniform within half its step sigma = max|x| / 127, of variance sigma^2 / 12 whatever
+//    the element, but the largest, which is exact: in the terms above, w u^2 x^2 becomes
+//    g sigma_row^2 / 12 with g = (n - 1) / n for a row of n (so u_k^2 A_j becomes
+//    c^2 |q|^2 g sigma_j^2 / 12, u_v^2 |v_j|^2 becomes d_v g sigma_j^2 / 12 and u_q^2 q_i^2
+//    g sigma_q^2 / 12, sigma_q that of the row of c q the decode path rounds).
 // Per trial the predicted mean square is these summed over the rows over ||O_ref||^2 (O) or the
 // rows (lse); the record gives the root of its mean over trials beside the root of the measured
 // mean square and of its CI's bounds.
@@ -78,19 +84,35 @@ struct Predicted {
 Predicted predict(const Shape& s, const std::vector<double>& q, const std::vector<double>& k,
                   const std::vector<double>& v, const ReferenceResult& ref, double c,
                   const StoredFormats& f) {
-  // A tensor kept in fp32 costs nothing to store: its inputs are fp32 already.
+  // A tensor kept in fp32 costs nothing to store: its inputs are fp32 already. A format with a
+  // scale per row (int8) has no relative error: its terms are row_var's, below.
   const auto stored_u = [](const NumberFormat& x) {
-    return x.unit_roundoff == kU32 ? 0.0 : x.unit_roundoff;
+    return x.unit_roundoff == kU32 || x.round_rows ? 0.0 : x.unit_roundoff;
+  };
+  // Such a format moves each element of a row x by an error uniform in [-sigma/2, sigma/2],
+  // sigma = max|x| / 127, but the largest, which is exact (+-127 sigma): E[d^2] = sigma^2 / 12
+  // (n - 1) / n on average over the row's n elements (in place of w u^2 x^2); over kW, as every
+  // term is multiplied by it at the end. 0 for a per-value format.
+  const auto row_var = [](const NumberFormat& x, const double* row, std::int64_t n) {
+    if (!x.round_rows) return 0.0;
+    double m = 0;
+    for (std::int64_t i = 0; i < n; ++i) m = std::max(m, std::abs(row[i]));
+    return std::pow(m / 127, 2) / 12 * double(n - 1) / double(n) / kW;
   };
   const double uq2 = std::pow(stored_u(f.q), 2), uk2 = std::pow(stored_u(f.k), 2),
                uv2 = std::pow(stored_u(f.v), 2), up2 = std::pow(stored_u(f.p), 2);
   const double u2 = kU32 * kU32;
   const std::int64_t n = s.n_kv, dk = s.d_k, dv = s.d_v;
   Predicted out;
-  std::vector<double> sc(n), p(n), a(n), kbar(dk), cmat(dk * dv), partial(dv);
+  std::vector<double> sc(n), p(n), a(n), kbar(dk), cmat(dk * dv), partial(dv), ak(n), vv(n);
+  for (std::int64_t j = 0; j < n; ++j) vv[j] = double(dv) * row_var(f.v, &v[j * dv], dv);
   for (std::int64_t r = 0; r < s.n_q; ++r) {
     const double* qr = &q[r * dk];
     const double* o = &ref.out[r * dv];
+    double q2 = 0;  // for a format with row scales: c^2 |q|^2 E[dk^2] is key j's score variance
+    for (std::int64_t i = 0; i < dk; ++i) q2 += qr[i] * qr[i];
+    for (std::int64_t j = 0; j < n; ++j) ak[j] = c * c * q2 * row_var(f.k, &k[j * dk], dk);
+    const double vq = row_var(f.q, qr, dk);
     double m = -INFINITY;
     for (std::int64_t j = 0; j < n; ++j) {
       double dot = 0, sq = 0;
@@ -126,6 +148,8 @@ Predicted predict(const Shape& s, const std::vector<double>& q, const std::vecto
       const double pp = p[j] * p[j];
       in_lse += uk2 * pp * a[j];
       in_o += uk2 * pp * a[j] * dist2 + uv2 * pp * norm2;
+      if (f.k.round_rows) in_lse += pp * ak[j], in_o += pp * ak[j] * dist2;
+      if (f.v.round_rows) in_o += pp * vv[j];
       const double score_fp32 =
           u2 * (a[j] * double(dk) / 2 + sc[j] * sc[j] + (sc[j] - m) * (sc[j] - m) + 1);
       ker_lse += pp * score_fp32;
@@ -140,6 +164,7 @@ Predicted predict(const Shape& s, const std::vector<double>& q, const std::vecto
       for (std::int64_t x = 0; x < dv; ++x) ci2 += cmat[i * dv + x] * cmat[i * dv + x];
       in_lse += uq2 * c * c * qr[i] * qr[i] * kbar[i] * kbar[i];
       in_o += uq2 * c * c * qr[i] * qr[i] * ci2;
+      if (f.q.round_rows) in_lse += c * c * vq * kbar[i] * kbar[i], in_o += c * c * vq * ci2;
     }
     const double lse = ref.lse[r];
     out.inputs_lse += kW * in_lse;
@@ -175,7 +200,13 @@ Errors compare(const Shape& s, const std::vector<double>& out, const std::vector
 
 std::vector<double> widen(const std::vector<float>& x) { return {x.begin(), x.end()}; }
 
-std::vector<double> rounded(const std::vector<float>& x, const NumberFormat& f) {
+// x in rows of d rounded to f.
+std::vector<double> rounded(const std::vector<float>& x, std::int64_t d, const NumberFormat& f) {
+  if (f.round_rows) {
+    std::vector<float> y(x.size());
+    f.round_rows(x.data(), std::int64_t(x.size()) / d, d, y.data());
+    return widen(y);
+  }
   std::vector<double> y(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) y[i] = f.round(x[i]);
   return y;
@@ -222,8 +253,8 @@ TrialErrors run_trial(const AttentionCell& c, const Kernel& kernel, const Stream
 
   const StoredFormats* f = stored_formats(kernel.precision);
   if (!f) return t;  // a storage that is not a rounding per value: the total only
-  const auto stored = reference_attention(shape, rounded(q, f->q), rounded(k, f->k),
-                                          rounded(v, f->v), scale, false);
+  const auto stored = reference_attention(shape, rounded(q, c.d_k, f->q), rounded(k, c.d_k, f->k),
+                                          rounded(v, c.d_k, f->v), scale, false);
   t.inputs = compare(shape, stored.out, stored.lse, ref, all);
   t.kernel = compare(shape, got, got_lse, stored, finite);
   const Predicted p = predict(shape, qd, kd, vd, ref, scale, *f);

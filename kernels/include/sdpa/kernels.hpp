@@ -165,9 +165,10 @@ double forward_flops(const Shape& shape, bool causal);
 // Bytes one forward must move (docs/design.md, "Conventions for inference shapes"): Q, K, V and O
 // at their storage width (fp32), each counted once, K and V once per K/V head (not once per query
 // head reading them). Arithmetic intensity is forward_flops / forward_bytes.
-// kv_element_bytes: the storage width of K and V (2 for fp16 and bf16 K/V; per-token scales of
-// a quantised cache would be counted by the kernel's own Kernel::kv_element_bytes).
-double forward_bytes(const Shape& shape, double kv_element_bytes = 4);
+// kv_element_bytes: the storage width of K and V (2 for fp16 and bf16 K/V, 1 for int8);
+// kv_row_bytes: what each row of K and of V (a token in one K/V head) stores beside its elements
+// (4 for the fp32 scale of an int8 row).
+double forward_bytes(const Shape& shape, double kv_element_bytes = 4, double kv_row_bytes = 0);
 
 // Bytes one call allocates beyond its arguments when it runs on `threads` threads: the scores it
 // materialises (a row, a block of rows, or all n_q x n_kv of a head), packed blocks and
@@ -185,7 +186,9 @@ struct Kernel {
   // "Conventions for inference shapes and precision (planned)"): "fp32", or "bf16" (Q, K, V
   // rounded to bf16 on entry, bf16 products accumulated in fp32, softmax in fp32, P rounded to
   // bf16 before P V), "kv-fp16" and "kv-bf16" (K and V stored in fp16 or bf16, everything else
-  // fp32: Kernel::store_kv). Every entry takes and returns fp32 tensors.
+  // fp32: Kernel::store_kv), "kv-int8" (K and V stored as int8 with an fp32 scale per token and
+  // K/V head, Q rounded the same way per row at the call, integer Q K^T, fp32 softmax and P V).
+  // Every entry takes and returns fp32 tensors.
   std::string precision = "fp32";
   std::string description;  // one line for `sdpa-bench list`
   ForwardFn forward = nullptr;
@@ -200,6 +203,7 @@ struct Kernel {
   // call's fp32 K and V (ForwardArgs::stored_kv), and its bytes per K/V element.
   StoreKvFn store_kv = nullptr;
   double kv_element_bytes = 4;
+  double kv_row_bytes = 0;  // per row of K and of V beside its elements: int8's scale
 
   double workspace_bytes(const Shape& shape, Pass pass, int threads) const {
     return workspace(shape, pass, threads);
@@ -208,7 +212,9 @@ struct Kernel {
   // that GFLOP/s compare across kernels (flash's single-pass backward does five tile products to
   // its forward's two: the 2.5, see kernels/flash_backward.cpp).
   // The bytes a forward must move, K and V at their storage width (sdpa::forward_bytes).
-  double bytes(const Shape& shape) const { return forward_bytes(shape, kv_element_bytes); }
+  double bytes(const Shape& shape) const {
+    return forward_bytes(shape, kv_element_bytes, kv_row_bytes);
+  }
   double flops(const Shape& shape, bool causal, Pass pass) const {
     return forward_flops(shape, causal) * (pass == Pass::forward ? 1.0 : 2.5);
   }

@@ -1,0 +1,113 @@
+// flash-kv-int8 (precision "kv-int8"): flash with K and V stored as int8 with an fp32 scale per
+// token and K/V head (kv_int8.hpp: symmetric, max|x| / 127), the quantised KV cache of
+// OpenVINO's and llama.cpp's CPU paths. K and V are stored once (Kernel::store_kv, outside the
+// timed call, as a cache is; a call without a stored cache stores its own) and read at a byte
+// per element plus the scales. Q is rounded the same way, per row, at the call (as llama.cpp
+// quantises the activation row before its integer dot products), so the kernel computes
+// attention of Q, K and V each rounded per row to int8:
+//  - decode shapes: flash's decode path (attention_decode-inl.h) through kv_int8-inl.h's hooks:
+//    the block's rows of scale Q quantised per tile, S = exact int32 dot products (vpdpbusd on
+//    AVX512_VNNI, flash-kv-int8@avx512-vnni; plain C++ elsewhere: the same bits) times the two
+//    rows' scales, the online softmax in fp32, and V widened to fp32 (int8 x scale) in L1 for
+//    P V;
+//  - any other shape: Q, K and V rounded (dequantised) to fp32 once per call and flash's tiles
+//    run on them, as flash-kv-f16 does for prefill (compute-bound: the O(n d) widening is small).
+// Both compute on the same rounded values (Q of the decode path is scale Q rounded, of the other
+// scale x Q-rounded: one fp32 rounding of the scale apart), on any thread count the same bits.
+#include <memory>
+#include <vector>
+
+#include "kv_int8.hpp"
+#include "registry_entries.hpp"
+#include "sdpa/kernels.hpp"
+
+// foreach_target.h must follow HWY_TARGET_INCLUDE and precede the rest.
+// clang-format off
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "flash_kv_int8.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy_lanes-inl.h"
+#include "attention_tiles-inl.h"
+#include "kv_int8-inl.h"
+#include "attention_decode-inl.h"
+// clang-format on
+
+HWY_BEFORE_NAMESPACE();
+namespace sdpa::detail::HWY_NAMESPACE {
+
+void Int8Forward(const ForwardArgs& a, Int8ScoresFn scores) {
+  std::unique_ptr<StoredKv> own;
+  const StoredKvInt8& kv = stored_kv_int8(a, own);
+  const Shape& s = a.shape;
+  const Int8Rows v{kv.v.data(), kv.v_scale.data(), s.d_v, s.d_v, nullptr};
+  if (is_decode_shape(s)) {
+    const Int8Rows k{kv.k.data(), kv.k_scale.data(), s.d_k, kv.d4, scores};
+    return DecodeForward<HwyLanes, Int8Rows>(a, DecodeKv{&k, &v});
+  }
+  std::vector<float> qw(std::size_t(s.q_elements())), kw(std::size_t(s.k_elements())),
+      vw(std::size_t(s.v_elements()));
+  int8_round_rows(a.q, s.rows(), s.d_k, qw.data(), a.threads);
+  const std::int64_t kv_rows = s.kv_batch_heads() * s.n_kv;
+#pragma omp parallel for num_threads(a.threads) schedule(static)
+  for (std::int64_t r = 0; r < kv_rows; ++r) {
+    dequantise_k_row(kv, r, kw.data() + r * s.d_k);
+    WidenRows(v + r * s.d_v, 1, s.d_v, s.d_v, vw.data() + r * s.d_v, s.d_v);
+  }
+  ForwardArgs wide = a;
+  wide.q = qw.data();
+  wide.k = kw.data();
+  wide.v = vw.data();
+  wide.stored_kv = nullptr;
+  TiledForward<HwyLanes>(wide, kFlashKeys);
+}
+
+void KvInt8Forward(const ForwardArgs& a) { Int8Forward(a, &int8_scores_portable); }
+void KvInt8VnniForward(const ForwardArgs& a) { Int8Forward(a, &int8_scores_vnni); }
+
+}  // namespace sdpa::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "hwy_targets.hpp"
+
+namespace sdpa::detail {
+
+HWY_EXPORT(KvInt8Forward);
+HWY_EXPORT(KvInt8VnniForward);
+
+namespace {
+
+// K and V stored (K rows of d4 bytes, V of d_v, an fp32 scale per row of each); decode shapes
+// add the decode path's workspace, others Q, K and V in fp32 and the tiles' scratch.
+double flash_kv_int8_workspace(const Shape& s, Pass, int threads) {
+  const double rows = double(s.kv_batch_heads() * s.n_kv);
+  const double stored = rows * double(int8_depth(s.d_k) + s.d_v + 2 * sizeof(float));
+  if (is_decode_shape(s)) return stored + decode_workspace_bytes(s, threads);
+  return stored + sizeof(float) * double(s.q_elements() + s.k_elements() + s.v_elements()) +
+         tiled_workspace_bytes(s, kFlashKeys, kMaxLanes, threads);
+}
+
+}  // namespace
+
+std::vector<Kernel> flash_kv_int8_kernels() {
+  const char* what = "flash, K and V stored in int8 with a scale per token and head";
+  const auto targets = supported_targets(HWY_DISPATCH_TABLE(KvInt8Forward));
+  auto entries = per_target_kernels("flash-kv-int8", std::string(what) + ", portable int8 dots",
+                                    targets, &flash_kv_int8_workspace);
+  for (auto& k : entries) {
+    k.precision = "kv-int8";
+    k.store_kv = &store_kv_int8;
+    k.kv_element_bytes = 1;
+    k.kv_row_bytes = sizeof(float);
+  }
+  // The best entry is the native one where the CPU has it: vpdpbusd for the scores, the best
+  // Highway target (AVX-512, which AVX512_VNNI implies) for the rest.
+  if (int8_native_available())
+    put_native_first(entries, "avx512-vnni", std::string(what) + ", vpdpbusd (avx512-vnni)",
+                     supported_targets(HWY_DISPATCH_TABLE(KvInt8VnniForward)).front().fn);
+  return entries;
+}
+
+}  // namespace sdpa::detail
+#endif  // HWY_ONCE

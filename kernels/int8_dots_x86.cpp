@@ -1,0 +1,134 @@
+// The native int8 scores (kv_int8.hpp): vpdpbusd micro-kernels on AVX512_VNNI, written for one
+// instruction set by hand as bf16_dots_x86.cpp is (Highway 1.0.3 has no int8 dot product). Each
+// function carries its target attribute, so this file builds with the baseline flags and
+// nothing in it runs unless int8_native_available() says the CPU has AVX512_VNNI. Elsewhere the
+// functions abort (the registry leaves the native entry out).
+//
+// vpdpbusd multiplies unsigned bytes by signed bytes, four at a time into each int32 lane. Keys
+// are the unsigned operand, each byte flipped by 0x80 (k + 128, one xor per vector shared by
+// every query row), and the query row's quad is broadcast as the signed one; then
+// sum (k + 128) q = sum k q + 128 sum q, and the row's 128 sum q is subtracted once. As in
+// llama.cpp's and oneDNN's x86 int8 paths (which flip or offset one operand the same way), the
+// products cannot saturate: |k|, |q| <= 127, so each lane holds at most 255 * 127 * d4.
+#include <cstdint>
+
+#include "kv_int8.hpp"
+#include "sdpa/peak.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#include <cstring>
+
+#define SDPA_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+namespace sdpa::detail {
+namespace {
+
+static_assert(kInt8KeyBlock == 16);  // one int32 lane per key of a block
+
+// Most query rows per pass over a block: R accumulators, the key vector and a broadcast.
+constexpr int kMaxRows = 8;
+
+// Scores of R rows against the nb <= 16 keys of one block.
+template <int R>
+SDPA_VNNI_TARGET void block_scores(const std::int8_t* q, std::int64_t ld_q, const float* q_scale,
+                                   const std::int32_t* q_bias, const std::int8_t* k,
+                                   const float* k_scale, std::int64_t d4, std::int64_t nb,
+                                   float* scores, std::int64_t ld_s) {
+  __m512i acc[R];
+  for (auto& x : acc) x = _mm512_setzero_si512();
+  // Bytes of a depth quad of the block's keys: all 64 but in a head's last block.
+  const __mmask64 bytes = nb == kInt8KeyBlock ? ~__mmask64(0) : (__mmask64(1) << (4 * nb)) - 1;
+  const __m512i flip = _mm512_set1_epi8(char(0x80));
+  for (std::int64_t c = 0; c < d4; c += 4) {
+    const __m512i keys = _mm512_xor_si512(_mm512_maskz_loadu_epi8(bytes, k + c * nb), flip);
+    for (int r = 0; r < R; ++r) {
+      std::int32_t quad;
+      std::memcpy(&quad, q + r * ld_q + c, sizeof quad);
+      acc[r] = _mm512_dpbusd_epi32(acc[r], keys, _mm512_set1_epi32(quad));
+    }
+  }
+  const __mmask16 lanes = __mmask16((1u << nb) - 1);
+  const __m512 ks = _mm512_maskz_loadu_ps(lanes, k_scale);
+  for (int r = 0; r < R; ++r) {
+    const __m512i dot = _mm512_sub_epi32(acc[r], _mm512_set1_epi32(q_bias[r]));
+    const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(q_scale[r]), ks);
+    _mm512_mask_storeu_ps(scores + r * ld_s, lanes,
+                          _mm512_mul_ps(scale, _mm512_maskz_cvtepi32_ps(lanes, dot)));
+  }
+}
+
+bool cpu_has_vnni() {
+  // __builtin_cpu_supports also checks that the OS saves the zmm state.
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+
+}  // namespace
+
+bool int8_native_available() {
+  static const bool available = cpu_has_vnni();
+  return available;
+}
+
+void int8_scores_vnni(const std::int8_t* q, std::int64_t ld_q, const float* q_scale,
+                      std::int64_t rows, const std::int8_t* k, const float* k_scale,
+                      std::int64_t d4, std::int64_t nk, float* scores, std::int64_t ld_s) {
+  using Block =
+      void (*)(const std::int8_t*, std::int64_t, const float*, const std::int32_t*,
+               const std::int8_t*, const float*, std::int64_t, std::int64_t, float*, std::int64_t);
+  static constexpr Block kBlocks[] = {block_scores<1>, block_scores<2>, block_scores<3>,
+                                      block_scores<4>, block_scores<5>, block_scores<6>,
+                                      block_scores<7>, block_scores<8>};
+  for (std::int64_t i0 = 0; i0 < rows; i0 += kMaxRows) {
+    const std::int64_t r = rows - i0 < kMaxRows ? rows - i0 : kMaxRows;
+    std::int32_t bias[kMaxRows];
+    for (std::int64_t i = 0; i < r; ++i) {
+      std::int32_t sum = 0;
+      for (std::int64_t c = 0; c < d4; ++c) sum += q[(i0 + i) * ld_q + c];
+      bias[i] = 128 * sum;
+    }
+    for (std::int64_t j0 = 0; j0 < nk; j0 += kInt8KeyBlock)
+      kBlocks[r - 1](q + i0 * ld_q, ld_q, q_scale + i0, bias, k + j0 * d4, k_scale + j0, d4,
+                     nk - j0 < kInt8KeyBlock ? nk - j0 : kInt8KeyBlock, scores + i0 * ld_s + j0,
+                     ld_s);
+  }
+}
+
+SDPA_VNNI_TARGET float int8_dot_chains(std::int64_t steps) {
+  static_assert(peak::kChains == 12);
+  // Each step adds 4 per lane; long runs wrap around in int32, harmlessly (only the
+  // dependence of the result on every chain matters).
+  const __m512i ones = _mm512_set1_epi8(1);
+  __m512i c[peak::kChains];
+  for (int i = 0; i < peak::kChains; ++i) c[i] = _mm512_set1_epi32(i);
+  for (std::int64_t s = 0; s < steps; ++s)
+    for (auto& x : c) x = _mm512_dpbusd_epi32(x, ones, ones);
+  __m512i sum = c[0];
+  for (int i = 1; i < peak::kChains; ++i) sum = _mm512_add_epi32(sum, c[i]);
+  std::int32_t lanes[16];
+  _mm512_storeu_si512(lanes, sum);
+  std::uint32_t total = 0;  // wraps like the lanes
+  for (const std::int32_t x : lanes) total += std::uint32_t(x);
+  return float(total);
+}
+
+}  // namespace sdpa::detail
+
+#else  // no native int8 products in this build
+
+#include <cstdlib>
+
+// Unreachable while int8_native_available() is false; loud if a caller forgets to ask.
+namespace sdpa::detail {
+bool int8_native_available() { return false; }
+void int8_scores_vnni(const std::int8_t*, std::int64_t, const float*, std::int64_t,
+                      const std::int8_t*, const float*, std::int64_t, std::int64_t, float*,
+                      std::int64_t) {
+  std::abort();
+}
+float int8_dot_chains(std::int64_t) { std::abort(); }
+}  // namespace sdpa::detail
+
+#endif

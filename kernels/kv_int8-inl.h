@@ -1,0 +1,84 @@
+// flash-kv-int8's steps of the decode path (attention_decode-inl.h), per Highway target: K and V
+// read through Int8Rows, a row reader that carries the rows' scales (kv_int8.hpp's format), and
+// the two overloads DecodeSplit reaches through it:
+//   ScoreRows    Q rows quantised to int8 per row (scale Q, as packed by DecodeSplit), then
+//                exact integer dot products (Int8Rows::scores: vpdpbusd or portable) times the
+//                two rows' scales;
+//   WidenRows    a value row to fp32 as int8 x its scale, for P V (AccumulateValues).
+//
+// Per-target include guard (Highway's pattern): this file is compiled once per ISA target.
+#if defined(SDPA_KERNELS_KV_INT8_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SDPA_KERNELS_KV_INT8_INL_H_
+#undef SDPA_KERNELS_KV_INT8_INL_H_
+#else
+#define SDPA_KERNELS_KV_INT8_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstdint>
+
+#include "decode_blocks.hpp"
+#include "hwy/highway.h"
+#include "hwy_lanes-inl.h"
+#include "kv_int8.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace sdpa::detail::HWY_NAMESPACE {
+
+// Rows of K or V in the int8 format from one row on, as DecodeSplit addresses them: `+ n`
+// advances by n elements of rows d wide, i.e. n / d rows of ld bytes (K: d4; V: d) and scales.
+// DecodeKv::k and ::v point to one of these (KvRows in attention_decode-inl.h).
+struct Int8Rows {
+  static constexpr bool kScaledRows = true;
+  const std::int8_t* data;
+  const float* scale;
+  std::int64_t d, ld;
+  Int8ScoresFn scores;  // K: the dot products to use; V: null
+  Int8Rows operator+(std::int64_t n) const {
+    const std::int64_t rows = n / d;
+    return {data + rows * ld, scale + rows, d, ld, scores};
+  }
+};
+
+// dst[r][c] = scale[r] x src[r][c] in fp32 for c < cols, 0 for cols <= c < ld_dst, r < rows.
+inline void WidenRows(const Int8Rows& src, std::int64_t rows, std::int64_t cols, std::int64_t,
+                      float* dst, std::int64_t ld_dst) {
+  using D = HwyLanes::D;
+  constexpr std::int64_t L = HwyLanes::kLanes;
+  const hn::Rebind<std::int8_t, D> d8;
+  const hn::Rebind<std::int32_t, D> d32;
+  for (std::int64_t r = 0; r < rows; ++r, dst += ld_dst) {
+    const std::int8_t* x = src.data + r * src.ld;
+    const float scale = src.scale[r];
+    const auto vscale = hn::Set(D(), scale);
+    std::int64_t c = 0;
+    for (; c + L <= cols; c += L)
+      hn::StoreU(hn::Mul(vscale, hn::ConvertTo(D(), hn::PromoteTo(d32, hn::LoadU(d8, x + c)))), D(),
+                 dst + c);
+    for (; c < cols; ++c) dst[c] = scale * float(x[c]);
+    std::fill(dst + cols, dst + ld_dst, 0.0f);
+  }
+}
+
+// S [rows][kDecodeTile] = (scale Q) K^T for keys [0, nk) of k: the block's packed rows w.q
+// quantised per row into w.k_pack (int8, rows of d4) with their scales in w.dots, both free in
+// this path (the fp32 path's key groups and partial sums), then k.scores.
+template <class P>
+void ScoreRows(const DecodeScratch& w, std::int64_t rows, const Int8Rows& k, std::int64_t d_k,
+               std::int64_t nk) {
+  // rows x d4 bytes fit in k_pack's kPartialAlign x ld_q floats (d4 <= ld_q), the rows'
+  // scales in dots' kPartialAlign^2.
+  static_assert(kDecodeRows <= kPartialAlign);
+  auto* q = reinterpret_cast<std::int8_t*>(w.k_pack);
+  for (std::int64_t i = 0; i < rows; ++i) {
+    std::int8_t* qi = q + i * k.ld;
+    w.dots[i] = quantise_row(w.q + i * w.ld_q, d_k, qi);
+    std::fill(qi + d_k, qi + k.ld, std::int8_t{0});
+  }
+  k.scores(q, k.ld, w.dots, rows, k.data, k.scale, k.ld, nk, w.scores, kDecodeTile);
+}
+
+}  // namespace sdpa::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // SDPA_KERNELS_KV_INT8_INL_H_
