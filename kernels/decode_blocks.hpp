@@ -29,6 +29,8 @@ inline constexpr std::int64_t kDecodeTile = 256;
 // tiles of a long cache, so the merge (a row of d_v per split) stays far below the stream over
 // K and V (kDecodeTile x (d_k + d_v) per tile), and the partials stay small.
 inline constexpr std::int64_t kMaxSplits = 32;
+// Most query rows whose scores one pass over a group of keys computes (HwyLanes::kScoreRows).
+inline constexpr std::int64_t kMaxScoreRows = 4;
 // Partial output rows are padded to this many floats: a multiple of every target's lanes, so
 // one layout (and decode_workspace_bytes) serves every target.
 inline constexpr std::int64_t kPartialAlign = 16;
@@ -86,7 +88,8 @@ struct DecodeScratch : RowStats {
   float* scores;  // [kDecodeRows][kDecodeTile]: S of one key tile, overwritten by P
   float* k_pack;  // [kPartialAlign][ld_q]: a group of keys padded to whole vectors and lanes
   float* v_pack;  // [kDepthChunk][ld_acc]: values padded, or widened from a K/V format
-  float* dots;    // [kPartialAlign][kPartialAlign]: partial dot products of a group of keys
+  float* dots;    // [kMaxScoreRows][kPartialAlign][kPartialAlign]: partial dot products of a
+                  // group of keys
   float* merged;  // [ld_acc]: one row's merged output
   std::int64_t ld_q;
 };
