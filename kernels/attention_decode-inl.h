@@ -5,9 +5,11 @@
 // stream run at memory speed:
 //   S = (scale Q) K_tile^T     keys along the vector lanes: for each L keys, every row keeps L
 //                              accumulators along d_k, folded by a transpose-reduce into one
-//                              vector of L scores. d_k / L multiply-adds per score, where the
-//                              prefill layout (queries along the lanes) spends d_k per key on
-//                              broadcasts whatever the number of rows;
+//                              vector of L scores, and each load of K serves kScoreRows rows.
+//                              d_k / L multiply-adds per score, where the prefill layout
+//                              (queries along the lanes) spends d_k per key on broadcasts
+//                              whatever the number of rows, so blocks of kQueryLanesRows rows
+//                              or more take that layout (ScoreRowsQueryLanes);
 //   online softmax of S        along each row (keys along the lanes again);
 //   O = alpha O + P V_tile     the prefill's Gemm, with the block's few rows down the tile.
 // Each split leaves its rows' max, sum and unnormalised output; the merge folds the splits in
@@ -113,70 +115,110 @@ HWY_INLINE typename P::V TransposeSum(float* dots) {
   return P::Load(dots);
 }
 
-// dots[t] (+)= q . k_t over N vectors of d, for the L keys k_t = k + t ld_k: one vector of
-// partial sums per key, reduced later. The query's N vectors stay in registers and each key row
-// is read front to back by a plain loop over keys, with two chains per key (the keys' chains
-// are independent, so out-of-order execution overlaps them). Unrolling over keys instead, to
-// keep all L sums in registers, made GCC hoist the L x N key addresses into stack slots and
-// reload one per multiply-add (measured: a third of the decode time).
-template <class P, std::size_t... U>
-HWY_INLINE void ScoreChunkOf(const float* q, const float* k, std::int64_t ld_k, bool first,
-                             float* dots, std::index_sequence<U...>) {
-  constexpr std::int64_t L = P::kLanes;
-  // The query's vectors are a parameter pack, not an array: SVE vectors are sizeless types,
-  // which arrays cannot hold. Inlined, or the pack would be passed on the stack.
-  [&](auto... qv) HWY_ATTR __attribute__((always_inline)) {
-    for (std::int64_t t = 0; t < L; ++t, k += ld_k) {
-      auto a0 = first ? P::Zero() : P::Load(dots + t * L), a1 = P::Zero();
-      ((void)(U % 2 == 0 ? (a0 = P::MulAdd(qv, P::Load(k + U * L), a0))
-                         : (a1 = P::MulAdd(qv, P::Load(k + U * L), a1))),
-       ...);
-      P::Store(P::Add(a0, a1), dots + t * L);
-    }
+// The I-th vector of a pack: packs stand in for arrays of vectors, which SVE's sizeless vector
+// types cannot form. Inlined, so it costs nothing.
+template <std::size_t I, class V, class... Vs>
+HWY_INLINE V Pick(V v, Vs... vs) {
+  if constexpr (I == 0) {
+    return v;
+  } else {
+    return Pick<I - 1>(vs...);
   }
-  (P::Load(q + std::int64_t(U) * L)...);
 }
 
-template <class P, std::int64_t N>
-HWY_INLINE void ScoreChunk(const float* q, const float* k, std::int64_t ld_k, bool first,
-                           float* dots) {
-  ScoreChunkOf<P>(q, k, ld_k, first, dots, std::make_index_sequence<N>());
+// acc + q_r . k over the C vectors U of one chunk, q_r being row R's C vectors in the pack qv
+// (row-major: row R's vector U is qv[R * C + U]). One chain per row: the R rows' chains and the
+// next key's are independent, which hides the multiply-add latency.
+template <class P, std::size_t R, std::size_t C, std::size_t... U, class... Q>
+HWY_INLINE typename P::V RowDot(const float* k, typename P::V acc, std::index_sequence<U...>,
+                                Q... qv) {
+  ((acc = P::MulAdd(Pick<R * C + U>(qv...), P::Load(k + std::int64_t(U) * P::kLanes), acc)), ...);
+  return acc;
+}
+
+// dots_r[t] (+)= q_r . k_t for the R rows r of q (ld_q apart) and the L keys k_t = k + t ld_k,
+// over C vectors of d: one vector of partial sums per row and key (dots_r = dots + r L^2),
+// reduced later. The R x C query vectors stay in registers, and each vector of a key is loaded
+// once for all R rows: R multiply-adds per load, where one row per pass over the keys loaded
+// each key vector R times (from memory for the first row, L1 for the others) and left memory
+// idle while the other rows ran. Each key row is read front to back by a plain loop over keys;
+// unrolling over keys instead, to keep all L sums in registers, made GCC hoist the L x C key
+// addresses into stack slots and reload one per multiply-add (measured: a third of the decode
+// time).
+template <class P, std::size_t C, std::size_t... R, std::size_t... I>
+HWY_INLINE void ScoreChunkOf(const float* q, std::int64_t ld_q, const float* k, std::int64_t ld_k,
+                             bool first, float* dots, std::index_sequence<R...>,
+                             std::index_sequence<I...>) {
+  constexpr std::int64_t L = P::kLanes;
+  // Inlined, or the pack would be passed on the stack.
+  [&](auto... qv) HWY_ATTR __attribute__((always_inline)) {
+    for (std::int64_t t = 0; t < L; ++t, k += ld_k) {
+      // Every row's sums before any store, so that each key vector is loaded once (a store into
+      // dots between two rows could alias k as far as the compiler knows).
+      [&](auto... acc) HWY_ATTR __attribute__((always_inline)) {
+        (P::Store(acc, dots + std::int64_t(R) * L * L + t * L), ...);
+      }
+      (RowDot<P, R, C>(k, first ? P::Zero() : P::Load(dots + std::int64_t(R) * L * L + t * L),
+                       std::make_index_sequence<C>(), qv...)...);
+    }
+  }
+  (P::Load(q + std::int64_t(I / C) * ld_q + std::int64_t(I % C) * L)...);
+}
+
+template <class P, std::int64_t R, std::int64_t C>
+HWY_INLINE void ScoreChunk(const float* q, std::int64_t ld_q, const float* k, std::int64_t ld_k,
+                           bool first, float* dots) {
+  ScoreChunkOf<P, C>(q, ld_q, k, ld_k, first, dots, std::make_index_sequence<R>(),
+                     std::make_index_sequence<R * C>());
 }
 
 // The last d_vecs % kScoreChunk vectors of d: one instantiation per count.
-template <class P, std::int64_t N = P::kScoreChunk - 1>
-HWY_INLINE void ScoreRemainder(std::int64_t n, const float* q, const float* k, std::int64_t ld_k,
-                               bool first, float* dots) {
-  if constexpr (N > 0) {
-    if (n == N) return ScoreChunk<P, N>(q, k, ld_k, first, dots);
-    ScoreRemainder<P, N - 1>(n, q, k, ld_k, first, dots);
+template <class P, std::int64_t R, std::int64_t C = P::kScoreChunk - 1>
+HWY_INLINE void ScoreRemainder(std::int64_t n, const float* q, std::int64_t ld_q, const float* k,
+                               std::int64_t ld_k, bool first, float* dots) {
+  if constexpr (C > 0) {
+    if (n == C) return ScoreChunk<P, R, C>(q, ld_q, k, ld_k, first, dots);
+    ScoreRemainder<P, R, C - 1>(n, q, ld_q, k, ld_k, first, dots);
   }
 }
 
-// Scores of one query row against L keys (rows of k, ld_k apart), d_vecs whole vectors deep:
-// kScoreChunk vectors of the query at a time in registers, a vector of partial sums per key in
-// `dots` (L x L floats, in L1), then a transpose-reduce folds the L vectors into one vector of
-// L scores.
-template <class P>
-HWY_INLINE typename P::V GroupScores(const float* q, const float* k, std::int64_t ld_k,
-                                     std::int64_t d_vecs, float* dots) {
+// Scores of R query rows (ld_q apart) against L keys (rows of k, ld_k apart), d_vecs whole
+// vectors deep: kScoreChunk vectors of each row at a time in registers, a vector of partial
+// sums per row and key in `dots` (R x L x L floats, in L1), then per row a transpose-reduce
+// folds its L vectors into one vector of L scores, stored at scores + r kDecodeTile.
+template <class P, std::int64_t R>
+HWY_INLINE void GroupScores(const float* q, std::int64_t ld_q, const float* k, std::int64_t ld_k,
+                            std::int64_t d_vecs, float* dots, float* scores) {
   constexpr std::int64_t L = P::kLanes, C = P::kScoreChunk;
   std::int64_t c = 0;
-  for (; c + C <= d_vecs; c += C) ScoreChunk<P, C>(q + c * L, k + c * L, ld_k, c == 0, dots);
-  ScoreRemainder<P>(d_vecs - c, q + c * L, k + c * L, ld_k, c == 0, dots);
-  return TransposeSum<P>(dots);
+  for (; c + C <= d_vecs; c += C)
+    ScoreChunk<P, R, C>(q + c * L, ld_q, k + c * L, ld_k, c == 0, dots);
+  ScoreRemainder<P, R>(d_vecs - c, q + c * L, ld_q, k + c * L, ld_k, c == 0, dots);
+  for (std::int64_t r = 0; r < R; ++r)
+    P::Store(TransposeSum<P>(dots + r * L * L), scores + r * kDecodeTile);
 }
 
-// S [rows][ld_s] = q [rows][w.ld_q] K^T for keys [0, nk) of k, in whole vectors of keys: lanes
-// past nk hold scores of a repeated key (MaskRows sets them to -inf). K is read in place, L
-// rows at a time, from memory for the first query row and from L1 for the others; a group
-// that is short of L keys or of whole vectors of d_k is first copied, zero-padded, to k_pack
-// so that no load runs past K.
-// Keys stored in a 16-bit format are always widened to k_pack.
+// The last rows % kScoreRows rows of the block: one instantiation per count.
+template <class P, std::int64_t R = P::kScoreRows - 1>
+HWY_INLINE void GroupScoresRemainder(std::int64_t n, const float* q, std::int64_t ld_q,
+                                     const float* k, std::int64_t ld_k, std::int64_t d_vecs,
+                                     float* dots, float* scores) {
+  if constexpr (R > 0) {
+    if (n == R) return GroupScores<P, R>(q, ld_q, k, ld_k, d_vecs, dots, scores);
+    GroupScoresRemainder<P, R - 1>(n, q, ld_q, k, ld_k, d_vecs, dots, scores);
+  }
+}
+
+// S [rows][kDecodeTile] = q [rows][w.ld_q] K^T for keys [0, nk) of k, in whole vectors of keys:
+// lanes past nk hold scores of a repeated key (MaskRows sets them to -inf). K is read in place,
+// L keys at a time, each key once for kScoreRows query rows (GroupScores); a group that is short
+// of L keys or of whole vectors of d_k is first copied, zero-padded, to k_pack so that no load
+// runs past K. Keys stored in a 16-bit format are always widened to k_pack.
 template <class P, class E>
 void ScoreRows(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64_t d_k,
                std::int64_t nk) {
-  constexpr std::int64_t L = P::kLanes;
+  constexpr std::int64_t L = P::kLanes, R = P::kScoreRows;
+  static_assert(R <= kMaxScoreRows);
   const std::int64_t d_vecs = (d_k + L - 1) / L;
   for (std::int64_t j0 = 0; j0 < nk; j0 += L) {
     const float* group = nullptr;
@@ -189,10 +231,53 @@ void ScoreRows(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64
       group = w.k_pack;
       ld_k = w.ld_q;
     }
-    for (std::int64_t i = 0; i < rows; ++i)
-      P::Store(GroupScores<P>(w.q + i * w.ld_q, group, ld_k, d_vecs, w.dots),
-               w.scores + i * kDecodeTile + j0);
+    std::int64_t i = 0;
+    for (; i + R <= rows; i += R)
+      GroupScores<P, R>(w.q + i * w.ld_q, w.ld_q, group, ld_k, d_vecs, w.dots,
+                        w.scores + i * kDecodeTile + j0);
+    GroupScoresRemainder<P>(rows - i, w.q + i * w.ld_q, w.ld_q, group, ld_k, d_vecs, w.dots,
+                            w.scores + i * kDecodeTile + j0);
   }
+}
+
+// The same S for a block of at least kQueryLanesRows rows, queries along the lanes: S^T = K q_t
+// by the prefill's Gemm (w.q_t holds the block's queries transposed), then transposed into S.
+// d_k multiply-adds per key for up to L rows, with no transpose-reduce: at 16 rows and d = 128
+// the keys-along-lanes loop spends as many multiply-adds and a reduction per row and L keys on
+// top (measured at 32/8 heads, 4 queries per head, 16k keys: 10-15 % less time for the whole
+// decode). fp32 keys are read in place; keys stored in 16 bits are widened kPartialAlign at a
+// time into k_pack and multiplied from there: the same products, summed in the same order.
+template <class P, class E>
+void ScoreRowsQueryLanes(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64_t d_k,
+                         std::int64_t nk) {
+  Gemm scores{.m = nk,
+              .n_vec = (rows + P::kLanes - 1) / P::kLanes,
+              .k = d_k,
+              .a = nullptr,
+              .a_row = d_k,
+              .a_col = 1,
+              .b = w.q_t,
+              .ldb = kDecodeRows,
+              .b_cols = kDecodeRows,
+              .c = w.scores_t,
+              .ldc = kDecodeRows};
+  if constexpr (std::is_same_v<E, float>) {
+    scores.a = k;
+    RunGemm<P, P::kMrS, P::kNvS>(scores);
+  } else {
+    for (std::int64_t j0 = 0; j0 < nk; j0 += kPartialAlign) {
+      Gemm slice = scores;
+      slice.m = std::min(kPartialAlign, nk - j0);
+      WidenRows(k + j0 * d_k, slice.m, d_k, d_k, w.k_pack, w.ld_q);
+      slice.a = w.k_pack;
+      slice.a_row = w.ld_q;
+      slice.c = w.scores_t + j0 * kDecodeRows;
+      RunGemm<P, P::kMrS, P::kNvS>(slice);
+    }
+  }
+  for (std::int64_t j = 0; j < nk; ++j)
+    for (std::int64_t i = 0; i < rows; ++i)
+      w.scores[i * kDecodeTile + j] = w.scores_t[j * kDecodeRows + i];
 }
 
 // Keys [key0, key0 + nk) that row i of the block sees, from key0 on: the causal mask is aligned
@@ -314,10 +399,16 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
                  const DecodeScratch& w) {
   static_assert(kPartialAlign % P::kLanes == 0 && kDecodeTile % P::kLanes == 0);
   const Shape& s = a.shape;
+  const bool query_lanes = blk.rows >= kQueryLanesRows;
   for (std::int64_t i = 0; i < blk.rows; ++i) {
     const float* q = a.q + (blk.first_row + i) * s.d_k;
     for (std::int64_t c = 0; c < s.d_k; ++c) w.q[i * w.ld_q + c] = a.scale * q[c];
     std::fill(w.q + i * w.ld_q + s.d_k, w.q + (i + 1) * w.ld_q, 0.0f);
+  }
+  if (query_lanes) {
+    std::fill_n(w.q_t, s.d_k * kDecodeRows, 0.0f);
+    for (std::int64_t c = 0; c < s.d_k; ++c)
+      for (std::int64_t i = 0; i < blk.rows; ++i) w.q_t[c * kDecodeRows + i] = w.q[i * w.ld_q + c];
   }
   std::fill_n(w.max, blk.rows, -std::numeric_limits<float>::infinity());
   std::fill_n(w.sum, blk.rows, 0.0f);
@@ -330,7 +421,11 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
   const std::int64_t end = std::min(s.n_kv, first + g.keys_per_split);
   for (std::int64_t key0 = first; key0 < end; key0 += kDecodeTile) {
     const std::int64_t nk = std::min(kDecodeTile, end - key0);
-    ScoreRows<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk);
+    if (query_lanes) {
+      ScoreRowsQueryLanes<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk);
+    } else {
+      ScoreRows<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk);
+    }
     SoftmaxRows<P, kProbe>(a, blk.rows, key0, nk, w);
     if constexpr (kProbe) fold_tile_probes(w, blk.rows);
     AccumulateValues<P>(g, blk.rows, v + key0 * s.d_v, s.d_v, nk, key0 == first, w, out.acc);

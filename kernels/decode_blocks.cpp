@@ -18,7 +18,9 @@ DecodeScratch carve(Carver& c, const Shape& s, const DecodeGeometry& g) {
   w.scores = c.floats(kDecodeRows * kDecodeTile);
   w.k_pack = c.floats(kPartialAlign * w.ld_q);
   w.v_pack = c.floats(kDepthChunk * g.ld_acc);
-  w.dots = c.floats(kPartialAlign * kPartialAlign);
+  w.dots = c.floats(kMaxScoreRows * kPartialAlign * kPartialAlign);
+  w.q_t = c.floats(w.ld_q * kDecodeRows);
+  w.scores_t = c.floats(kDecodeTile * kDecodeRows);
   w.merged = c.floats(g.ld_acc);
   carve_row_stats(c, w);
   return w;

@@ -29,6 +29,12 @@ inline constexpr std::int64_t kDecodeTile = 256;
 // tiles of a long cache, so the merge (a row of d_v per split) stays far below the stream over
 // K and V (kDecodeTile x (d_k + d_v) per tile), and the partials stay small.
 inline constexpr std::int64_t kMaxSplits = 32;
+// Most query rows whose scores one pass over a group of keys computes (HwyLanes::kScoreRows).
+inline constexpr std::int64_t kMaxScoreRows = 4;
+// Rows of a block from which its scores are computed with the queries along the lanes (the
+// prefill's Gemm on K and the transposed queries, d_k multiply-adds per key for up to a vector
+// of rows) rather than the keys (d_k / L per key and row, plus a transpose-reduce per row).
+inline constexpr std::int64_t kQueryLanesRows = 8;
 // Partial output rows are padded to this many floats: a multiple of every target's lanes, so
 // one layout (and decode_workspace_bytes) serves every target.
 inline constexpr std::int64_t kPartialAlign = 16;
@@ -82,12 +88,15 @@ class DecodePartials {
 // padded to whole vectors, values padded for Gemm (when d_k or d_v needs it), and the merge's
 // output row.
 struct DecodeScratch : RowStats {
-  float* q;       // [kDecodeRows][ld_q]: scale * Q of the block, zero past d_k
-  float* scores;  // [kDecodeRows][kDecodeTile]: S of one key tile, overwritten by P
-  float* k_pack;  // [kPartialAlign][ld_q]: a group of keys padded to whole vectors and lanes
-  float* v_pack;  // [kDepthChunk][ld_acc]: values padded, or widened from a K/V format
-  float* dots;    // [kPartialAlign][kPartialAlign]: partial dot products of a group of keys
-  float* merged;  // [ld_acc]: one row's merged output
+  float* q;         // [kDecodeRows][ld_q]: scale * Q of the block, zero past d_k
+  float* scores;    // [kDecodeRows][kDecodeTile]: S of one key tile, overwritten by P
+  float* k_pack;    // [kPartialAlign][ld_q]: a group of keys padded to whole vectors and lanes
+  float* v_pack;    // [kDepthChunk][ld_acc]: values padded, or widened from a K/V format
+  float* dots;      // [kMaxScoreRows][kPartialAlign][kPartialAlign]: partial dot products of a
+                    // group of keys
+  float* q_t;       // [ld_q][kDecodeRows]: scale * Q^T of the block (queries along the lanes)
+  float* scores_t;  // [kDecodeTile][kDecodeRows]: S^T of one key tile, before its transpose
+  float* merged;    // [ld_acc]: one row's merged output
   std::int64_t ld_q;
 };
 std::int64_t decode_scratch_floats(const Shape& s, const DecodeGeometry& g);

@@ -34,16 +34,18 @@ struct HwyLanes {
   // 32 vector registers (AVX-512; NEON and SVE on aarch64): tiles of 8x3 (S^T) and 6x4 (O) use
   // 24 accumulators, plus the B row and one broadcast.
   static constexpr int kMrS = 8, kNvS = 3, kMrO = 6, kNvO = 4;
-  // Decode scores: 8 vectors of the query in registers, two accumulators per key.
-  static constexpr int kScoreChunk = 8;
+  // Decode scores: 8 vectors of each of 3 query rows in registers (24), one accumulator per row
+  // and the key vector. A whole key row of d = 128 per pass: 4 rows x 4 vectors, which reads each
+  // key in two halves, measured 15-20 % slower at d = 128 (the stream's order, presumably).
+  static constexpr int kScoreRows = 3, kScoreChunk = 8;
   // Decode O += P V: rows of 128 values in one strip (3 x 8 accumulators), so each value row is
   // read front to back rather than in strips.
   static constexpr int kMrD = 3, kNvD = 8;
 #else
   // 16 registers: 6x2 tiles, 12 accumulators + 2 B vectors + 1 broadcast.
   static constexpr int kMrS = 6, kNvS = 2, kMrO = 6, kNvO = 2;
-  // Decode scores: 4 vectors of the query in registers, two accumulators per key.
-  static constexpr int kScoreChunk = 4;
+  // Decode scores: 4 vectors of each of 2 query rows in registers, one accumulator per row.
+  static constexpr int kScoreRows = 2, kScoreChunk = 4;
   // Decode O += P V: one row of 8 vectors per strip.
   static constexpr int kMrD = 1, kNvD = 8;
 #endif
