@@ -399,7 +399,10 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
                  const DecodeScratch& w) {
   static_assert(kPartialAlign % P::kLanes == 0 && kDecodeTile % P::kLanes == 0);
   const Shape& s = a.shape;
-  const bool query_lanes = blk.rows >= kQueryLanesRows;
+  // Rows of plain elements (fp32, 16-bit) may take the query-lanes layout; a format whose rows
+  // carry a scale (int8) scores a block of any size with its own ScoreRows.
+  constexpr bool kElementRows = !requires { E::kScaledRows; };
+  const bool query_lanes = kElementRows && blk.rows >= kQueryLanesRows;
   for (std::int64_t i = 0; i < blk.rows; ++i) {
     const float* q = a.q + (blk.first_row + i) * s.d_k;
     for (std::int64_t c = 0; c < s.d_k; ++c) w.q[i * w.ld_q + c] = a.scale * q[c];
@@ -421,11 +424,10 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
   const std::int64_t end = std::min(s.n_kv, first + g.keys_per_split);
   for (std::int64_t key0 = first; key0 < end; key0 += kDecodeTile) {
     const std::int64_t nk = std::min(kDecodeTile, end - key0);
-    if (query_lanes) {
-      ScoreRowsQueryLanes<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk);
-    } else {
-      ScoreRows<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk);
+    if constexpr (kElementRows) {
+      if (query_lanes) ScoreRowsQueryLanes<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk);
     }
+    if (!query_lanes) ScoreRows<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk);
     SoftmaxRows<P, kProbe>(a, blk.rows, key0, nk, w);
     if constexpr (kProbe) fold_tile_probes(w, blk.rows);
     AccumulateValues<P>(g, blk.rows, v + key0 * s.d_v, s.d_v, nk, key0 == first, w, out.acc);
