@@ -252,7 +252,8 @@ std::int64_t blocks_seeing(const Shape& s, bool causal, std::int64_t key0) {
 // shared out one tile at a time rather than one range at a time: with 4 ranges on 2 threads, a
 // thread that fell behind (a preempted vCPU, a slower core) left its partner idle for up to a
 // range's worth at the end; now for at most one tile. A thread takes the free range with the
-// most work left (ties: the lowest index), so the ranges drain together, also under causal
+// most work left (ties: the lowest index), or keeps to its own while that is within a tile of
+// it (cache locality, see next()), so the ranges drain together, also under causal
 // masking, where the first ranges' tiles meet the most query blocks. Which thread runs a tile
 // decides nothing about its values: the order of every sum is fixed by the shape.
 class TileQueue {
@@ -283,10 +284,18 @@ class TileQueue {
     if (done) items_[done->item].busy = false;
     std::int64_t best = -1;
     for (std::int64_t t = 0; t < std::int64_t(items_.size()); ++t)
-      if (!items_[t].busy && items_[t].next_key < range_first_key(s_, t % ranges_ + 1) &&
+      if (!items_[t].busy && has_tiles(t) &&
           (best < 0 || items_[t].work_left > items_[best].work_left))
         best = t;
     if (best < 0) return std::nullopt;
+    // The range just run goes on unless another has more than its next tile's work more left:
+    // its part of dQ is still in this core's cache (at N = 1024, d = 64 a part fits in L2), and
+    // the ranges still drain together.
+    if (done && has_tiles(done->item)) {
+      const Item& own = items_[done->item];
+      if (own.work_left + blocks_seeing(s_, causal_, own.next_key) >= items_[best].work_left)
+        best = done->item;
+    }
     Item& it = items_[best];
     const Tile tile{.item = best, .key0 = it.next_key};
     it.busy = true;
@@ -301,6 +310,9 @@ class TileQueue {
     std::int64_t work_left = 0;  // its tiles' block steps still to run
     bool busy = false;           // a thread runs one of its tiles
   };
+  bool has_tiles(std::int64_t t) const {
+    return items_[t].next_key < range_first_key(s_, t % ranges_ + 1);
+  }
   std::int64_t range_of(std::int64_t key0) const {
     std::int64_t r = 0;
     while (range_first_key(s_, r + 1) <= key0) ++r;
