@@ -210,7 +210,8 @@ struct Fp32Products {
   static void Accumulate(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
                          std::int64_t nk, std::int64_t ld_acc, const BlockScratch& w) {
     const Shape& s = a.shape;
-    AccumulateRows(a.v + (s.kv_head(blk.head) * s.n_kv + key0) * s.d_v, s.d_v, nk, ld_acc, key0 == 0, w);
+    AccumulateRows(a.v + (s.kv_head(blk.head) * s.n_kv + key0) * s.d_v, s.d_v, nk, ld_acc,
+                   key0 == 0, w);
   }
   // The same with the tile's values at v_tile (nk rows of d_v floats) and nk rows of P^T.
   static void AccumulateRows(const float* v_tile, std::int64_t d_v, std::int64_t nk,
