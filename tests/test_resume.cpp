@@ -93,6 +93,8 @@ bool wait_for_journal(const std::string& journal, std::size_t lines,
 
 #ifdef SDPA_EMULATED
 constexpr int kKillPoints = 8;  // each run starts under qemu, tens of times slower
+#elif defined(SDPA_SANITIZE)
+constexpr int kKillPoints = 16;  // each run starts a sanitized binary, several times slower
 #else
 constexpr int kKillPoints = 24;
 #endif
