@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "attention_rows.hpp"
+#include "kernels_under_test.hpp"
 #include "sdpa/kernels.hpp"
 
 namespace {
@@ -260,7 +261,7 @@ void check_kernel(const sdpa::Kernel& kern, const Problem& pr) {
 
 void check_all_kernels(const Case& c) {
   const Problem pr = make_problem(c);
-  for (const auto& kern : sdpa::kernel_registry()) {
+  for (const sdpa::Kernel& kern : kernels_under_test()) {
     if (kern.precision != "fp32") continue;  // their own bounds: test_low_precision.cpp
     if (kern.unstable_softmax && c.large_magnitude()) continue;  // it overflows by design
     check_kernel(kern, pr);
@@ -395,7 +396,7 @@ TEST_CASE("fully masked rows give output 0, lse -inf and empty probes") {
   // n_q = 5, n_kv = 2, causal: rows 0..2 see no key; rows 3 and 4 see one and two.
   const Shape s{.batch_heads = 2, .n_q = 5, .n_kv = 2, .d_k = 8, .d_v = 3};
   const auto [q, k, v] = random_inputs(s, 1, 7);
-  for (const auto& kern : sdpa::kernel_registry()) {
+  for (const sdpa::Kernel& kern : kernels_under_test()) {
     INFO(kern.name);
     std::vector<float> out(s.out_elements(), NAN), lse(s.rows(), NAN);
     sdpa::RowProbes probes(s.rows());
@@ -433,7 +434,7 @@ TEST_CASE("scores that overflow fp32 give a non-finite output, not an empty row"
     std::vector<float> q(s.q_elements()), k(s.k_elements()), v(s.v_elements(), 1.0f);
     for (std::size_t i = 0; i < q.size(); ++i) q[i] = 0.5f * float(1 + i % 3);
     for (std::size_t i = 0; i < k.size(); ++i) k[i] = 1e38f * float(1 + i % 3);
-    for (const auto& kern : sdpa::kernel_registry()) {
+    for (const sdpa::Kernel& kern : kernels_under_test()) {
       if (kern.fp64) continue;  // the oracle computes in double: no overflow
       INFO(kern.name, " n_q=", n_q);
       std::vector<float> out(s.out_elements()), lse(s.rows());
@@ -461,7 +462,7 @@ TEST_CASE("the tiled rungs give the same bits on any thread count") {
       {.batch_heads = 16, .n_q = 1, .n_kv = 10000, .d_k = 32, .d_v = 16, .group = 8}};
   for (const Shape& s : shapes) {
     const auto [q, k, v] = random_inputs(s, 1, 9);
-    for (const auto& kern : sdpa::kernel_registry()) {
+    for (const sdpa::Kernel& kern : kernels_under_test()) {
       // OpenBLAS and Eigen choose their own splits and make no such promise.
       if (!kern.same_bits_on_any_threads) continue;
       INFO(kern.name, " bh=", s.batch_heads, " group=", s.group, " n_q=", s.n_q);

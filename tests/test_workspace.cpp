@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels_under_test.hpp"
 #include "sdpa/kernels.hpp"
 
 namespace {
@@ -134,7 +135,7 @@ TEST_CASE("the memory a large forward takes is its kernel's formula, n_q x n_kv 
   // which 16 MiB are allowed. Estimating Eigen or OpenBLAS with flash's formula fails here.
   const sdpa::Shape shape{.n_q = 4000, .n_kv = 4000, .d_k = 16, .d_v = 16};
   constexpr double kUncounted = 16 << 20;
-  for (const auto& kern : sdpa::kernel_registry()) {
+  for (const sdpa::Kernel& kern : kernels_under_test()) {
     const double formula = kern.workspace_bytes(shape, sdpa::Pass::forward, 2);
     const double growth = resident_growth_of_forward(kern, shape);
     CAPTURE(kern.name);
@@ -149,7 +150,7 @@ TEST_CASE("every kernel's workspace formula covers what its calls allocate, and 
   // d_k and d_v past one vector and not whole vectors; several query blocks and key tiles.
   const sdpa::Shape shape{.batch_heads = 2, .n_q = 100, .n_kv = 150, .d_k = 40, .d_v = 24};
   Tensors t(shape);
-  for (const auto& kern : sdpa::kernel_registry()) {
+  for (const sdpa::Kernel& kern : kernels_under_test()) {
     REQUIRE_MESSAGE(bool(kern.workspace), kern.name);
     for (int threads : {1, 3}) {
       const sdpa::ForwardArgs fwd{.shape = shape,
