@@ -257,14 +257,14 @@ std::int64_t blocks_seeing(const Shape& s, bool causal, std::int64_t key0) {
 // The schedule of the key tiles. A range's tiles must run one after another (each adds to the
 // range's part of dQ, in key order), but any thread may run its next, so the work is shared out
 // one tile at a time rather than one range at a time: with 4 ranges on 2 threads, a thread that
-// fell behind (a preempted vCPU, a slower core) left its partner idle for up to a range's worth
-// at the end; with tiles for at most one tile, and since the ranges drain together (below) the
-// last tiles of all ranges run at the end, which are cut into pieces of kTailKeys: at most one
-// piece. A thread takes the free range with the most work left (ties: the lowest index), or
-// keeps to its own while that is within its next piece of it (cache locality, see next()), so
-// the ranges drain together, also under causal masking, where the first ranges' tiles meet the
-// most query blocks. Which thread runs a piece decides nothing about its values: the order of
-// every sum is fixed by the shape.
+// fell behind (a preempted vCPU, a slower core) left its partner idle at the end for up to a
+// range's worth when the work item was a range, and up to a tile when it was a tile. Since the
+// ranges drain together (below), the tiles that run last are the ranges' last ones, so those
+// are cut into pieces of kTailKeys and the wait is at most one piece. A thread takes the free range
+// with the most work left (ties: the lowest index), or keeps to its own while that is within its
+// next piece of it (cache locality, see next()), so the ranges drain together, also under causal
+// masking, where the first ranges' tiles meet the most query blocks. Which thread runs a piece
+// decides nothing about its values: the order of every sum is fixed by the shape.
 class TileQueue {
  public:
   struct Tile {
