@@ -17,7 +17,8 @@
 // in tile order, for every query row. dQ is then the sum of the parts in range order. Every
 // value is summed in an order the shape fixes, with one writer at a time, so the result is
 // bit-identical on any thread count; the parts cost kKeyRanges copies of dQ (workspace). The
-// work item is one key tile (TileQueue): a range's tiles run one after another, on any thread.
+// work item is one key tile, the last of a range cut into smaller pieces (TileQueue): a range's
+// pieces run one after another, on any thread.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -53,6 +54,10 @@ constexpr std::int64_t kB = kQueryBlock;
 // Key ranges per K/V head: more than the threads, so that each thread always finds a range
 // whose next tile is free (TileQueue), and few, because each range keeps its own part of dQ.
 constexpr std::int64_t kKeyRanges = 4;
+// The last tile of a range runs as pieces of this many keys (TileQueue): the call ends when the
+// last pieces end, so a thread that finishes first waits for at most one piece of its partner.
+// Smaller pieces stream the query blocks more often per FLOP, so only the last tile is cut.
+constexpr std::int64_t kTailKeys = kKeyBlock / 2;
 
 std::int64_t key_tiles(const Shape& s) { return (s.n_kv + kKeyBlock - 1) / kKeyBlock; }
 std::int64_t key_ranges(const Shape& s) { return std::min(key_tiles(s), kKeyRanges); }
@@ -206,18 +211,20 @@ void StoreRows(const float* acc, std::int64_t ld, std::int64_t rows, std::int64_
     for (std::int64_t c = 0; c < cols; ++c) out[i * cols + c] = factor * acc[i * ld + c];
 }
 
-// The work item: the key tile at key0 of range r of K/V head `kv`. The tile meets every query
-// block of the group's query heads that sees it, in order (the heads are consecutive,
-// head-major); its dK and dV are summed over them, and each block's rows of the range's dQ
-// part gain the tile's share (the range's first tile writes them).
+// The work item: the nk <= kKeyBlock keys from key0 of range r of K/V head `kv` (a tile or a
+// piece of one). They meet every query block of the group's query heads that sees them, in
+// order (the heads are consecutive, head-major); their dK and dV are summed over them, and each
+// block's rows of the range's dQ part gain their share (the range's first keys write them).
+// Cutting a tile into pieces changes no bit: dK, dV and the scores are per key, and the pieces
+// continue the products' sums over keys into the dQ part in the same order (Gemm adds p = 0,
+// 1, ... into each element, and a float stored and loaded again is the same float).
 template <class P>
 void KeyTileGradients(const BackwardArgs& a, PackedQueries& packed, std::int64_t kv, std::int64_t r,
-                      std::int64_t key0, float* d_query_part, std::int64_t ld_k, std::int64_t ld_v,
-                      BackwardScratch& w) {
+                      std::int64_t key0, std::int64_t nk, float* d_query_part, std::int64_t ld_k,
+                      std::int64_t ld_v, BackwardScratch& w) {
   const Shape& s = a.shape;
   const std::int64_t per_group = s.group * query_blocks_per_head(s);
   const float* k = a.k + kv * s.n_kv * s.d_k;
-  const std::int64_t nk = std::min(kKeyBlock, s.n_kv - key0);
   std::fill(w.d_key.begin(), w.d_key.end(), 0.0f);
   std::fill(w.d_value.begin(), w.d_value.end(), 0.0f);
   for (std::int64_t b = kv * per_group; b < (kv + 1) * per_group; ++b) {
@@ -229,7 +236,7 @@ void KeyTileGradients(const BackwardArgs& a, PackedQueries& packed, std::int64_t
                   w.b_pack.data(), w.d_value.data(), ld_v);
     Accumulate<P>(nk, blk.rows, w.ds_t.data(), kB, 1, a.q + r0 * s.d_k, s.d_k, s.d_k,
                   w.b_pack.data(), w.d_key.data(), ld_k);
-    // A block that sees this tile saw the range's first: there its rows of the part start.
+    // A block that sees these keys saw the range's first: there its rows of the part start.
     Accumulate<P>(blk.rows, nk, w.ds_t.data(), 1, kB, k + key0 * s.d_k, s.d_k, s.d_k,
                   w.b_pack.data(), d_query_part + r0 * ld_k, ld_k,
                   key0 == range_first_key(s, r) ? Gemm::Init::kZero : Gemm::Init::kLoad);
@@ -239,7 +246,7 @@ void KeyTileGradients(const BackwardArgs& a, PackedQueries& packed, std::int64_t
   StoreRows(w.d_value.data(), ld_v, nk, s.d_v, 1.0f, a.d_v + first * s.d_v);
 }
 
-// Query blocks of one head that see the key at key0: the cost of a key tile, in block steps.
+// Query blocks of one head that see the key at key0.
 std::int64_t blocks_seeing(const Shape& s, bool causal, std::int64_t key0) {
   std::int64_t blocks = 0;
   for (std::int64_t b = 0; b < query_blocks_per_head(s); ++b)
@@ -248,25 +255,29 @@ std::int64_t blocks_seeing(const Shape& s, bool causal, std::int64_t key0) {
 }
 
 // The schedule of the key tiles. A range's tiles must run one after another (each adds to the
-// range's part of dQ, in tile order), but any thread may run its next tile, so the work is
-// shared out one tile at a time rather than one range at a time: with 4 ranges on 2 threads, a
-// thread that fell behind (a preempted vCPU, a slower core) left its partner idle for up to a
-// range's worth at the end; now for at most one tile. A thread takes the free range with the
-// most work left (ties: the lowest index), or keeps to its own while that is within a tile of
-// it (cache locality, see next()), so the ranges drain together, also under causal
-// masking, where the first ranges' tiles meet the most query blocks. Which thread runs a tile
+// range's part of dQ, in key order), but any thread may run its next, so the work is shared out
+// one tile at a time rather than one range at a time: with 4 ranges on 2 threads, a thread that
+// fell behind (a preempted vCPU, a slower core) left its partner idle at the end for up to a
+// range's worth when the work item was a range, and up to a tile when it was a tile. Since the
+// ranges drain together (below), the tiles that run last are the ranges' last ones, so those
+// are cut into pieces of kTailKeys and the wait is at most one piece. A thread takes the free range
+// with the most work left (ties: the lowest index), or keeps to its own while that is within its
+// next piece of it (cache locality, see next()), so the ranges drain together, also under causal
+// masking, where the first ranges' tiles meet the most query blocks. Which thread runs a piece
 // decides nothing about its values: the order of every sum is fixed by the shape.
 class TileQueue {
  public:
   struct Tile {
     std::int64_t item;  // kv * ranges + r
-    std::int64_t key0;
+    std::int64_t key0, keys;
   };
   TileQueue(const Shape& s, bool causal)
       : s_(s), causal_(causal), ranges_(key_ranges(s)), items_(s.kv_batch_heads() * ranges_) {
     std::vector<std::int64_t> work_left(ranges_, 0);
-    for (std::int64_t key0 = 0; key0 < s.n_kv; key0 += kKeyBlock)
-      work_left[range_of(key0)] += blocks_seeing(s, causal, key0);
+    for (std::int64_t r = 0; r < ranges_; ++r)
+      for (std::int64_t key0 = range_first_key(s, r); key0 < range_first_key(s, r + 1);
+           key0 += piece_keys(r, key0))
+        work_left[r] += work(r, key0);
     for (std::int64_t t = 0; t < std::int64_t(items_.size()); ++t)
       items_[t] = {.next_key = range_first_key(s, t % ranges_),
                    .work_left = work_left[t % ranges_]};
@@ -277,46 +288,51 @@ class TileQueue {
     return double(key_ranges(s) * (s.kv_batch_heads() * std::int64_t(sizeof(Item)) +
                                    std::int64_t(sizeof(std::int64_t))));
   }
-  // Marks `done` (this thread's last tile, if any) finished and returns the next tile to run,
-  // or none when every range with tiles left is being run by another thread (which runs them).
+  // Marks `done` (this thread's last piece, if any) finished and returns the next to run, or
+  // none when every range with keys left is being run by another thread (which runs them).
   std::optional<Tile> next(const std::optional<Tile>& done) {
     const std::lock_guard<std::mutex> lock(mutex_);
     if (done) items_[done->item].busy = false;
     std::int64_t best = -1;
     for (std::int64_t t = 0; t < std::int64_t(items_.size()); ++t)
-      if (!items_[t].busy && has_tiles(t) &&
+      if (!items_[t].busy && has_keys(t) &&
           (best < 0 || items_[t].work_left > items_[best].work_left))
         best = t;
     if (best < 0) return std::nullopt;
-    // The range just run goes on unless another has more than its next tile's work more left:
+    // The range just run goes on unless another has more than its next piece's work more left:
     // its part of dQ is still in this core's cache (at N = 1024, d = 64 a part fits in L2), and
     // the ranges still drain together.
-    if (done && has_tiles(done->item)) {
+    if (done && has_keys(done->item)) {
       const Item& own = items_[done->item];
-      if (own.work_left + blocks_seeing(s_, causal_, own.next_key) >= items_[best].work_left)
+      if (own.work_left + work(done->item % ranges_, own.next_key) >= items_[best].work_left)
         best = done->item;
     }
     Item& it = items_[best];
-    const Tile tile{.item = best, .key0 = it.next_key};
+    const std::int64_t r = best % ranges_;
+    const Tile tile{.item = best, .key0 = it.next_key, .keys = piece_keys(r, it.next_key)};
     it.busy = true;
-    it.next_key += kKeyBlock;
-    it.work_left -= blocks_seeing(s_, causal_, tile.key0);
+    it.next_key += tile.keys;
+    it.work_left -= work(r, tile.key0);
     return tile;
   }
 
  private:
   struct Item {
-    std::int64_t next_key = 0;   // the range's next tile
-    std::int64_t work_left = 0;  // its tiles' block steps still to run
-    bool busy = false;           // a thread runs one of its tiles
+    std::int64_t next_key = 0;   // the range's next piece
+    std::int64_t work_left = 0;  // its pieces' keys times query blocks, still to run
+    bool busy = false;           // a thread runs one of its pieces
   };
-  bool has_tiles(std::int64_t t) const {
+  bool has_keys(std::int64_t t) const {
     return items_[t].next_key < range_first_key(s_, t % ranges_ + 1);
   }
-  std::int64_t range_of(std::int64_t key0) const {
-    std::int64_t r = 0;
-    while (range_first_key(s_, r + 1) <= key0) ++r;
-    return r;
+  // Keys of the piece at key0 in range r: a whole tile, but kTailKeys in the range's last tile.
+  std::int64_t piece_keys(std::int64_t r, std::int64_t key0) const {
+    const std::int64_t left = range_first_key(s_, r + 1) - key0;
+    return std::min(left, left > kKeyBlock ? kKeyBlock : kTailKeys);
+  }
+  // The cost of that piece: keys times the query blocks that see them.
+  std::int64_t work(std::int64_t r, std::int64_t key0) const {
+    return piece_keys(r, key0) * blocks_seeing(s_, causal_, key0);
   }
   const Shape& s_;
   bool causal_;
@@ -405,8 +421,8 @@ void TiledBackward(const BackwardArgs& a) {
     BackwardScratch w(ld_k, ld_v);
     for (auto tile = queue.next(std::nullopt); tile; tile = queue.next(tile)) {
       const std::int64_t r = tile->item % ranges;
-      KeyTileGradients<P>(a, packed, tile->item / ranges, r, tile->key0, parts.part(r), ld_k, ld_v,
-                          w);
+      KeyTileGradients<P>(a, packed, tile->item / ranges, r, tile->key0, tile->keys, parts.part(r),
+                          ld_k, ld_v, w);
     }
 #pragma omp barrier  // every part complete before the sums read them
 #pragma omp for schedule(dynamic, 1)
