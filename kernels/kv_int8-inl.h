@@ -60,6 +60,19 @@ inline void WidenRows(const Int8Rows& src, std::int64_t rows, std::int64_t cols,
   }
 }
 
+// Vector c of value row j as fp32, scale[j] x int8, as WidenRows computes it: the decode path's
+// P V (ValueTile) widens the values as it loads them.
+template <class P>
+HWY_INLINE typename P::V ValueVector(const Int8Rows& v, std::int64_t, std::int64_t j,
+                                     std::int64_t c) {
+  using D = HwyLanes::D;
+  const hn::Rebind<std::int8_t, D> d8;
+  const hn::Rebind<std::int32_t, D> d32;
+  return hn::Mul(
+      hn::Set(D(), v.scale[j]),
+      hn::ConvertTo(D(), hn::PromoteTo(d32, hn::LoadU(d8, v.data + j * v.ld + c * P::kLanes))));
+}
+
 // S [rows][kDecodeTile] = (scale Q) K^T for keys [0, nk) of k: the block's packed rows w.q
 // quantised per row into w.k_pack (int8, rows of d4) with their scales in w.dots, both free in
 // this path (the fp32 path's key groups and partial sums), then k.scores.
