@@ -11,13 +11,14 @@
 //                              whatever the number of rows, so blocks of kQueryLanesRows rows
 //                              or more take that layout (ScoreRowsQueryLanes);
 //   online softmax of S        along each row (keys along the lanes again);
-//   O = alpha O + P V_tile     the prefill's Gemm, with the block's few rows down the tile.
+//   O = alpha O + P V_tile     a register tile of O (ValueTile: the prefill's micro-kernel shape,
+//                              the block's few rows down the tile) over chunks of keys in L1.
 // Each split leaves its rows' max, sum and unnormalised output; the merge folds the splits in
 // order. Probes ride along as in the prefill path (RowStats). K and V may be stored as fp32 or
-// in 16 bits (E: flash_kv.cpp's formats), widened exactly to fp32 in L1 as they are read, so the
-// arithmetic after the widening is the fp32 path's; or as int8 with a scale per row (E =
-// kv_int8-inl.h's Int8Rows, through KvRows), whose overloads of ScoreRows and WidenRows do the
-// score and widen steps.
+// in 16 bits (E: flash_kv.cpp's formats), widened exactly to fp32 in registers as they are
+// loaded (WideLoad), so the arithmetic after the widening is the fp32 path's; or as int8 with a
+// scale per row (E = kv_int8-inl.h's Int8Rows, through KvRows), whose overloads of ScoreRows,
+// ValueVector and WidenRows do the score and widen steps.
 //
 // Per-target include guard (Highway's pattern): this file is compiled once per ISA target.
 #if defined(SDPA_KERNELS_ATTENTION_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -366,8 +367,8 @@ HWY_INLINE typename P::V ValueVector(const E* v, std::int64_t ld_v, std::int64_t
 
 // Rows [i0, i0 + MR) x vectors [c0, c0 + NV) of O += P V over keys [j0, j0 + nk) (element I of
 // the tile is row I / NV, vector I % NV, as in the prefill's MicroTileOf; a parameter pack, not
-// an array, as SVE needs). `scale` (alpha per row) or null: O starts from zero (init), or is
-// read as it is (a later chunk, times nothing).
+// an array, as SVE needs). init as Gemm's: O starts from zero, from alpha O (alpha[row]), or as
+// it is (a later chunk of keys).
 template <class P, int MR, int NV, class Rows, std::size_t... I>
 HWY_INLINE void ValueTileOf(const float* p, Rows v, std::int64_t ld_v, std::int64_t c0,
                             std::int64_t j0, std::int64_t nk, float* o, std::int64_t ld_o,

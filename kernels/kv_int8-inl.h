@@ -4,7 +4,8 @@
 //   ScoreRows    Q rows quantised to int8 per row (scale Q, as packed by DecodeSplit), then
 //                exact integer dot products (Int8Rows::scores: vpdpbusd or portable) times the
 //                two rows' scales;
-//   WidenRows    a value row to fp32 as int8 x its scale, for P V (AccumulateValues).
+//   ValueVector  a vector of a value row as fp32, int8 x its scale, for P V (ValueTile);
+//   WidenRows    the same for whole rows (P V when d_v is not whole vectors; prefill shapes).
 //
 // Per-target include guard (Highway's pattern): this file is compiled once per ISA target.
 #if defined(SDPA_KERNELS_KV_INT8_INL_H_) == defined(HWY_TARGET_TOGGLE)
