@@ -252,8 +252,11 @@ void ScoreRows(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64
 // d_k multiply-adds per key for up to L rows, with no transpose-reduce: at 16 rows and d = 128
 // the keys-along-lanes loop spends as many multiply-adds and a reduction per row and L keys on
 // top (measured at 32/8 heads, 4 queries per head, 16k keys: 10-15 % less time for the whole
-// decode). fp32 keys are read in place; keys stored in 16 bits are widened kPartialAlign at a
-// time into k_pack and multiplied from there: the same products, summed in the same order.
+// decode). Keys are copied (fp32) or widened (16 bits) kPartialAlign at a time into k_pack and
+// multiplied from there: the micro-kernel walks MR key rows an element at a time, a pattern that
+// leaves few cache misses in flight when it reads K from memory, where the copy streams whole
+// vectors (8 loads and stores per key of d = 128 beside 128 multiply-adds). The same products,
+// summed in the same order.
 template <class P, class E>
 void ScoreRowsQueryLanes(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64_t d_k,
                          std::int64_t nk) {
@@ -268,19 +271,14 @@ void ScoreRowsQueryLanes(const DecodeScratch& w, std::int64_t rows, const E* k, 
               .b_cols = kDecodeRows,
               .c = w.scores_t,
               .ldc = kDecodeRows};
-  if constexpr (std::is_same_v<E, float>) {
-    scores.a = k;
-    RunGemm<P, P::kMrS, P::kNvS>(scores);
-  } else {
-    for (std::int64_t j0 = 0; j0 < nk; j0 += kPartialAlign) {
-      Gemm slice = scores;
-      slice.m = std::min(kPartialAlign, nk - j0);
-      WidenRows(k + j0 * d_k, slice.m, d_k, d_k, w.k_pack, w.ld_q);
-      slice.a = w.k_pack;
-      slice.a_row = w.ld_q;
-      slice.c = w.scores_t + j0 * kDecodeRows;
-      RunGemm<P, P::kMrS, P::kNvS>(slice);
-    }
+  for (std::int64_t j0 = 0; j0 < nk; j0 += kPartialAlign) {
+    Gemm slice = scores;
+    slice.m = std::min(kPartialAlign, nk - j0);
+    WidenRows(k + j0 * d_k, slice.m, d_k, d_k, w.k_pack, w.ld_q);
+    slice.a = w.k_pack;
+    slice.a_row = w.ld_q;
+    slice.c = w.scores_t + j0 * kDecodeRows;
+    RunGemm<P, P::kMrS, P::kNvS>(slice);
   }
   for (std::int64_t j = 0; j < nk; ++j)
     for (std::int64_t i = 0; i < rows; ++i)
