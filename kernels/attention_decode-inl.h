@@ -11,13 +11,14 @@
 //                              whatever the number of rows, so blocks of kQueryLanesRows rows
 //                              or more take that layout (ScoreRowsQueryLanes);
 //   online softmax of S        along each row (keys along the lanes again);
-//   O = alpha O + P V_tile     the prefill's Gemm, with the block's few rows down the tile.
+//   O = alpha O + P V_tile     a register tile of O (ValueTile: the prefill's micro-kernel shape,
+//                              the block's few rows down the tile) over chunks of keys in L1.
 // Each split leaves its rows' max, sum and unnormalised output; the merge folds the splits in
 // order. Probes ride along as in the prefill path (RowStats). K and V may be stored as fp32 or
-// in 16 bits (E: flash_kv.cpp's formats), widened exactly to fp32 in L1 as they are read, so the
-// arithmetic after the widening is the fp32 path's; or as int8 with a scale per row (E =
-// kv_int8-inl.h's Int8Rows, through KvRows), whose overloads of ScoreRows and WidenRows do the
-// score and widen steps.
+// in 16 bits (E: flash_kv.cpp's formats), widened exactly to fp32 in registers as they are
+// loaded (WideLoad), so the arithmetic after the widening is the fp32 path's; or as int8 with a
+// scale per row (E = kv_int8-inl.h's Int8Rows, through KvRows), whose overloads of ScoreRows,
+// ValueVector and WidenRows do the score and widen steps.
 //
 // Per-target include guard (Highway's pattern): this file is compiled once per ISA target.
 #if defined(SDPA_KERNELS_ATTENTION_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -28,6 +29,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -129,10 +131,9 @@ HWY_INLINE V Pick(V v, Vs... vs) {
 // acc + q_r . k over the C vectors U of one chunk, q_r being row R's C vectors in the pack qv
 // (row-major: row R's vector U is qv[R * C + U]). One chain per row: the R rows' chains and the
 // next key's are independent, which hides the multiply-add latency.
-template <class P, std::size_t R, std::size_t C, std::size_t... U, class... Q>
-HWY_INLINE typename P::V RowDot(const float* k, typename P::V acc, std::index_sequence<U...>,
-                                Q... qv) {
-  ((acc = P::MulAdd(Pick<R * C + U>(qv...), P::Load(k + std::int64_t(U) * P::kLanes), acc)), ...);
+template <class P, std::size_t R, std::size_t C, std::size_t... U, class E, class... Q>
+HWY_INLINE typename P::V RowDot(const E* k, typename P::V acc, std::index_sequence<U...>, Q... qv) {
+  ((acc = P::MulAdd(Pick<R * C + U>(qv...), WideLoad(k + std::int64_t(U) * P::kLanes), acc)), ...);
   return acc;
 }
 
@@ -145,8 +146,8 @@ HWY_INLINE typename P::V RowDot(const float* k, typename P::V acc, std::index_se
 // unrolling over keys instead, to keep all L sums in registers, made GCC hoist the L x C key
 // addresses into stack slots and reload one per multiply-add (measured: a third of the decode
 // time).
-template <class P, std::size_t C, std::size_t... R, std::size_t... I>
-HWY_INLINE void ScoreChunkOf(const float* q, std::int64_t ld_q, const float* k, std::int64_t ld_k,
+template <class P, std::size_t C, class E, std::size_t... R, std::size_t... I>
+HWY_INLINE void ScoreChunkOf(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
                              bool first, float* dots, std::index_sequence<R...>,
                              std::index_sequence<I...>) {
   constexpr std::int64_t L = P::kLanes;
@@ -165,16 +166,16 @@ HWY_INLINE void ScoreChunkOf(const float* q, std::int64_t ld_q, const float* k, 
   (P::Load(q + std::int64_t(I / C) * ld_q + std::int64_t(I % C) * L)...);
 }
 
-template <class P, std::int64_t R, std::int64_t C>
-HWY_INLINE void ScoreChunk(const float* q, std::int64_t ld_q, const float* k, std::int64_t ld_k,
+template <class P, std::int64_t R, std::int64_t C, class E>
+HWY_INLINE void ScoreChunk(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
                            bool first, float* dots) {
   ScoreChunkOf<P, C>(q, ld_q, k, ld_k, first, dots, std::make_index_sequence<R>(),
                      std::make_index_sequence<R * C>());
 }
 
 // The last d_vecs % kScoreChunk vectors of d: one instantiation per count.
-template <class P, std::int64_t R, std::int64_t C = P::kScoreChunk - 1>
-HWY_INLINE void ScoreRemainder(std::int64_t n, const float* q, std::int64_t ld_q, const float* k,
+template <class P, std::int64_t R, std::int64_t C = P::kScoreChunk - 1, class E>
+HWY_INLINE void ScoreRemainder(std::int64_t n, const float* q, std::int64_t ld_q, const E* k,
                                std::int64_t ld_k, bool first, float* dots) {
   if constexpr (C > 0) {
     if (n == C) return ScoreChunk<P, R, C>(q, ld_q, k, ld_k, first, dots);
@@ -186,8 +187,8 @@ HWY_INLINE void ScoreRemainder(std::int64_t n, const float* q, std::int64_t ld_q
 // vectors deep: kScoreChunk vectors of each row at a time in registers, a vector of partial
 // sums per row and key in `dots` (R x L x L floats, in L1), then per row a transpose-reduce
 // folds its L vectors into one vector of L scores, stored at scores + r kDecodeTile.
-template <class P, std::int64_t R>
-HWY_INLINE void GroupScores(const float* q, std::int64_t ld_q, const float* k, std::int64_t ld_k,
+template <class P, std::int64_t R, class E>
+HWY_INLINE void GroupScores(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
                             std::int64_t d_vecs, float* dots, float* scores) {
   constexpr std::int64_t L = P::kLanes, C = P::kScoreChunk;
   std::int64_t c = 0;
@@ -199,44 +200,50 @@ HWY_INLINE void GroupScores(const float* q, std::int64_t ld_q, const float* k, s
 }
 
 // The last rows % kScoreRows rows of the block: one instantiation per count.
-template <class P, std::int64_t R = P::kScoreRows - 1>
-HWY_INLINE void GroupScoresRemainder(std::int64_t n, const float* q, std::int64_t ld_q,
-                                     const float* k, std::int64_t ld_k, std::int64_t d_vecs,
-                                     float* dots, float* scores) {
+template <class P, std::int64_t R = P::kScoreRows - 1, class E>
+HWY_INLINE void GroupScoresRemainder(std::int64_t n, const float* q, std::int64_t ld_q, const E* k,
+                                     std::int64_t ld_k, std::int64_t d_vecs, float* dots,
+                                     float* scores) {
   if constexpr (R > 0) {
     if (n == R) return GroupScores<P, R>(q, ld_q, k, ld_k, d_vecs, dots, scores);
     GroupScoresRemainder<P, R - 1>(n, q, ld_q, k, ld_k, d_vecs, dots, scores);
   }
 }
 
+// Scores of the block's rows against the L keys of `group` (rows ld_k apart, whole vectors
+// deep), at scores + j0: kScoreRows rows per pass over the keys.
+template <class P, class E>
+HWY_INLINE void ScoreGroup(const DecodeScratch& w, std::int64_t rows, const E* group,
+                           std::int64_t ld_k, std::int64_t d_vecs, std::int64_t j0) {
+  constexpr std::int64_t R = P::kScoreRows;
+  static_assert(R <= kMaxScoreRows);
+  std::int64_t i = 0;
+  for (; i + R <= rows; i += R)
+    GroupScores<P, R>(w.q + i * w.ld_q, w.ld_q, group, ld_k, d_vecs, w.dots,
+                      w.scores + i * kDecodeTile + j0);
+  GroupScoresRemainder<P>(rows - i, w.q + i * w.ld_q, w.ld_q, group, ld_k, d_vecs, w.dots,
+                          w.scores + i * kDecodeTile + j0);
+}
+
 // S [rows][kDecodeTile] = q [rows][w.ld_q] K^T for keys [0, nk) of k, in whole vectors of keys:
 // lanes past nk hold scores of a repeated key (MaskRows sets them to -inf). K is read in place,
-// L keys at a time, each key once for kScoreRows query rows (GroupScores); a group that is short
-// of L keys or of whole vectors of d_k is first copied, zero-padded, to k_pack so that no load
-// runs past K. Keys stored in a 16-bit format are always widened to k_pack.
+// L keys at a time, each key once for kScoreRows query rows (GroupScores), keys stored in 16 bits
+// widened as they are loaded (vcvtph2ps from memory with F16C: no widened copy to store and
+// reload); a group that is short of L keys or of whole vectors of d_k is first widened and
+// zero-padded into k_pack so that no load runs past K.
 template <class P, class E>
 void ScoreRows(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64_t d_k,
                std::int64_t nk) {
-  constexpr std::int64_t L = P::kLanes, R = P::kScoreRows;
-  static_assert(R <= kMaxScoreRows);
+  constexpr std::int64_t L = P::kLanes;
   const std::int64_t d_vecs = (d_k + L - 1) / L;
   for (std::int64_t j0 = 0; j0 < nk; j0 += L) {
-    const float* group = nullptr;
-    std::int64_t ld_k = d_k;
-    if constexpr (std::is_same_v<E, float>) group = k + j0 * d_k;
-    if (!std::is_same_v<E, float> || j0 + L > nk || d_k % L != 0) {
-      for (std::int64_t t = 0; t < L; ++t)
-        WidenRows(k + std::min(j0 + t, nk - 1) * d_k, 1, d_k, d_k, w.k_pack + t * w.ld_q,
-                  d_vecs * L);
-      group = w.k_pack;
-      ld_k = w.ld_q;
+    if (j0 + L <= nk && d_k % L == 0) {
+      ScoreGroup<P>(w, rows, k + j0 * d_k, d_k, d_vecs, j0);
+      continue;
     }
-    std::int64_t i = 0;
-    for (; i + R <= rows; i += R)
-      GroupScores<P, R>(w.q + i * w.ld_q, w.ld_q, group, ld_k, d_vecs, w.dots,
-                        w.scores + i * kDecodeTile + j0);
-    GroupScoresRemainder<P>(rows - i, w.q + i * w.ld_q, w.ld_q, group, ld_k, d_vecs, w.dots,
-                            w.scores + i * kDecodeTile + j0);
+    for (std::int64_t t = 0; t < L; ++t)
+      WidenRows(k + std::min(j0 + t, nk - 1) * d_k, 1, d_k, d_k, w.k_pack + t * w.ld_q, d_vecs * L);
+    ScoreGroup<P>(w, rows, static_cast<const float*>(w.k_pack), w.ld_q, d_vecs, j0);
   }
 }
 
@@ -245,8 +252,11 @@ void ScoreRows(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64
 // d_k multiply-adds per key for up to L rows, with no transpose-reduce: at 16 rows and d = 128
 // the keys-along-lanes loop spends as many multiply-adds and a reduction per row and L keys on
 // top (measured at 32/8 heads, 4 queries per head, 16k keys: 10-15 % less time for the whole
-// decode). fp32 keys are read in place; keys stored in 16 bits are widened kPartialAlign at a
-// time into k_pack and multiplied from there: the same products, summed in the same order.
+// decode). Keys are copied (fp32) or widened (16 bits) kPartialAlign at a time into k_pack and
+// multiplied from there: the micro-kernel walks MR key rows an element at a time, a pattern that
+// leaves few cache misses in flight when it reads K from memory, where the copy streams whole
+// vectors (8 loads and stores per key of d = 128 beside 128 multiply-adds). The same products,
+// summed in the same order.
 template <class P, class E>
 void ScoreRowsQueryLanes(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64_t d_k,
                          std::int64_t nk) {
@@ -261,19 +271,14 @@ void ScoreRowsQueryLanes(const DecodeScratch& w, std::int64_t rows, const E* k, 
               .b_cols = kDecodeRows,
               .c = w.scores_t,
               .ldc = kDecodeRows};
-  if constexpr (std::is_same_v<E, float>) {
-    scores.a = k;
-    RunGemm<P, P::kMrS, P::kNvS>(scores);
-  } else {
-    for (std::int64_t j0 = 0; j0 < nk; j0 += kPartialAlign) {
-      Gemm slice = scores;
-      slice.m = std::min(kPartialAlign, nk - j0);
-      WidenRows(k + j0 * d_k, slice.m, d_k, d_k, w.k_pack, w.ld_q);
-      slice.a = w.k_pack;
-      slice.a_row = w.ld_q;
-      slice.c = w.scores_t + j0 * kDecodeRows;
-      RunGemm<P, P::kMrS, P::kNvS>(slice);
-    }
+  for (std::int64_t j0 = 0; j0 < nk; j0 += kPartialAlign) {
+    Gemm slice = scores;
+    slice.m = std::min(kPartialAlign, nk - j0);
+    WidenRows(k + j0 * d_k, slice.m, d_k, d_k, w.k_pack, w.ld_q);
+    slice.a = w.k_pack;
+    slice.a_row = w.ld_q;
+    slice.c = w.scores_t + j0 * kDecodeRows;
+    RunGemm<P, P::kMrS, P::kNvS>(slice);
   }
   for (std::int64_t j = 0; j < nk; ++j)
     for (std::int64_t i = 0; i < rows; ++i)
@@ -340,43 +345,106 @@ void SoftmaxRows(const ForwardArgs& a, std::int64_t rows, std::int64_t key0, std
   }
 }
 
-// O = alpha O + P V over the tile's nk keys (the prefill's Gemm, the block's few rows down the
-// tile). Values stored in a 16-bit format are widened kWidenKeys keys at a time into v_pack
-// (in L1) and multiplied from there: the same products, summed in the same order.
+// O = alpha O + P V over the tile's nk keys. Rows of V that are whole vectors (d_v a multiple
+// of L) go through ValueTile: a tile of MR rows x NV vectors of O in registers, and per key the
+// NV vectors of V loaded, widened as they are loaded (vcvtph2ps from memory for fp16; int8 x
+// scale for Int8Rows), once for the MR rows. This replaces widening kWidenKeys value rows into
+// v_pack and multiplying from there (a store and a reload per vector of V, which made the
+// widening about 2/3 of the int8 decode; measured) by nothing. Otherwise (d_v not a multiple of
+// L), the prefill's Gemm on rows widened and padded into v_pack. Either way every element of O
+// is alpha O + sum_j p_j v_j by multiply-adds in key order, so the two give the same bits.
 inline constexpr std::int64_t kWidenKeys = 32;
 static_assert(kWidenKeys <= kDepthChunk && kDecodeTile % kWidenKeys == 0);
+
+// One vector of fp32 values: vector c of value row j, widened exactly.
+template <class P, class E>
+HWY_INLINE typename P::V ValueVector(const E* v, std::int64_t ld_v, std::int64_t j,
+                                     std::int64_t c) {
+  return WideLoad(v + j * ld_v + c * P::kLanes);
+}
+
+// Rows [i0, i0 + MR) x vectors [c0, c0 + NV) of O += P V over keys [j0, j0 + nk) (element I of
+// the tile is row I / NV, vector I % NV, as in the prefill's MicroTileOf; a parameter pack, not
+// an array, as SVE needs). init as Gemm's: O starts from zero, from alpha O (alpha[row]), or as
+// it is (a later chunk of keys).
+template <class P, int MR, int NV, class Rows, std::size_t... I>
+HWY_INLINE void ValueTileOf(const float* p, Rows v, std::int64_t ld_v, std::int64_t c0,
+                            std::int64_t j0, std::int64_t nk, float* o, std::int64_t ld_o,
+                            Gemm::Init init, const float* alpha, std::index_sequence<I...>) {
+  constexpr std::int64_t L = P::kLanes;
+  constexpr std::int64_t kRow[] = {std::int64_t(I / NV)...}, kVec[] = {std::int64_t(I % NV)...};
+  [&](auto... acc) HWY_ATTR __attribute__((always_inline)) {
+    if (init != Gemm::Init::kZero)
+      ((acc = P::Mul(P::Set(init == Gemm::Init::kLoadScaled ? alpha[kRow[I]] : 1.0f),
+                     P::Load(o + kRow[I] * ld_o + kVec[I] * L))),
+       ...);
+    for (std::int64_t j = j0; j < j0 + nk; ++j)
+      ((acc = P::MulAdd(P::Set(p[kRow[I] * kDecodeTile + j]),
+                        ValueVector<P>(v, ld_v, j, c0 + kVec[I]), acc)),
+       ...);
+    (P::Store(acc, o + kRow[I] * ld_o + kVec[I] * L), ...);
+  }
+  (((void)I, P::Zero())...);
+}
+
+template <class P, int MR, int NV, class Rows>
+void ValueTile(const float* p, Rows v, std::int64_t ld_v, std::int64_t c0, std::int64_t j0,
+               std::int64_t nk, float* o, std::int64_t ld_o, Gemm::Init init, const float* alpha) {
+  ValueTileOf<P, MR, NV>(p, v, ld_v, c0, j0, nk, o, ld_o, init, alpha,
+                         std::make_index_sequence<MR * NV>());
+}
+
+template <class Rows>
+using ValueTileFn = void (*)(const float*, Rows, std::int64_t, std::int64_t, std::int64_t,
+                             std::int64_t, float*, std::int64_t, Gemm::Init, const float*);
+
+// Every tile shape up to MR x NV, for the edges of O.
+template <class P, int MR, int NV, class Rows, std::size_t... I>
+constexpr std::array<ValueTileFn<Rows>, MR * NV> ValueTiles(std::index_sequence<I...>) {
+  return {&ValueTile<P, int(I) / NV + 1, int(I) % NV + 1, Rows>...};
+}
 
 template <class P, class Rows>
 void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::int64_t d_v,
                       std::int64_t nk, bool first, const DecodeScratch& w, float* acc) {
-  Gemm values{.m = rows,
-              .n_vec = g.ld_acc / P::kLanes,
-              .k = nk,
-              .a = w.scores,
-              .a_row = kDecodeTile,
-              .a_col = 1,
-              .b = nullptr,
-              .ldb = d_v,
-              .b_cols = d_v,
-              .b_pack = w.v_pack,
-              .c = acc,
-              .ldc = g.ld_acc,
-              .init = first ? Gemm::Init::kZero : Gemm::Init::kLoadScaled,
-              .row_scale = w.rescale};
-  if constexpr (std::is_same_v<Rows, const float*>) {
-    values.b = v;
-    RunGemm<P, P::kMrD, P::kNvD>(values);
-  } else {
+  constexpr int MR = P::kMrD, NV = P::kNvD;
+  constexpr std::int64_t L = P::kLanes;
+  const Gemm::Init init = first ? Gemm::Init::kZero : Gemm::Init::kLoadScaled;
+  if (d_v % L == 0) {
+    static constexpr auto kTiles = ValueTiles<P, MR, NV, Rows>(std::make_index_sequence<MR * NV>());
+    const std::int64_t n_vec = d_v / L;
+    // Keys in chunks of kWidenKeys: a chunk's values (16 KiB of fp32 at d_v = 128) stay in L1
+    // while every row group passes over them, so only the first reads them from memory.
     for (std::int64_t j0 = 0; j0 < nk; j0 += kWidenKeys) {
-      Gemm chunk = values;
-      chunk.k = std::min(kWidenKeys, nk - j0);
-      chunk.a = w.scores + j0;
-      WidenRows(v + j0 * d_v, chunk.k, d_v, d_v, w.v_pack, g.ld_acc);
-      chunk.b = w.v_pack;
-      chunk.ldb = chunk.b_cols = g.ld_acc;
-      if (j0 > 0) chunk.init = Gemm::Init::kLoad;
-      RunGemm<P, P::kMrD, P::kNvD>(chunk);
+      const std::int64_t kc = std::min(kWidenKeys, nk - j0);
+      for (std::int64_t c0 = 0; c0 < n_vec; c0 += NV) {
+        const std::int64_t nv = std::min<std::int64_t>(NV, n_vec - c0);
+        for (std::int64_t i0 = 0; i0 < rows; i0 += MR) {
+          const std::int64_t mr = std::min<std::int64_t>(MR, rows - i0);
+          kTiles[(mr - 1) * NV + (nv - 1)](w.scores + i0 * kDecodeTile, v, d_v, c0, j0, kc,
+                                           acc + i0 * g.ld_acc + c0 * L, g.ld_acc,
+                                           j0 == 0 ? init : Gemm::Init::kLoad, w.rescale + i0);
+        }
+      }
     }
+    return;
+  }
+  for (std::int64_t j0 = 0; j0 < nk; j0 += kWidenKeys) {
+    Gemm chunk{.m = rows,
+               .n_vec = g.ld_acc / L,
+               .k = std::min(kWidenKeys, nk - j0),
+               .a = w.scores + j0,
+               .a_row = kDecodeTile,
+               .a_col = 1,
+               .b = w.v_pack,
+               .ldb = g.ld_acc,
+               .b_cols = g.ld_acc,
+               .c = acc,
+               .ldc = g.ld_acc,
+               .init = j0 == 0 ? init : Gemm::Init::kLoad,
+               .row_scale = w.rescale};
+    WidenRows(v + j0 * d_v, chunk.k, d_v, d_v, w.v_pack, g.ld_acc);
+    RunGemm<P, P::kMrD, P::kNvD>(chunk);
   }
 }
 

@@ -91,7 +91,7 @@ struct DecodeScratch : RowStats {
   float* q;         // [kDecodeRows][ld_q]: scale * Q of the block, zero past d_k
   float* scores;    // [kDecodeRows][kDecodeTile]: S of one key tile, overwritten by P
   float* k_pack;    // [kPartialAlign][ld_q]: a group of keys padded to whole vectors and lanes
-  float* v_pack;    // [kDepthChunk][ld_acc]: values padded, or widened from a K/V format
+  float* v_pack;    // [kDepthChunk][ld_acc]: values padded when d_v is not whole vectors
   float* dots;      // [kMaxScoreRows][kPartialAlign][kPartialAlign]: partial dot products of a
                     // group of keys
   float* q_t;       // [ld_q][kDecodeRows]: scale * Q^T of the block (queries along the lanes)

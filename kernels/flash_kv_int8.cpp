@@ -8,8 +8,8 @@
 //  - decode shapes: flash's decode path (attention_decode-inl.h) through kv_int8-inl.h's hooks:
 //    the block's rows of scale Q quantised per tile, S = exact int32 dot products (vpdpbusd on
 //    AVX512_VNNI, flash-kv-int8@avx512-vnni; plain C++ elsewhere: the same bits) times the two
-//    rows' scales, the online softmax in fp32, and V widened to fp32 (int8 x scale) in L1 for
-//    P V;
+//    rows' scales, the online softmax in fp32, and V widened to fp32 (int8 x scale) in registers
+//    as P V loads it;
 //  - any other shape: Q, K and V rounded (dequantised) to fp32 once per call and flash's tiles
 //    run on them, as flash-kv-f16 does for prefill (compute-bound: the O(n d) widening is small).
 // Both compute on the same rounded values (Q of the decode path is scale Q rounded, of the other

@@ -4,7 +4,8 @@
 //   ScoreRows    Q rows quantised to int8 per row (scale Q, as packed by DecodeSplit), then
 //                exact integer dot products (Int8Rows::scores: vpdpbusd or portable) times the
 //                two rows' scales;
-//   WidenRows    a value row to fp32 as int8 x its scale, for P V (AccumulateValues).
+//   ValueVector  a vector of a value row as fp32, int8 x its scale, for P V (ValueTile);
+//   WidenRows    the same for whole rows (P V when d_v is not whole vectors; prefill shapes).
 //
 // Per-target include guard (Highway's pattern): this file is compiled once per ISA target.
 #if defined(SDPA_KERNELS_KV_INT8_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -58,6 +59,19 @@ inline void WidenRows(const Int8Rows& src, std::int64_t rows, std::int64_t cols,
     for (; c < cols; ++c) dst[c] = scale * float(x[c]);
     std::fill(dst + cols, dst + ld_dst, 0.0f);
   }
+}
+
+// Vector c of value row j as fp32, scale[j] x int8, as WidenRows computes it: the decode path's
+// P V (ValueTile) widens the values as it loads them.
+template <class P>
+HWY_INLINE typename P::V ValueVector(const Int8Rows& v, std::int64_t, std::int64_t j,
+                                     std::int64_t c) {
+  using D = HwyLanes::D;
+  const hn::Rebind<std::int8_t, D> d8;
+  const hn::Rebind<std::int32_t, D> d32;
+  return hn::Mul(
+      hn::Set(D(), v.scale[j]),
+      hn::ConvertTo(D(), hn::PromoteTo(d32, hn::LoadU(d8, v.data + j * v.ld + c * P::kLanes))));
 }
 
 // S [rows][kDecodeTile] = (scale Q) K^T for keys [0, nk) of k: the block's packed rows w.q
