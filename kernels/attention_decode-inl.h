@@ -260,24 +260,19 @@ void ScoreRows(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64
 template <class P, class E>
 void ScoreRowsQueryLanes(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64_t d_k,
                          std::int64_t nk) {
-  Gemm scores{.m = nk,
-              .n_vec = (rows + P::kLanes - 1) / P::kLanes,
-              .k = d_k,
-              .a = nullptr,
-              .a_row = d_k,
-              .a_col = 1,
-              .b = w.q_t,
-              .ldb = kDecodeRows,
-              .b_cols = kDecodeRows,
-              .c = w.scores_t,
-              .ldc = kDecodeRows};
   for (std::int64_t j0 = 0; j0 < nk; j0 += kPartialAlign) {
-    Gemm slice = scores;
-    slice.m = std::min(kPartialAlign, nk - j0);
+    const Gemm slice{.m = std::min(kPartialAlign, nk - j0),
+                     .n_vec = (rows + P::kLanes - 1) / P::kLanes,
+                     .k = d_k,
+                     .a = w.k_pack,
+                     .a_row = w.ld_q,
+                     .a_col = 1,
+                     .b = w.q_t,
+                     .ldb = kDecodeRows,
+                     .b_cols = kDecodeRows,
+                     .c = w.scores_t + j0 * kDecodeRows,
+                     .ldc = kDecodeRows};
     WidenRows(k + j0 * d_k, slice.m, d_k, d_k, w.k_pack, w.ld_q);
-    slice.a = w.k_pack;
-    slice.a_row = w.ld_q;
-    slice.c = w.scores_t + j0 * kDecodeRows;
     RunGemm<P, P::kMrS, P::kNvS>(slice);
   }
   for (std::int64_t j = 0; j < nk; ++j)
@@ -449,8 +444,8 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
 }
 
 // Where DecodeSplit reads K or V rows: E's elements at p, or, for a format whose rows carry a
-// scale (E::kScaledRows: kv_int8-inl.h's Int8Rows), the reader at p, whose ScoreRows and
-// WidenRows overloads then do the score and widen steps.
+// scale (E::kScaledRows: kv_int8-inl.h's Int8Rows), the reader at p, whose ScoreRows,
+// ValueVector and WidenRows overloads then do the score and widen steps.
 template <class E>
 auto KvRows(const void* p) {
   if constexpr (requires { E::kScaledRows; })

@@ -41,21 +41,25 @@ struct Int8Rows {
   }
 };
 
+// L int8 elements at x as fp32, times scale: exact up to the one rounding of the product, the
+// same in every caller (WidenRows, ValueVector).
+HWY_INLINE HwyLanes::V WidenScaled(const std::int8_t* x, HwyLanes::V scale) {
+  using D = HwyLanes::D;
+  const hn::Rebind<std::int8_t, D> d8;
+  const hn::Rebind<std::int32_t, D> d32;
+  return hn::Mul(scale, hn::ConvertTo(D(), hn::PromoteTo(d32, hn::LoadU(d8, x))));
+}
+
 // dst[r][c] = scale[r] x src[r][c] in fp32 for c < cols, 0 for cols <= c < ld_dst, r < rows.
 inline void WidenRows(const Int8Rows& src, std::int64_t rows, std::int64_t cols, std::int64_t,
                       float* dst, std::int64_t ld_dst) {
-  using D = HwyLanes::D;
   constexpr std::int64_t L = HwyLanes::kLanes;
-  const hn::Rebind<std::int8_t, D> d8;
-  const hn::Rebind<std::int32_t, D> d32;
   for (std::int64_t r = 0; r < rows; ++r, dst += ld_dst) {
     const std::int8_t* x = src.data + r * src.ld;
     const float scale = src.scale[r];
-    const auto vscale = hn::Set(D(), scale);
+    const auto vscale = hn::Set(HwyLanes::D(), scale);
     std::int64_t c = 0;
-    for (; c + L <= cols; c += L)
-      hn::StoreU(hn::Mul(vscale, hn::ConvertTo(D(), hn::PromoteTo(d32, hn::LoadU(d8, x + c)))), D(),
-                 dst + c);
+    for (; c + L <= cols; c += L) HwyLanes::Store(WidenScaled(x + c, vscale), dst + c);
     for (; c < cols; ++c) dst[c] = scale * float(x[c]);
     std::fill(dst + cols, dst + ld_dst, 0.0f);
   }
@@ -66,12 +70,7 @@ inline void WidenRows(const Int8Rows& src, std::int64_t rows, std::int64_t cols,
 template <class P>
 HWY_INLINE typename P::V ValueVector(const Int8Rows& v, std::int64_t, std::int64_t j,
                                      std::int64_t c) {
-  using D = HwyLanes::D;
-  const hn::Rebind<std::int8_t, D> d8;
-  const hn::Rebind<std::int32_t, D> d32;
-  return hn::Mul(
-      hn::Set(D(), v.scale[j]),
-      hn::ConvertTo(D(), hn::PromoteTo(d32, hn::LoadU(d8, v.data + j * v.ld + c * P::kLanes))));
+  return WidenScaled(v.data + j * v.ld + c * P::kLanes, P::Set(v.scale[j]));
 }
 
 // S [rows][kDecodeTile] = (scale Q) K^T for keys [0, nk) of k: the block's packed rows w.q
