@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -142,7 +143,8 @@ sdpa::Shape decode_shape(const Heads& h, std::int64_t n_q, std::int64_t cache) {
 }
 
 // Causal (the mask is aligned to the end: each of the n_q new tokens sees the cache and the
-// tokens before it). Reports the bytes moved per second (Q, K, V and O once: forward_bytes) and
+// tokens before it). Reports the bytes moved per second (Q, K, V and O once, K and V at their
+// storage width: Kernel::bytes) and
 // % of the roof: min(FMA peak, intensity x triad bandwidth measured at start-up on as many
 // threads), the memory side on every decode shape.
 void bench_decode(benchmark::State& state, const sdpa::Kernel* kern, Heads heads, std::int64_t n_q,
@@ -151,8 +153,12 @@ void bench_decode(benchmark::State& state, const sdpa::Kernel* kern, Heads heads
   Tensors t(shape);
   sdpa::ForwardArgs args = forward_args(shape, t, threads);
   args.causal = true;
+  // A K/V storage format reads K and V stored once, outside the timed calls (a KV cache).
+  std::shared_ptr<const sdpa::StoredKv> stored;
+  if (kern->store_kv) stored = kern->store_kv(args);
+  args.stored_kv = stored.get();
   // Every decode query sees the whole cache: no pair is masked, so the FLOPs are not halved.
-  const double flops = sdpa::forward_flops(shape, false), bytes = sdpa::forward_bytes(shape);
+  const double flops = sdpa::forward_flops(shape, false), bytes = kern->bytes(shape);
   const double seconds = time_calls(state, *kern, threads, flops, [&] { kern->forward(args); });
   const double roof =
       sdpa::peak::roof_gflops(g_peak[{peak_isa(*kern), threads}], g_triad[threads], flops / bytes);
@@ -201,6 +207,11 @@ void register_decode() {
   for (int threads : {1, 2})
     for (const Heads& h : {kModels[1], kModels[4]})
       for (std::int64_t n_q : {2, 4, 8, 16}) add(peers[0], h, n_q, 16384, threads);
+  // K and V stored in 16 bits and in int8 (issue 16's cache formats), against flash above.
+  for (int threads : {1, 2})
+    for (const Heads& h : {kModels[0], kModels[1]})
+      for (const char* name : {"flash-kv-f16", "flash-kv-bf16", "flash-kv-int8"})
+        if (const sdpa::Kernel* k = sdpa::find_kernel(name)) add(k, h, 1, 16384, threads);
 }
 
 int main(int argc, char** argv) {
