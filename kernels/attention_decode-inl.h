@@ -11,7 +11,7 @@
 //                              whatever the number of rows, so blocks of kQueryLanesRows rows
 //                              or more take that layout (ScoreRowsQueryLanes);
 //   online softmax of S        along each row (keys along the lanes again);
-//   O = alpha O + P V_tile     a register tile of O (ValueTile: the prefill's micro-kernel shape,
+//   O = alpha O + P V_tile     a register tile of O (ValueTile: the prefill's micro-kernel form,
 //                              the block's few rows down the tile) over chunks of keys in L1.
 // Each split leaves its rows' max, sum and unnormalised output; the merge folds the splits in
 // order. Probes ride along as in the prefill path (RowStats). K and V may be stored as fp32 or

@@ -2,9 +2,9 @@
 // decode, or the query heads of one group sharing a K/V head). Padding such rows to a prefill
 // query block (kQueryBlock = 48) multiplies the work by up to 48, and parallelism over query
 // blocks leaves threads idle; here
-//   - the rows of the query heads that share a K/V head are packed into one block (they are
-//     consecutive rows of Q: heads of one group are adjacent), so the group reads each K/V row
-//     once, and a block has at most kDecodeRows rows;
+//   - the rows of the query heads that share a K/V head are packed into blocks (they are
+//     consecutive rows of Q: heads of one group are adjacent) of at most kDecodeRows rows, so a
+//     block reads each K/V row once for all its rows (a group of up to kDecodeRows rows: once);
 //   - the keys of a block are cut into splits (flash-decoding): each split yields its rows' max,
 //     sum and unnormalised output, and the splits are merged in order. Split boundaries depend
 //     on the shape only, never on the thread count, so the result is bit-identical on any.
@@ -90,7 +90,8 @@ class DecodePartials {
 struct DecodeScratch : RowStats {
   float* q;         // [kDecodeRows][ld_q]: scale * Q of the block, zero past d_k
   float* scores;    // [kDecodeRows][kDecodeTile]: S of one key tile, overwritten by P
-  float* k_pack;    // [kPartialAlign][ld_q]: a group of keys padded to whole vectors and lanes
+  float* k_pack;    // [kPartialAlign][ld_q]: a group of keys padded to whole vectors and lanes,
+                    // a slice of keys for the query-lanes product, or int8's quantised Q
   float* v_pack;    // [kDepthChunk][ld_acc]: values padded when d_v is not whole vectors
   float* dots;      // [kMaxScoreRows][kPartialAlign][kPartialAlign]: partial dot products of a
                     // group of keys
@@ -107,8 +108,9 @@ DecodeScratch carve_decode_scratch(float* base, const Shape& s, const DecodeGeom
 // thread's scratch.
 double decode_workspace_bytes(const Shape& s, int threads);
 
-// Where the splits read K and V: a.k and a.v (fp32), or the same elements in a K/V storage
-// format (flash_kv.cpp), laid out as a.k and a.v are.
+// Where the splits read K and V: a.k and a.v (fp32), the same elements in a 16-bit storage
+// format (flash_kv.cpp), laid out as a.k and a.v are, or Int8Rows readers of the int8 format
+// (flash_kv_int8.cpp, kv_int8-inl.h).
 struct DecodeKv {
   const void* k;
   const void* v;

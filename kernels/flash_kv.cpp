@@ -4,7 +4,8 @@
 // outside the timed call, as a cache is; a call without a stored cache stores its own), read
 // at half the bytes and widened to fp32 where they are read, which is exact (kv_formats.hpp):
 //  - decode shapes: flash's decode path (attention_decode-inl.h) on the stored elements, keys
-//    and values widened in registers as they are loaded (no widened copy);
+//    and values widened in registers as they are loaded (keys of blocks of kQueryLanesRows
+//    rows or more, and short groups, are widened into k_pack first);
 //  - any other shape: K and V widened to fp32 once per call and flash's tiles run on them
 //    (prefill is compute-bound; the widening costs O(n_kv d) of O(n_q n_kv d) work).
 // So the kernel's arithmetic is flash's on the rounded K and V: the same bits as flash given

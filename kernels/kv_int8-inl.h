@@ -1,6 +1,6 @@
 // flash-kv-int8's steps of the decode path (attention_decode-inl.h), per Highway target: K and V
 // read through Int8Rows, a row reader that carries the rows' scales (kv_int8.hpp's format), and
-// the two overloads DecodeSplit reaches through it:
+// the three overloads DecodeSplit reaches through it:
 //   ScoreRows    Q rows quantised to int8 per row (scale Q, as packed by DecodeSplit), then
 //                exact integer dot products (Int8Rows::scores: vpdpbusd or portable) times the
 //                two rows' scales;

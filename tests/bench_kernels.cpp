@@ -4,9 +4,10 @@
 // A backward counts 2.5 forwards of FLOPs (docs/design.md, "Conventions"; Kernel::flops), so a
 // backward that takes 2.5x its forward's time runs at the same GFLOP/s.
 //   build/release/tests/bench_kernels --benchmark_filter='(fwd|bwd)/flash/N:1024/'
-// Decode shapes (one query per head against a KV cache, at the head counts of widely used
-// models) are memory-bound: they report GB/s of K and V and % of the memory roof, the time to
-// read K and V once at the triad bandwidth measured at start-up in this binary:
+// Decode shapes (one query per head, or a few, against a KV cache, at the head counts of widely
+// used models) are memory-bound: they report GB/s (Q, K, V and O once, K and V at their storage
+// width) and % of the roof min(FMA peak, intensity x triad bandwidth measured at start-up in
+// this binary):
 //   build/release/tests/bench_kernels --benchmark_filter='decode/flash/'
 // Timing is a benchmark, never a test assertion.
 #include <benchmark/benchmark.h>
