@@ -145,9 +145,8 @@ sdpa::Shape decode_shape(const Heads& h, std::int64_t n_q, std::int64_t cache) {
 
 // Causal (the mask is aligned to the end: each of the n_q new tokens sees the cache and the
 // tokens before it). Reports the bytes moved per second (Q, K, V and O once, K and V at their
-// storage width: Kernel::bytes) and
-// % of the roof: min(FMA peak, intensity x triad bandwidth measured at start-up on as many
-// threads), the memory side on every decode shape.
+// storage width: Kernel::bytes) and % of the roof: min(FMA peak, intensity x triad bandwidth
+// measured at start-up on as many threads), the memory side on every decode shape.
 void bench_decode(benchmark::State& state, const sdpa::Kernel* kern, Heads heads, std::int64_t n_q,
                   std::int64_t cache, int threads) {
   const sdpa::Shape shape = decode_shape(heads, n_q, cache);

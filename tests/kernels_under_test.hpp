@@ -2,7 +2,7 @@
 // ("flash") runs the same function as its "flash@<isa>" entry, which is checked under that
 // name. And the emulated SVE runs exist for that ISA's code paths: tests/CMakeLists.txt sets
 // SDPA_ONLY_ISA for them, and they check its entries only. The NEON run of the same build sets
-// no filter and checks every other entry (the scalar rungs, the NEON entries, Eigen and
+// no filter and checks every entry its CPU runs (the scalar rungs, the NEON entries, Eigen and
 // OpenBLAS). The filter is not SDPA_EXPECT_ISA, which every arm64 run sets (the preset's "neon"
 // included) to say which best target the run expects.
 #pragma once
