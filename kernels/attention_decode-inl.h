@@ -374,9 +374,10 @@ HWY_INLINE V InRegister(V x) {
 // it is (a later chunk of keys). kHold: per key, each vector of V is loaded (and widened) once,
 // into a register, for the MR rows' multiply-adds. Left to itself GCC loads fp32 values once per
 // row, as memory operands of the multiply-adds: MR loads of L1 per vector, which bound the row
-// groups that read V from L1 (measured at 16 rows per K/V head: 13 % of the decode time), while
-// the row group that reads V from memory is faster with them (measured: 4-8 %), presumably as
-// each load is a miss in flight of its own.
+// groups that read V from L1 (measured at 16 rows per K/V head: 13 % of the decode time). The
+// row group that reads V from memory keeps GCC's memory operands: held in registers there, the
+// 1-query step measured 3-9 % slower in two rounds of one run (within this host's noise, but
+// nothing to gain: each load there waits on memory, not on L1).
 template <class P, int MR, int NV, bool kHold, class Rows, std::size_t... I, std::size_t... C>
 HWY_INLINE void ValueTileOf(const float* p, Rows v, std::int64_t ld_v, std::int64_t c0,
                             std::int64_t j0, std::int64_t nk, float* o, std::int64_t ld_o,
