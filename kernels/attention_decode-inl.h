@@ -343,11 +343,13 @@ void SoftmaxRows(const ForwardArgs& a, std::int64_t rows, std::int64_t key0, std
 // O = alpha O + P V over the tile's nk keys. Rows of V that are whole vectors (d_v a multiple
 // of L) go through ValueTile: a tile of MR rows x NV vectors of O in registers, and per key the
 // NV vectors of V loaded, widened as they are loaded (vcvtph2ps from memory for fp16; int8 x
-// scale for Int8Rows), once for the MR rows. This replaces widening kWidenKeys value rows into
-// v_pack and multiplying from there (a store and a reload per vector of V, which made the
-// widening about 2/3 of the int8 decode; measured) by nothing. Otherwise (d_v not a multiple of
-// L), the prefill's Gemm on rows widened and padded into v_pack. Either way every element of O
-// is alpha O + sum_j p_j v_j by multiply-adds in key order, so the two give the same bits.
+// scale for Int8Rows), once for the MR rows (fp32 values of the row group that reads them from
+// memory are left to GCC, which loads them per row: see kHold). This replaces widening kWidenKeys
+// value rows into v_pack and multiplying from there (a store and a reload per vector of V, which
+// made the widening about 2/3 of the int8 decode; measured) by nothing. Otherwise (d_v not a
+// multiple of L), the prefill's Gemm on rows widened and padded into v_pack. Either way every
+// element of O is alpha O + sum_j p_j v_j by multiply-adds in key order, so the two give the same
+// bits.
 inline constexpr std::int64_t kWidenKeys = 32;
 static_assert(kWidenKeys <= kDepthChunk && kDecodeTile % kWidenKeys == 0);
 
