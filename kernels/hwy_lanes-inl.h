@@ -39,7 +39,7 @@ struct HwyLanes {
   // key in two halves, measured 15-20 % slower at d = 128 (the stream's order, presumably).
   static constexpr int kScoreRows = 3, kScoreChunk = 8;
   // Decode O += P V: rows of 128 values in one strip (3 x 8 accumulators), so each value row is
-  // read front to back rather than in strips.
+  // read front to back rather than in strips (int8 values take kMrO x kNvO: AccumulateValues).
   static constexpr int kMrD = 3, kNvD = 8;
 #else
   // 16 registers: 6x2 tiles, 12 accumulators + 2 B vectors + 1 broadcast.
