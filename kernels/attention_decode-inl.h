@@ -1,8 +1,8 @@
 // The fused forward's decode path (decode_blocks.hpp cuts the work): a block of at most
 // kDecodeRows query rows that share one K/V head, one split of its keys, in tiles of
-// kDecodeTile keys. A decode shape is a stream over K and V, so the loops are arranged to read
-// each K and V row once per block, from memory, at the cost of as little arithmetic as lets the
-// stream run at memory speed:
+// DecodeGeometry::tile keys. A decode shape is a stream over K and V, so the loops are arranged to
+// read each K and V row once per block, from memory, at the cost of as little arithmetic as lets
+// the stream run at memory speed:
 //   S = (scale Q) K_tile^T     keys along the vector lanes: for each L keys, every row keeps L
 //                              accumulators along d_k, folded by a transpose-reduce into one
 //                              vector of L scores, and each load of K serves kScoreRows rows.
@@ -186,27 +186,27 @@ HWY_INLINE void ScoreRemainder(std::int64_t n, const float* q, std::int64_t ld_q
 // Scores of R query rows (ld_q apart) against L keys (rows of k, ld_k apart), d_vecs whole
 // vectors deep: kScoreChunk vectors of each row at a time in registers, a vector of partial
 // sums per row and key in `dots` (R x L x L floats, in L1), then per row a transpose-reduce
-// folds its L vectors into one vector of L scores, stored at scores + r kDecodeTile.
+// folds its L vectors into one vector of L scores, stored at scores + r ld_s.
 template <class P, std::int64_t R, class E>
 HWY_INLINE void GroupScores(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
-                            std::int64_t d_vecs, float* dots, float* scores) {
+                            std::int64_t d_vecs, float* dots, float* scores, std::int64_t ld_s) {
   constexpr std::int64_t L = P::kLanes, C = P::kScoreChunk;
   std::int64_t c = 0;
   for (; c + C <= d_vecs; c += C)
     ScoreChunk<P, R, C>(q + c * L, ld_q, k + c * L, ld_k, c == 0, dots);
   ScoreRemainder<P, R>(d_vecs - c, q + c * L, ld_q, k + c * L, ld_k, c == 0, dots);
   for (std::int64_t r = 0; r < R; ++r)
-    P::Store(TransposeSum<P>(dots + r * L * L), scores + r * kDecodeTile);
+    P::Store(TransposeSum<P>(dots + r * L * L), scores + r * ld_s);
 }
 
 // The last rows % kScoreRows rows of the block: one instantiation per count.
 template <class P, std::int64_t R = P::kScoreRows - 1, class E>
 HWY_INLINE void GroupScoresRemainder(std::int64_t n, const float* q, std::int64_t ld_q, const E* k,
                                      std::int64_t ld_k, std::int64_t d_vecs, float* dots,
-                                     float* scores) {
+                                     float* scores, std::int64_t ld_s) {
   if constexpr (R > 0) {
-    if (n == R) return GroupScores<P, R>(q, ld_q, k, ld_k, d_vecs, dots, scores);
-    GroupScoresRemainder<P, R - 1>(n, q, ld_q, k, ld_k, d_vecs, dots, scores);
+    if (n == R) return GroupScores<P, R>(q, ld_q, k, ld_k, d_vecs, dots, scores, ld_s);
+    GroupScoresRemainder<P, R - 1>(n, q, ld_q, k, ld_k, d_vecs, dots, scores, ld_s);
   }
 }
 
@@ -220,12 +220,12 @@ HWY_INLINE void ScoreGroup(const DecodeScratch& w, std::int64_t rows, const E* g
   std::int64_t i = 0;
   for (; i + R <= rows; i += R)
     GroupScores<P, R>(w.q + i * w.ld_q, w.ld_q, group, ld_k, d_vecs, w.dots,
-                      w.scores + i * kDecodeTile + j0);
+                      w.scores + i * w.tile + j0, w.tile);
   GroupScoresRemainder<P>(rows - i, w.q + i * w.ld_q, w.ld_q, group, ld_k, d_vecs, w.dots,
-                          w.scores + i * kDecodeTile + j0);
+                          w.scores + i * w.tile + j0, w.tile);
 }
 
-// S [rows][kDecodeTile] = q [rows][w.ld_q] K^T for keys [0, nk) of k, in whole vectors of keys:
+// S [rows][w.tile] = q [rows][w.ld_q] K^T for keys [0, nk) of k, in whole vectors of keys:
 // lanes past nk hold scores of a repeated key (MaskRows sets them to -inf). K is read in place,
 // L keys at a time, each key once for kScoreRows query rows (GroupScores), keys stored in 16 bits
 // widened as they are loaded (vcvtph2ps from memory with F16C: no widened copy to store and
@@ -277,7 +277,7 @@ void ScoreRowsQueryLanes(const DecodeScratch& w, std::int64_t rows, const E* k, 
   }
   for (std::int64_t j = 0; j < nk; ++j)
     for (std::int64_t i = 0; i < rows; ++i)
-      w.scores[i * kDecodeTile + j] = w.scores_t[j * kDecodeRows + i];
+      w.scores[i * w.tile + j] = w.scores_t[j * kDecodeRows + i];
 }
 
 // Keys [key0, key0 + nk) that row i of the block sees, from key0 on: the causal mask is aligned
@@ -300,7 +300,7 @@ void SoftmaxRows(const ForwardArgs& a, std::int64_t rows, std::int64_t key0, std
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const std::int64_t n_lanes = round_up(nk, L);
   for (std::int64_t i = 0; i < rows; ++i) {
-    float* s = w.scores + i * kDecodeTile;
+    float* s = w.scores + i * w.tile;
     const std::int64_t visible = VisibleInTile(a, i, key0, nk);
     std::fill(s + visible, s + n_lanes, kNegInf);
     V m0 = P::Set(kNegInf), m1 = m0;  // two chains hide the latency of Max
@@ -351,7 +351,7 @@ void SoftmaxRows(const ForwardArgs& a, std::int64_t rows, std::int64_t key0, std
 // element of O is alpha O + sum_j p_j v_j by multiply-adds in key order, so the two give the same
 // bits.
 inline constexpr std::int64_t kWidenKeys = 32;
-static_assert(kWidenKeys <= kDepthChunk && kDecodeTile % kWidenKeys == 0);
+static_assert(kWidenKeys <= kDepthChunk && kDecodeUnit % kWidenKeys == 0);
 
 // One vector of fp32 values: vector c of value row j, widened exactly.
 template <class P, class E>
@@ -370,21 +370,21 @@ HWY_INLINE V InRegister(V x) {
   return x;
 }
 
-// Rows [i0, i0 + MR) x vectors [c0, c0 + NV) of O += P V over keys [j0, j0 + nk) (element I of
-// the tile is row I / NV, vector I % NV, as in the prefill's MicroTileOf; a parameter pack, not
-// an array, as SVE needs). init as Gemm's: O starts from zero, from alpha O (alpha[row]), or as
-// it is (a later chunk of keys). kHold: per key, each vector of V is loaded (and widened) once,
-// into a register, for the MR rows' multiply-adds. Left to itself GCC loads fp32 values once per
-// row, as memory operands of the multiply-adds: MR loads of L1 per vector, which bound the row
-// groups that read V from L1 (measured at 16 rows per K/V head: 13 % of the decode time). The
-// row group that reads V from memory keeps GCC's memory operands: held in registers there, the
-// 1-query step measured 3-9 % slower in two rounds of one run (within this host's noise, but
-// nothing to gain: each load there waits on memory, not on L1).
+// Rows [i0, i0 + MR) x vectors [c0, c0 + NV) of O += P V over keys [j0, j0 + nk), P's rows ld_p
+// apart (element I of the tile is row I / NV, vector I % NV, as in the prefill's MicroTileOf; a
+// parameter pack, not an array, as SVE needs). init as Gemm's: O starts from zero, from alpha O
+// (alpha[row]), or as it is (a later chunk of keys). kHold: per key, each vector of V is loaded
+// (and widened) once, into a register, for the MR rows' multiply-adds. Left to itself GCC loads
+// fp32 values once per row, as memory operands of the multiply-adds: MR loads of L1 per vector,
+// which bound the row groups that read V from L1 (measured at 16 rows per K/V head: 13 % of the
+// decode time). The row group that reads V from memory keeps GCC's memory operands: held in
+// registers there, the 1-query step measured 3-9 % slower in two rounds of one run (within this
+// host's noise, but nothing to gain: each load there waits on memory, not on L1).
 template <class P, int MR, int NV, bool kHold, class Rows, std::size_t... I, std::size_t... C>
-HWY_INLINE void ValueTileOf(const float* p, Rows v, std::int64_t ld_v, std::int64_t c0,
-                            std::int64_t j0, std::int64_t nk, float* o, std::int64_t ld_o,
-                            Gemm::Init init, const float* alpha, std::index_sequence<I...>,
-                            std::index_sequence<C...>) {
+HWY_INLINE void ValueTileOf(const float* p, std::int64_t ld_p, Rows v, std::int64_t ld_v,
+                            std::int64_t c0, std::int64_t j0, std::int64_t nk, float* o,
+                            std::int64_t ld_o, Gemm::Init init, const float* alpha,
+                            std::index_sequence<I...>, std::index_sequence<C...>) {
   constexpr std::int64_t L = P::kLanes;
   constexpr std::int64_t kRow[] = {std::int64_t(I / NV)...}, kVec[] = {std::int64_t(I % NV)...};
   [&](auto... acc) HWY_ATTR __attribute__((always_inline)) {
@@ -396,8 +396,7 @@ HWY_INLINE void ValueTileOf(const float* p, Rows v, std::int64_t ld_v, std::int6
       const auto column = [&](auto c) HWY_ATTR __attribute__((always_inline)) {
         auto x = ValueVector<P>(v, ld_v, j, c0 + c());
         if constexpr (kHold) x = InRegister(x);
-        ((kVec[I] == c() ? void(acc = P::MulAdd(P::Set(p[kRow[I] * kDecodeTile + j]), x, acc))
-                         : void()),
+        ((kVec[I] == c() ? void(acc = P::MulAdd(P::Set(p[kRow[I] * ld_p + j]), x, acc)) : void()),
          ...);
       };
       (column(std::integral_constant<std::int64_t, std::int64_t(C)>()), ...);
@@ -408,16 +407,18 @@ HWY_INLINE void ValueTileOf(const float* p, Rows v, std::int64_t ld_v, std::int6
 }
 
 template <class P, int MR, int NV, bool kHold, class Rows>
-void ValueTile(const float* p, Rows v, std::int64_t ld_v, std::int64_t c0, std::int64_t j0,
-               std::int64_t nk, float* o, std::int64_t ld_o, Gemm::Init init, const float* alpha) {
-  ValueTileOf<P, MR, NV, kHold>(p, v, ld_v, c0, j0, nk, o, ld_o, init, alpha,
+void ValueTile(const float* p, std::int64_t ld_p, Rows v, std::int64_t ld_v, std::int64_t c0,
+               std::int64_t j0, std::int64_t nk, float* o, std::int64_t ld_o, Gemm::Init init,
+               const float* alpha) {
+  ValueTileOf<P, MR, NV, kHold>(p, ld_p, v, ld_v, c0, j0, nk, o, ld_o, init, alpha,
                                 std::make_index_sequence<MR * NV>(),
                                 std::make_index_sequence<NV>());
 }
 
 template <class Rows>
-using ValueTileFn = void (*)(const float*, Rows, std::int64_t, std::int64_t, std::int64_t,
-                             std::int64_t, float*, std::int64_t, Gemm::Init, const float*);
+using ValueTileFn = void (*)(const float*, std::int64_t, Rows, std::int64_t, std::int64_t,
+                             std::int64_t, std::int64_t, float*, std::int64_t, Gemm::Init,
+                             const float*);
 
 // Every tile shape up to MR x NV, for the edges of O.
 template <class P, int MR, int NV, bool kHold, class Rows, std::size_t... I>
@@ -455,7 +456,7 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
         for (std::int64_t i0 = 0; i0 < rows; i0 += MR) {
           const std::int64_t mr = std::min<std::int64_t>(MR, rows - i0);
           (i0 == 0 ? kFromMemory : kFromL1)[(mr - 1) * NV + (nv - 1)](
-              w.scores + i0 * kDecodeTile, v, d_v, c0, j0, kc, acc + i0 * g.ld_acc + c0 * L,
+              w.scores + i0 * w.tile, w.tile, v, d_v, c0, j0, kc, acc + i0 * g.ld_acc + c0 * L,
               g.ld_acc, j0 == 0 ? init : Gemm::Init::kLoad, w.rescale + i0);
         }
       }
@@ -467,7 +468,7 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
                .n_vec = g.ld_acc / L,
                .k = std::min(kWidenKeys, nk - j0),
                .a = w.scores + j0,
-               .a_row = kDecodeTile,
+               .a_row = w.tile,
                .a_col = 1,
                .b = w.v_pack,
                .ldb = g.ld_acc,
@@ -498,7 +499,7 @@ template <class P, class E, bool kProbe>
 void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry& g,
                  const DecodeBlock& blk, std::int64_t split, const DecodePartials& partials,
                  const DecodeScratch& w) {
-  static_assert(kPartialAlign % P::kLanes == 0 && kDecodeTile % P::kLanes == 0);
+  static_assert(kPartialAlign % P::kLanes == 0 && kDecodeUnit % P::kLanes == 0);
   const Shape& s = a.shape;
   // Rows of plain elements (fp32, 16-bit) may take the query-lanes layout; a format whose rows
   // carry a scale (int8) scores a block of any size with its own ScoreRows.
@@ -523,8 +524,8 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
   const auto v = KvRows<E>(kv.v) + blk.kv * s.n_kv * s.d_v;
   const std::int64_t first = split * g.keys_per_split;
   const std::int64_t end = std::min(s.n_kv, first + g.keys_per_split);
-  for (std::int64_t key0 = first; key0 < end; key0 += kDecodeTile) {
-    const std::int64_t nk = std::min(kDecodeTile, end - key0);
+  for (std::int64_t key0 = first; key0 < end; key0 += g.tile) {
+    const std::int64_t nk = std::min(g.tile, end - key0);
     if constexpr (kElementRows) {
       if (query_lanes) ScoreRowsQueryLanes<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk);
     }

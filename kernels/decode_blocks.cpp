@@ -14,13 +14,16 @@ constexpr std::int64_t kProbeSums = 6;  // RowStats' double sums
 DecodeScratch carve(Carver& c, const Shape& s, const DecodeGeometry& g) {
   DecodeScratch w{};
   w.ld_q = round_up(s.d_k, kPartialAlign);
+  w.tile = g.tile;
   w.q = c.floats(kDecodeRows * w.ld_q);
-  w.scores = c.floats(kDecodeRows * kDecodeTile);
+  w.scores = c.floats(kDecodeScores);
   w.k_pack = c.floats(kPartialAlign * w.ld_q);
   w.v_pack = c.floats(kDepthChunk * g.ld_acc);
   w.dots = c.floats(kMaxScoreRows * kPartialAlign * kPartialAlign);
   w.q_t = c.floats(w.ld_q * kDecodeRows);
-  w.scores_t = c.floats(kDecodeTile * kDecodeRows);
+  // Only blocks of kQueryLanesRows rows or more use it: tiles of kDecodeScores / kQueryLanesRows
+  // keys at most.
+  w.scores_t = c.floats(kDecodeScores / kQueryLanesRows * kDecodeRows);
   w.merged = c.floats(g.ld_acc);
   carve_row_stats(c, w);
   return w;
@@ -38,10 +41,12 @@ DecodeGeometry::DecodeGeometry(const Shape& s) {
   blocks = s.kv_batch_heads() * blocks_per_kv;
   max_rows = heads_per_block * s.n_q;
   // The last query row sees every key (the causal mask is aligned to the end), so every block
-  // walks all n_kv of them, in splits of whole tiles.
-  const std::int64_t tiles = ceil_div(s.n_kv, kDecodeTile);
-  keys_per_split = ceil_div(tiles, std::min(tiles, kMaxSplits)) * kDecodeTile;
+  // walks all n_kv of them, in splits of whole units.
+  const std::int64_t units = ceil_div(s.n_kv, kDecodeUnit);
+  keys_per_split = ceil_div(units, std::min(units, kMaxSplits)) * kDecodeUnit;
   splits = ceil_div(s.n_kv, keys_per_split);
+  tile = std::min(keys_per_split,
+                  std::max(kDecodeUnit, kDecodeScores / max_rows / kDecodeUnit * kDecodeUnit));
   ld_acc = round_up(s.d_v, kPartialAlign);
 }
 

@@ -22,13 +22,20 @@ namespace sdpa::detail {
 // Most rows of a decode block, and the query rows per head up to which a shape takes the decode
 // path: scores of up to 16 rows cost what a padded 48-row block costs at a third of the rows.
 inline constexpr std::int64_t kDecodeRows = 16;
-// Keys whose scores a block holds at once (a multiple of every target's lanes): 16 rows x 256
-// floats is 16 KiB, in L1 while the tile's values pass under it.
-inline constexpr std::int64_t kDecodeTile = 256;
+// Scores a block holds at once: 16 KiB, in L1 while the tile's values pass under them. A tile
+// is as many keys as fit (DecodeGeometry::tile): 256 for 16 rows, 1024 for 4. Each tile
+// switches the stream from K (scores) to V (P V) and back, so longer tiles switch less: at 4
+// rows per K/V head, 1024-key tiles rather than 256 made the fp32 decode 2-16 % and the int8
+// one 12-23 % faster (measured, 32/8 heads x 16 384 keys; why a switch costs, presumably the
+// memory stream starting afresh, this VM's lack of cycle counters left unmeasured). At 16 rows
+// they were 15-60 % slower: the scores no longer fit in L1.
+inline constexpr std::int64_t kDecodeScores = 4096;
+// Keys are split and tiled in whole units of this many (a multiple of every target's lanes).
+inline constexpr std::int64_t kDecodeUnit = 256;
 // Most splits per block. Enough items for 2-3 threads even with one K/V head; fewer than the
-// tiles of a long cache, so the merge (a row of d_v per split) stays far below the stream over
-// K and V (kDecodeTile x (d_k + d_v) per tile), and the partials stay small.
-inline constexpr std::int64_t kMaxSplits = 32;
+// units of a long cache, so the merge (a row of d_v per split) stays far below the stream over
+// K and V, the partials stay small, and a split of a 16 384-key cache holds a 1024-key tile.
+inline constexpr std::int64_t kMaxSplits = 16;
 // Most query rows whose scores one pass over a group of keys computes (HwyLanes::kScoreRows).
 inline constexpr std::int64_t kMaxScoreRows = 4;
 // Rows of a block from which its scores are computed with the queries along the lanes (the
@@ -54,7 +61,8 @@ struct DecodeGeometry {
   std::int64_t blocks_per_kv;    // blocks of one group (the last may have fewer heads)
   std::int64_t blocks;           // all blocks, K/V head-major
   std::int64_t max_rows;         // rows of the largest block
-  std::int64_t keys_per_split;   // whole tiles
+  std::int64_t keys_per_split;   // whole units
+  std::int64_t tile;             // keys per tile: whole units, kDecodeScores / max_rows at most
   std::int64_t splits;           // per block; every row of a block may see up to n_kv keys
   std::int64_t ld_acc;           // floats per partial output row: d_v rounded to kPartialAlign
   DecodeBlock block(std::int64_t index, const Shape& s) const;
@@ -89,16 +97,17 @@ class DecodePartials {
 // output row.
 struct DecodeScratch : RowStats {
   float* q;         // [kDecodeRows][ld_q]: scale * Q of the block, zero past d_k
-  float* scores;    // [kDecodeRows][kDecodeTile]: S of one key tile, overwritten by P
+  float* scores;    // [rows][tile] (kDecodeScores): S of one key tile, overwritten by P
   float* k_pack;    // [kPartialAlign][ld_q]: a group of keys padded to whole vectors and lanes,
                     // a slice of keys for the query-lanes product, or int8's quantised Q
   float* v_pack;    // [kDepthChunk][ld_acc]: values padded when d_v is not whole vectors
   float* dots;      // [kMaxScoreRows][kPartialAlign][kPartialAlign]: partial dot products of a
                     // group of keys
   float* q_t;       // [ld_q][kDecodeRows]: scale * Q^T of the block (queries along the lanes)
-  float* scores_t;  // [kDecodeTile][kDecodeRows]: S^T of one key tile, before its transpose
+  float* scores_t;  // [tile][kDecodeRows]: S^T of one key tile, before its transpose
   float* merged;    // [ld_acc]: one row's merged output
   std::int64_t ld_q;
+  std::int64_t tile;  // DecodeGeometry::tile: keys per tile, and the stride of scores' rows
 };
 std::int64_t decode_scratch_floats(const Shape& s, const DecodeGeometry& g);
 DecodeScratch carve_decode_scratch(float* base, const Shape& s, const DecodeGeometry& g);

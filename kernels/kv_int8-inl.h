@@ -73,7 +73,7 @@ HWY_INLINE typename P::V ValueVector(const Int8Rows& v, std::int64_t, std::int64
   return WidenScaled(v.data + j * v.ld + c * P::kLanes, P::Set(v.scale[j]));
 }
 
-// S [rows][kDecodeTile] = (scale Q) K^T for keys [0, nk) of k: the block's packed rows w.q
+// S [rows][w.tile] = (scale Q) K^T for keys [0, nk) of k: the block's packed rows w.q
 // quantised per row into w.k_pack (int8, rows of d4) with their scales in w.dots, both free in
 // this path (the fp32 path's key groups and partial sums), then k.scores.
 template <class P>
@@ -88,7 +88,7 @@ void ScoreRows(const DecodeScratch& w, std::int64_t rows, const Int8Rows& k, std
     w.dots[i] = quantise_row(w.q + i * w.ld_q, d_k, qi);
     std::fill(qi + d_k, qi + k.ld, std::int8_t{0});
   }
-  k.scores(q, k.ld, w.dots, rows, k.data, k.scale, k.ld, nk, w.scores, kDecodeTile);
+  k.scores(q, k.ld, w.dots, rows, k.data, k.scale, k.ld, nk, w.scores, w.tile);
 }
 
 }  // namespace sdpa::detail::HWY_NAMESPACE

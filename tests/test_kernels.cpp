@@ -356,9 +356,10 @@ TEST_CASE("every kernel matches the fp64 reference on grouped-query and decode s
   // Query heads share K/V heads in groups (MHA: group 1; MQA: all heads one group), and few
   // query rows per head take flash's decode path: the group's rows packed into one block (at
   // most 16 rows: 4 heads x 5 rows make two blocks of 2 heads), keys in splits of whole
-  // 256-key tiles, at most 32 splits (9000 keys: 18 splits of 512, the last short), merged in
-  // order. With causal masking aligned to the end, a decode row sees the whole cache and the
-  // rows before it; with n_q > n_kv the first rows see nothing.
+  // 256-key units, at most 16 splits, each in tiles of as many units as the block's scores fit
+  // in 4096 floats (1024 keys at 4 rows, 256 at 16), merged in order. With causal masking
+  // aligned to the end, a decode row sees the whole cache and the rows before it; with
+  // n_q > n_kv the first rows see nothing.
   struct Grouped {
     std::int64_t batch, heads_q, heads_kv, n_q, n_kv, d_k, d_v;
   };
@@ -374,7 +375,9 @@ TEST_CASE("every kernel matches the fp64 reference on grouped-query and decode s
       {1, 7, 1, 1, 260, 72, 40},    // a group of 7 (28 / 4 heads); d not whole vectors
       {1, 2, 2, 16, 40, 16, 8},     // 16 rows, the most of a decode block
       {1, 4, 2, 5, 2, 8, 3},        // n_q > n_kv: rows 0..2 see no key
-      {1, 2, 1, 2, 9000, 1, 8},     // 36 tiles: 18 splits of two tiles
+      {1, 2, 1, 2, 9000, 1, 8},     // 4 rows: 12 splits of 768 (one tile each), the last short
+      {1, 8, 1, 1, 9000, 16, 8},    // 8 rows: splits of 768 in tiles of 512 and 256
+      {1, 16, 1, 1, 5000, 16, 8},   // 16 rows: 10 splits of two 256-key tiles, the last short
       {2, 6, 2, 100, 150, 32, 24},  // prefill with groups (query blocks of one head), batch 2
       {1, 4, 1, 60, 61, 48, 48},    // prefill, MQA
   };
@@ -458,7 +461,7 @@ TEST_CASE("the tiled rungs give the same bits on any thread count") {
       {.batch_heads = 4, .n_q = 70, .n_kv = 90, .d_k = 16, .d_v = 8, .group = 2},
       {.batch_heads = 8, .n_q = 1, .n_kv = 2000, .d_k = 64, .d_v = 32, .group = 4},
       {.batch_heads = 3, .n_q = 4, .n_kv = 300, .d_k = 40, .d_v = 24, .group = 3},
-      // MQA 8/1 in a batch of 2, 20 splits of two tiles, the last short
+      // MQA 8/1 in a batch of 2: 14 splits of 768 keys (tiles of 512 and 256), the last short
       {.batch_heads = 16, .n_q = 1, .n_kv = 10000, .d_k = 32, .d_v = 16, .group = 8}};
   for (const Shape& s : shapes) {
     const auto [q, k, v] = random_inputs(s, 1, 9);
