@@ -26,8 +26,8 @@ inline constexpr std::int64_t kDecodeRows = 16;
 // is as many keys as fit (DecodeGeometry::tile): 256 for 16 rows, 1024 for 4. Each tile
 // switches the stream from K (scores) to V (P V) and back, so longer tiles switch less: at 4
 // rows per K/V head, 1024-key tiles rather than 256 made the fp32 decode 2-16 % and the int8
-// one 12-23 % faster (measured, 32/8 heads x 16 384 keys; why a switch costs, presumably the
-// memory stream starting afresh, this VM's lack of cycle counters left unmeasured). At 16 rows
+// one 12-23 % faster (measured, 32/8 heads x 16 384 keys; what a switch costs, presumably the
+// memory stream starting afresh, was not measured: this VM has no cycle counters). At 16 rows
 // they were 15-60 % slower: the scores no longer fit in L1.
 inline constexpr std::int64_t kDecodeScores = 4096;
 // Keys are split and tiled in whole units of this many (a multiple of every target's lanes).
