@@ -16,14 +16,13 @@ DecodeScratch carve(Carver& c, const Shape& s, const DecodeGeometry& g) {
   w.ld_q = round_up(s.d_k, kPartialAlign);
   w.tile = g.tile;
   w.q = c.floats(kDecodeRows * w.ld_q);
-  w.scores = c.floats(kDecodeScores);
+  w.scores = c.floats(g.max_rows * g.tile);
   w.k_pack = c.floats(kPartialAlign * w.ld_q);
   w.v_pack = c.floats(kDepthChunk * g.ld_acc);
   w.dots = c.floats(kMaxScoreRows * kPartialAlign * kPartialAlign);
   w.q_t = c.floats(w.ld_q * kDecodeRows);
-  // Only blocks of kQueryLanesRows rows or more use it: tiles of kDecodeScores / kQueryLanesRows
-  // keys at most.
-  w.scores_t = c.floats(kDecodeScores / kQueryLanesRows * kDecodeRows);
+  // Only blocks of kQueryLanesRows rows or more transpose their scores.
+  w.scores_t = c.floats(g.max_rows >= kQueryLanesRows ? g.tile * kDecodeRows : 0);
   w.merged = c.floats(g.ld_acc);
   carve_row_stats(c, w);
   return w;

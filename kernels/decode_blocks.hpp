@@ -97,14 +97,15 @@ class DecodePartials {
 // output row.
 struct DecodeScratch : RowStats {
   float* q;         // [kDecodeRows][ld_q]: scale * Q of the block, zero past d_k
-  float* scores;    // [rows][tile] (kDecodeScores): S of one key tile, overwritten by P
+  float* scores;    // [max_rows][tile]: S of one key tile, overwritten by P
   float* k_pack;    // [kPartialAlign][ld_q]: a group of keys padded to whole vectors and lanes,
                     // a slice of keys for the query-lanes product, or int8's quantised Q
   float* v_pack;    // [kDepthChunk][ld_acc]: values padded when d_v is not whole vectors
   float* dots;      // [kMaxScoreRows][kPartialAlign][kPartialAlign]: partial dot products of a
                     // group of keys
   float* q_t;       // [ld_q][kDecodeRows]: scale * Q^T of the block (queries along the lanes)
-  float* scores_t;  // [tile][kDecodeRows]: S^T of one key tile, before its transpose
+  float* scores_t;  // [tile][kDecodeRows]: S^T of one key tile, before its transpose (blocks of
+                    // kQueryLanesRows rows or more only)
   float* merged;    // [ld_acc]: one row's merged output
   std::int64_t ld_q;
   std::int64_t tile;  // DecodeGeometry::tile: keys per tile, and the stride of scores' rows

@@ -376,7 +376,7 @@ TEST_CASE("every kernel matches the fp64 reference on grouped-query and decode s
       {1, 2, 2, 16, 40, 16, 8},     // 16 rows, the most of a decode block
       {1, 4, 2, 5, 2, 8, 3},        // n_q > n_kv: rows 0..2 see no key
       {1, 2, 1, 2, 9000, 1, 8},     // 4 rows: 12 splits of 768 (one tile each), the last short
-      {1, 8, 1, 1, 9000, 16, 8},    // 8 rows: splits of 768 in tiles of 512 and 256
+      {1, 8, 1, 1, 9000, 16, 8},    // 8 rows (queries along the lanes): tiles of 512 and 256
       {1, 7, 1, 1, 9000, 16, 8},    // 7 rows (keys along the lanes): tiles of 512 and 256
       {2, 6, 2, 100, 150, 32, 24},  // prefill with groups (query blocks of one head), batch 2
       {1, 4, 1, 60, 61, 48, 48},    // prefill, MQA
