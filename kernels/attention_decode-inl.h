@@ -504,7 +504,7 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
   // Rows of plain elements (fp32, 16-bit) may take the query-lanes layout; a format whose rows
   // carry a scale (int8) scores a block of any size with its own ScoreRows.
   constexpr bool kElementRows = !requires { E::kScaledRows; };
-  const bool query_lanes = kElementRows && blk.rows >= kQueryLanesRows;
+  const bool query_lanes = kElementRows && takes_query_lanes(blk.rows);
   for (std::int64_t i = 0; i < blk.rows; ++i) {
     const float* q = a.q + (blk.first_row + i) * s.d_k;
     for (std::int64_t c = 0; c < s.d_k; ++c) w.q[i * w.ld_q + c] = a.scale * q[c];

@@ -21,8 +21,7 @@ DecodeScratch carve(Carver& c, const Shape& s, const DecodeGeometry& g) {
   w.v_pack = c.floats(kDepthChunk * g.ld_acc);
   w.dots = c.floats(kMaxScoreRows * kPartialAlign * kPartialAlign);
   w.q_t = c.floats(w.ld_q * kDecodeRows);
-  // Only blocks of kQueryLanesRows rows or more transpose their scores.
-  w.scores_t = c.floats(g.max_rows >= kQueryLanesRows ? g.tile * kDecodeRows : 0);
+  w.scores_t = c.floats(takes_query_lanes(g.max_rows) ? g.tile * kDecodeRows : 0);
   w.merged = c.floats(g.ld_acc);
   carve_row_stats(c, w);
   return w;

@@ -42,6 +42,9 @@ inline constexpr std::int64_t kMaxScoreRows = 4;
 // prefill's Gemm on K and the transposed queries, d_k multiply-adds per key for up to a vector
 // of rows) rather than the keys (d_k / L per key and row, plus a transpose-reduce per row).
 inline constexpr std::int64_t kQueryLanesRows = 8;
+// Whether a block of `rows` rows of plain elements takes that layout: the rule DecodeSplit follows
+// and the scratch is carved for (scores_t only where some block may take it).
+inline constexpr bool takes_query_lanes(std::int64_t rows) { return rows >= kQueryLanesRows; }
 // Partial output rows are padded to this many floats: a multiple of every target's lanes, so
 // one layout (and decode_workspace_bytes) serves every target.
 inline constexpr std::int64_t kPartialAlign = 16;
