@@ -264,6 +264,12 @@ void TiledForward(const ForwardArgs& a, std::int64_t key_tile) {
       a.probes ? &AttendBlock<P, Products, true> : &AttendBlock<P, Products, false>);
 }
 
+// TiledForward<HwyLanes>, compiled once per target, in simd.cpp: flash and the prefill of the K/V
+// formats call it rather than instantiating the template again in their own units (each copy
+// took about 40 s to compile under the sanitizers). Every foreach_target unit of sdpa_kernels has
+// the same targets (CMake), so each target's copy exists.
+void HwyTiledForward(const ForwardArgs& a, std::int64_t key_tile);
+
 }  // namespace sdpa::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 

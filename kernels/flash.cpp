@@ -27,7 +27,7 @@ void FlashForward(const ForwardArgs& a) {
   if (is_decode_shape(a.shape))
     DecodeForward<HwyLanes>(a);
   else
-    TiledForward<HwyLanes>(a, kFlashKeys);
+    HwyTiledForward(a, kFlashKeys);
 }
 
 }  // namespace sdpa::detail::HWY_NAMESPACE

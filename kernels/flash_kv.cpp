@@ -52,7 +52,7 @@ void KvForward(const ForwardArgs& a) {
   ForwardArgs wide = a;
   wide.k = kw.data();
   wide.v = vw.data();
-  TiledForward<HwyLanes>(wide, kFlashKeys);
+  HwyTiledForward(wide, kFlashKeys);
 }
 
 void KvF16Forward(const ForwardArgs& a) { KvForward<hwy::float16_t, KvFormat::kF16>(a); }

@@ -59,7 +59,7 @@ void Int8Forward(const ForwardArgs& a, Int8ScoresFn scores) {
   wide.k = kw.data();
   wide.v = vw.data();
   wide.stored_kv = nullptr;
-  TiledForward<HwyLanes>(wide, kFlashKeys);
+  HwyTiledForward(wide, kFlashKeys);
 }
 
 void KvInt8Forward(const ForwardArgs& a) { Int8Forward(a, &int8_scores_portable); }

@@ -20,7 +20,11 @@
 HWY_BEFORE_NAMESPACE();
 namespace sdpa::detail::HWY_NAMESPACE {
 
-void SimdForward(const ForwardArgs& a) { TiledForward<HwyLanes>(a, a.shape.n_kv); }
+void HwyTiledForward(const ForwardArgs& a, std::int64_t key_tile) {
+  TiledForward<HwyLanes>(a, key_tile);
+}
+
+void SimdForward(const ForwardArgs& a) { HwyTiledForward(a, a.shape.n_kv); }
 
 }  // namespace sdpa::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
