@@ -91,12 +91,10 @@ bool wait_for_journal(const std::string& journal, std::size_t lines,
 
 }  // namespace
 
-// The release build covers the kill moments (24 points); the sanitized and emulated builds, whose
-// runs start several and tens of times slower, check the same paths at fewer of them (the first
-// is killed while starting, every other one is killed again while resuming).
-#ifdef SDPA_EMULATED
-constexpr int kKillPoints = 4;
-#elif defined(SDPA_SANITIZE)
+// The release build covers the kill moments (24 points); the sanitized build, whose runs start
+// several times slower, checks the same paths at fewer of them (the first is killed while
+// starting, every other one is killed again while resuming).
+#ifdef SDPA_SANITIZE
 constexpr int kKillPoints = 8;
 #else
 constexpr int kKillPoints = 24;
@@ -205,7 +203,7 @@ TEST_CASE("SIGINT and SIGTERM stop between cells with exit 130 and 143 and the r
 TEST_CASE("a second interrupt stops at once and leaves a journal that resumes") {
   TempDir dir;
   // One cell of about a second, so both interrupts arrive while it runs.
-#if defined(SDPA_SANITIZE) || defined(SDPA_EMULATED)
+#ifdef SDPA_SANITIZE
   const std::string trials = "100";
 #else
   const std::string trials = "400";
