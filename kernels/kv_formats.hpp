@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bf16.hpp"
+#include "sdpa/aligned.hpp"
 #include "sdpa/kernels.hpp"
 
 namespace sdpa::detail {
@@ -64,7 +65,7 @@ enum class KvFormat { kF16, kBf16 };
 struct StoredKv16 : StoredKv {
   KvFormat format;
   Shape shape;
-  std::vector<std::uint16_t> k, v;
+  AlignedVector<std::uint16_t> k, v;
 };
 
 // Whether a cache stored for shape x serves a call of shape y: the same K and V (n_q may differ).

@@ -29,6 +29,7 @@
 #include <memory>
 #include <vector>
 
+#include "sdpa/aligned.hpp"
 #include "sdpa/kernels.hpp"
 
 namespace sdpa::detail {
@@ -96,8 +97,8 @@ float int8_dot_chains(std::int64_t steps);
 // K and V of one shape in the layout above, with their scales ([kv head][n_kv] each).
 struct StoredKvInt8 : StoredKv {
   Shape shape;
-  std::vector<std::int8_t> k, v;
-  std::vector<float> k_scale, v_scale;
+  AlignedVector<std::int8_t> k, v;
+  AlignedVector<float> k_scale, v_scale;
   std::int64_t d4 = 0;  // int8_depth(d_k): bytes per K row
 };
 

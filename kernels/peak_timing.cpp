@@ -8,6 +8,7 @@
 #include <memory>
 #include <utility>
 
+#include "sdpa/aligned.hpp"
 #include "sdpa/peak.hpp"
 
 namespace sdpa::peak {
@@ -51,11 +52,13 @@ std::vector<double> measure_triad(std::string_view isa, int threads, double foot
   const auto n =
       std::max<std::int64_t>(1 << 20, std::llround(footprint_bytes / (3 * sizeof(float))));
   // Uninitialised: each thread's first touch below places its slice's pages.
-  const std::unique_ptr<float[]> x_mem(new float[std::size_t(n)]), y_mem(new float[std::size_t(n)]),
-      z_mem(new float[std::size_t(n)]);
+  const AlignedFloats x_mem = aligned_floats(n), y_mem = aligned_floats(n),
+                      z_mem = aligned_floats(n);
   float *x = x_mem.get(), *y = y_mem.get(), *z = z_mem.get();
+  // Slices start on a cache line, as the arrays do.
   auto slice = [n](int i, int team) {
-    return std::pair<std::int64_t, std::int64_t>{n * i / team, n * (i + 1) / team};
+    const auto edge = [&](int j) { return j == team ? n : n * j / team / 16 * 16; };
+    return std::pair<std::int64_t, std::int64_t>{edge(i), edge(i + 1)};
   };
   timed_parallel(threads, [&](int i, int team) {
     const auto [lo, hi] = slice(i, team);

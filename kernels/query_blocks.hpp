@@ -10,6 +10,7 @@
 #include <memory>
 #include <new>
 
+#include "sdpa/aligned.hpp"
 #include "sdpa/kernels.hpp"
 
 namespace sdpa::detail {
@@ -86,15 +87,6 @@ class Carver {
 };
 
 void carve_row_stats(Carver& c, RowStats& w);
-
-// A 64-byte-aligned array of floats, freed as it was allocated.
-struct AlignedFree {
-  void operator()(float* p) const { ::operator delete[](p, std::align_val_t(64)); }
-};
-using AlignedFloats = std::unique_ptr<float[], AlignedFree>;
-inline AlignedFloats aligned_floats(std::int64_t n) {
-  return AlignedFloats(new (std::align_val_t(64)) float[std::size_t(std::max<std::int64_t>(n, 1))]);
-}
 
 // Depth of one GEMM pass (BLIS's k_c): keys in O += P V, d_k in S^T = K Q^T. The B rows of a
 // pass (values, or the block's queries) stay in L1/L2 while every register tile reuses them.

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "sdpa/aligned.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/peak.hpp"
 
@@ -43,7 +44,7 @@ std::string peak_isa(const sdpa::Kernel& k) {
 }
 
 struct Tensors {
-  std::vector<float> q, k, v, out, lse, d_out, d_q, d_k, d_v;
+  sdpa::AlignedVector<float> q, k, v, out, lse, d_out, d_q, d_k, d_v;
   explicit Tensors(const sdpa::Shape& s) {
     std::mt19937 rng(1);
     std::normal_distribution<float> n01;

@@ -45,6 +45,7 @@
 #include "kernels_under_test.hpp"
 #include "kv_formats.hpp"
 #include "kv_int8.hpp"
+#include "sdpa/aligned.hpp"
 #include "sdpa/kernels.hpp"
 
 namespace {
@@ -788,6 +789,27 @@ TEST_CASE("a stored int8 K/V of another format or shape is refused") {
   shorter.shape.n_kv = 4;
   CHECK_THROWS_AS(int8->forward(shorter), std::invalid_argument);
   CHECK_NOTHROW(int8->forward(a));
+}
+
+// A stored cache starts its K and V on a cache line (sdpa/aligned.hpp), as the timing kind's
+// tensors do: at sizes (4-8 MiB here) where malloc's blocks, and so std::vector's, start 16 bytes
+// past a page, every 64-byte load of a K row would straddle two lines.
+TEST_CASE("stored K and V start on a cache line, as AlignedVector's elements do") {
+  const auto on_line = [](const void* p) { return std::uintptr_t(p) % sdpa::kCacheLine == 0; };
+  const Shape s{.batch_heads = 8, .n_q = 1, .n_kv = 2048, .d_k = 128, .d_v = 128};
+  sdpa::AlignedVector<float> x(std::size_t(s.k_elements()), 0.5f),
+      out(std::size_t(s.out_elements()));
+  CHECK(on_line(x.data()));
+  CHECK(on_line(sdpa::aligned_floats(1000).get()));
+  sdpa::ForwardArgs a{.shape = s, .q = x.data(), .k = x.data(), .v = x.data(), .out = out.data()};
+  const auto f16 = sdpa::find_kernel("flash-kv-f16")->store_kv(a);
+  const auto& kv16 = dynamic_cast<const sdpa::detail::StoredKv16&>(*f16);
+  CHECK(on_line(kv16.k.data()));
+  CHECK(on_line(kv16.v.data()));
+  const auto int8 = sdpa::find_kernel("flash-kv-int8")->store_kv(a);
+  const auto& kv8 = dynamic_cast<const sdpa::detail::StoredKvInt8&>(*int8);
+  CHECK(on_line(kv8.k.data()));
+  CHECK(on_line(kv8.v.data()));
 }
 
 TEST_CASE("worst low-precision error relative to its bound, over the cases above") {

@@ -15,6 +15,7 @@
 #include "checks.hpp"
 #include "kinds.hpp"
 #include "peak_measure.hpp"
+#include "sdpa/aligned.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/nonparametric.hpp"
 #include "sdpa/peak.hpp"
@@ -94,7 +95,7 @@ struct TimingCell {
 
 // The tensors of one cell; inputs drawn from the cell's Philox stream like every experiment's.
 struct Tensors {
-  std::vector<float> q, k, v, out, lse, d_out, d_q, d_k, d_v;
+  AlignedVector<float> q, k, v, out, lse, d_out, d_q, d_k, d_v;
 
   Tensors(const TimingCell& c, const StreamKey& key)
       : q(c.shape.q_elements()),
