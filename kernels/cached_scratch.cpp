@@ -9,6 +9,11 @@ namespace {
 thread_local std::vector<CachedScratch*> t_caches;
 }  // namespace
 
+float* kept_input(KeptInput which, std::int64_t n) {
+  thread_local CachedScratch t_inputs[3];
+  return t_inputs[static_cast<int>(which)].floats(n);
+}
+
 CachedScratch::CachedScratch() { t_caches.push_back(this); }
 
 CachedScratch::~CachedScratch() { std::erase(t_caches, this); }

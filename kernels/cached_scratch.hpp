@@ -29,6 +29,14 @@ class CachedScratch {
   std::int64_t size_ = 0;
 };
 
+// The calling thread's kept copy of one input of a call, as a kernel that rounds or widens its
+// inputs on entry holds them (flash-bf16; the prefill path of the K/V storage formats): a
+// CachedScratch per input. At 8 heads x 4096 x 128 (16 MiB per input), allocating them on every
+// call took 130-200 ms of flash-bf16's 210-275 ms on this project's VM, page faults of fresh memory
+// (measured; 75 ms with the memory kept). A call uses them for its duration only.
+enum class KeptInput { kQ, kK, kV };
+float* kept_input(KeptInput which, std::int64_t n);  // 64-byte aligned, contents unspecified
+
 // Rows of one product of a composed peer (eigen, blas): the query rows of every head of a
 // group, stacked, since they share K and V (one GEMM per K/V head reads K and V once, as a
 // framework's grouped-query path does). Q and O hold them consecutively.

@@ -12,13 +12,16 @@
 //    accumulated odd element first, as vdpbf16ps does (bf16.hpp), so both give the same bits.
 // Entries take fp32 tensors like every kernel; the rounding on entry costs O(n d) of the
 // O(n^2 d) work.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
 #include "bf16.hpp"
+#include "cached_scratch.hpp"
 #include "registry_entries.hpp"
 #include "sdpa/kernels.hpp"
 
@@ -135,9 +138,10 @@ std::int64_t BeginUnscaled(const ForwardArgs& a, const QueryBlock& blk, const Bl
 }
 
 // The inputs of a call as the products read them, with the call's arguments pointing at them:
-// d_k rounded up to even (zero padding adds exact zeros), n_kv padded the same way in V.
+// d_k rounded up to even (zero padding adds exact zeros), n_kv padded the same way in V. The
+// calling thread's kept inputs (kept_input), so that a call does not pay for fresh pages.
 struct Prepared {
-  std::vector<float> q, k, v;
+  std::span<float> q, k, v;
   ForwardArgs args;
 };
 
@@ -146,16 +150,20 @@ struct Prepared {
 Prepared RoundInputs(const ForwardArgs& a, std::int64_t ld_v) {
   const Shape& s = a.shape;
   const std::int64_t dk2 = round_up(s.d_k, 2), nkv2 = round_up(s.n_kv, 2);
-  Prepared p;
-  p.q.resize(s.batch_heads * s.n_q * dk2);
-  p.k.resize(s.kv_batch_heads() * s.n_kv * dk2);
-  p.v.assign(s.kv_batch_heads() * nkv2 * ld_v, 0.0f);
+  const auto kept = [](KeptInput which, std::int64_t n) {
+    return std::span<float>(kept_input(which, n), std::size_t(n));
+  };
+  Prepared p{.q = kept(KeptInput::kQ, s.batch_heads * s.n_q * dk2),
+             .k = kept(KeptInput::kK, s.kv_batch_heads() * s.n_kv * dk2),
+             .v = kept(KeptInput::kV, s.kv_batch_heads() * nkv2 * ld_v),
+             .args = a};
   RoundRows(a.q, s.rows(), s.d_k, p.q.data(), dk2, a.threads);
   RoundRows(a.k, s.kv_batch_heads() * s.n_kv, s.d_k, p.k.data(), dk2, a.threads);
-  for (std::int64_t h = 0; h < s.kv_batch_heads(); ++h)
-    RoundRows(a.v + h * s.n_kv * s.d_v, s.n_kv, s.d_v, p.v.data() + h * nkv2 * ld_v, ld_v,
-              a.threads);
-  p.args = a;
+  for (std::int64_t h = 0; h < s.kv_batch_heads(); ++h) {
+    float* vh = p.v.data() + h * nkv2 * ld_v;
+    RoundRows(a.v + h * s.n_kv * s.d_v, s.n_kv, s.d_v, vh, ld_v, a.threads);
+    std::fill(vh + s.n_kv * ld_v, vh + nkv2 * ld_v, 0.0f);  // an odd n_kv's padding row
+  }
   p.args.shape.d_k = dk2;
   p.args.q = p.q.data();
   p.args.k = p.k.data();
@@ -169,8 +177,8 @@ struct WidenedProducts {
   static Prepared Prepare(const ForwardArgs& a, std::int64_t /*ld_acc*/) {
     const Shape& s = a.shape;
     Prepared p = RoundInputs(a, s.d_v);
-    for (auto* x : {&p.q, &p.k})
-      for (std::size_t c = 0; c < x->size(); c += 2) std::swap((*x)[c], (*x)[c + 1]);
+    for (const std::span<float> x : {p.q, p.k})
+      for (std::size_t c = 0; c < x.size(); c += 2) std::swap(x[c], x[c + 1]);
     for (float* vh = p.v.data(); vh < p.v.data() + p.v.size(); vh += 2 * s.d_v)
       std::swap_ranges(vh, vh + s.d_v, vh + s.d_v);
     return p;

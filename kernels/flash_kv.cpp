@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cached_scratch.hpp"
 #include "kv_formats.hpp"
 #include "registry_entries.hpp"
 #include "sdpa/kernels.hpp"
@@ -42,16 +43,17 @@ void KvForward(const ForwardArgs& a) {
   const auto* k = reinterpret_cast<const E*>(stored.k.data());
   const auto* v = reinterpret_cast<const E*>(stored.v.data());
   if (is_decode_shape(s)) return DecodeForward<HwyLanes, E>(a, DecodeKv{k, v});
-  std::vector<float> kw(std::size_t(s.k_elements())), vw(std::size_t(s.v_elements()));
+  float* kw = kept_input(KeptInput::kK, s.k_elements());
+  float* vw = kept_input(KeptInput::kV, s.v_elements());
   const std::int64_t kv_rows = s.kv_batch_heads() * s.n_kv;
 #pragma omp parallel for num_threads(a.threads) schedule(static)
   for (std::int64_t r = 0; r < kv_rows; ++r) {
-    WidenRows(k + r * s.d_k, 1, s.d_k, s.d_k, kw.data() + r * s.d_k, s.d_k);
-    WidenRows(v + r * s.d_v, 1, s.d_v, s.d_v, vw.data() + r * s.d_v, s.d_v);
+    WidenRows(k + r * s.d_k, 1, s.d_k, s.d_k, kw + r * s.d_k, s.d_k);
+    WidenRows(v + r * s.d_v, 1, s.d_v, s.d_v, vw + r * s.d_v, s.d_v);
   }
   ForwardArgs wide = a;
-  wide.k = kw.data();
-  wide.v = vw.data();
+  wide.k = kw;
+  wide.v = vw;
   HwyTiledForward(wide, kFlashKeys);
 }
 

@@ -17,6 +17,7 @@
 #include <memory>
 #include <vector>
 
+#include "cached_scratch.hpp"
 #include "kv_int8.hpp"
 #include "registry_entries.hpp"
 #include "sdpa/kernels.hpp"
@@ -45,19 +46,20 @@ void Int8Forward(const ForwardArgs& a, Int8ScoresFn scores) {
     const Int8Rows k{kv.k.data(), kv.k_scale.data(), s.d_k, kv.d4, scores};
     return DecodeForward<HwyLanes, Int8Rows>(a, DecodeKv{&k, &v});
   }
-  std::vector<float> qw(std::size_t(s.q_elements())), kw(std::size_t(s.k_elements())),
-      vw(std::size_t(s.v_elements()));
-  int8_round_rows(a.q, s.rows(), s.d_k, qw.data(), a.threads);
+  float* qw = kept_input(KeptInput::kQ, s.q_elements());
+  float* kw = kept_input(KeptInput::kK, s.k_elements());
+  float* vw = kept_input(KeptInput::kV, s.v_elements());
+  int8_round_rows(a.q, s.rows(), s.d_k, qw, a.threads);
   const std::int64_t kv_rows = s.kv_batch_heads() * s.n_kv;
 #pragma omp parallel for num_threads(a.threads) schedule(static)
   for (std::int64_t r = 0; r < kv_rows; ++r) {
-    dequantise_k_row(kv, r, kw.data() + r * s.d_k);
-    WidenRows(v + r * s.d_v, 1, s.d_v, s.d_v, vw.data() + r * s.d_v, s.d_v);
+    dequantise_k_row(kv, r, kw + r * s.d_k);
+    WidenRows(v + r * s.d_v, 1, s.d_v, s.d_v, vw + r * s.d_v, s.d_v);
   }
   ForwardArgs wide = a;
-  wide.q = qw.data();
-  wide.k = kw.data();
-  wide.v = vw.data();
+  wide.q = qw;
+  wide.k = kw;
+  wide.v = vw;
   wide.stored_kv = nullptr;
   HwyTiledForward(wide, kFlashKeys);
 }

@@ -43,9 +43,12 @@ struct Allocated {
   std::int64_t blocks = 0;
 };
 
-// What `call` allocated at its peak, beyond what was in use before it.
+// What `call` allocated at its peak, beyond what was in use before it: a first call, with no
+// workspace kept from an earlier one (cached_scratch.hpp: another kernel's call of this shape
+// leaves inputs and partials that this one would reuse).
 template <class Call>
 Allocated allocated_by(Call call) {
+  sdpa::release_cached_workspaces();
   const std::int64_t before = g_in_use, blocks = g_blocks;
   g_peak = before;
   call();
