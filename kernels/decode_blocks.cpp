@@ -41,10 +41,12 @@ DecodeGeometry::DecodeGeometry(const Shape& s) {
   // The last query row sees every key (the causal mask is aligned to the end), so every block
   // walks all n_kv of them, in splits of whole units.
   const std::int64_t units = ceil_div(s.n_kv, kDecodeUnit);
-  keys_per_split = ceil_div(units, std::min(units, kMaxSplits)) * kDecodeUnit;
+  const std::int64_t wanted =
+      std::clamp<std::int64_t>(ceil_div(kSplitItems, blocks), 1, kMaxSplits);
+  keys_per_split = ceil_div(units, std::min(units, wanted)) * kDecodeUnit;
   splits = ceil_div(s.n_kv, keys_per_split);
-  tile = std::min(keys_per_split,
-                  std::max(kDecodeUnit, kDecodeScores / max_rows / kDecodeUnit * kDecodeUnit));
+  tile = std::min({keys_per_split, kMaxTile,
+                   std::max(kDecodeUnit, kDecodeScores / max_rows / kDecodeUnit * kDecodeUnit)});
   ld_acc = round_up(s.d_v, kPartialAlign);
 }
 

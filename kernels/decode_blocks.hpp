@@ -30,11 +30,22 @@ inline constexpr std::int64_t kDecodeRows = 16;
 // memory stream starting afresh, was not measured: this VM has no cycle counters). At 16 rows
 // they were 15-60 % slower: the scores no longer fit in L1.
 inline constexpr std::int64_t kDecodeScores = 4096;
+// Most keys of a tile, whatever the rows: 4096-key tiles of one row (Phi-3-mini's 32 heads x
+// 4096 keys, d = 96, one split per head) were 15 % slower on one thread than 256-key ones (one
+// run).
+inline constexpr std::int64_t kMaxTile = 1024;
 // Keys are split and tiled in whole units of this many (a multiple of every target's lanes).
 inline constexpr std::int64_t kDecodeUnit = 256;
-// Most splits per block. Enough items for 2-3 threads even with one K/V head; fewer than the
+// Items (blocks x splits) a shape is cut into, as far as kMaxSplits allows: enough for a few
+// threads and no more, since a split is walked in tiles of at most its keys and every tile
+// switches the stream from K to V and back. Against cutting every block into kMaxSplits (256-key
+// splits and tiles at 4096 keys), four alternating runs of each build (medians): 32/8 heads x
+// 4096 and 16 384 keys 9-15 % faster on 1 and 2 threads; multi-head cells (Phi-3-mini's 32
+// heads, GPT-2's 12, 8 heads) from 11 % slower to 27 % faster, median 3 % faster.
+inline constexpr std::int64_t kSplitItems = 32;
+// Most splits per block: enough items for 2-3 threads even with one K/V head, and fewer than the
 // units of a long cache, so the merge (a row of d_v per split) stays far below the stream over
-// K and V, the partials stay small, and a split of a 16 384-key cache holds a 1024-key tile.
+// K and V and the partials stay small.
 inline constexpr std::int64_t kMaxSplits = 16;
 // Most query rows whose scores one pass over a group of keys computes (HwyLanes::kScoreRows).
 inline constexpr std::int64_t kMaxScoreRows = 4;
