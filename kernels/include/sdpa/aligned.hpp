@@ -25,8 +25,8 @@ struct CacheLineAllocator {
   T* allocate(std::size_t n) {
     return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(kCacheLine)));
   }
-  void deallocate(T* p, std::size_t n) noexcept {
-    ::operator delete(p, n * sizeof(T), std::align_val_t(kCacheLine));
+  void deallocate(T* p, std::size_t /*n*/) noexcept {
+    ::operator delete(p, std::align_val_t(kCacheLine));
   }
   template <class U>
   bool operator==(const CacheLineAllocator<U>& /*other*/) const noexcept {
