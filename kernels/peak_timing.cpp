@@ -56,8 +56,9 @@ std::vector<double> measure_triad(std::string_view isa, int threads, double foot
                       z_mem = aligned_floats(n);
   float *x = x_mem.get(), *y = y_mem.get(), *z = z_mem.get();
   // Slices start on a cache line, as the arrays do.
+  constexpr std::int64_t kLine = kCacheLine / sizeof(float);
   auto slice = [n](int i, int team) {
-    const auto edge = [&](int j) { return j == team ? n : n * j / team / 16 * 16; };
+    const auto edge = [&](int j) { return j == team ? n : n * j / team / kLine * kLine; };
     return std::pair<std::int64_t, std::int64_t>{edge(i), edge(i + 1)};
   };
   timed_parallel(threads, [&](int i, int team) {

@@ -66,7 +66,7 @@ struct BlockScratch : RowStats {
   float* v_pack;  // [kDepthChunk][ld_acc]: values padded to whole vectors, when d_v needs it
 };
 
-inline constexpr std::int64_t kAlignFloats = 16;  // 64 bytes
+inline constexpr std::int64_t kAlignFloats = kCacheLine / sizeof(float);  // 16
 
 // Hands out consecutive 64-byte-aligned arrays from one block of floats (or only counts them
 // when base is null, which is how a size is computed: one layout, written once).
