@@ -5,7 +5,8 @@
 // the stream run at memory speed:
 //   S = (scale Q) K_tile^T     keys along the vector lanes: for each L keys, every row keeps L
 //                              accumulators along d_k, folded by a transpose-reduce into one
-//                              vector of L scores, and each load of K serves kScoreRows rows.
+//                              vector of L scores, and each load of K serves kScoreRows +
+//                              kScoreRowsL1 rows.
 //                              d_k / L multiply-adds per score, where the prefill layout
 //                              (queries along the lanes) spends d_k per key on broadcasts
 //                              whatever the number of rows, so blocks of kQueryLanesRows rows
@@ -13,12 +14,14 @@
 //   online softmax of S        along each row (keys along the lanes again);
 //   O = alpha O + P V_tile     a register tile of O (ValueTile: the prefill's micro-kernel form,
 //                              the block's few rows down the tile) over chunks of keys in L1.
+// The passes that read K or V from memory hold each loaded vector in a register for all their
+// rows and prefetch kPrefetchBytes ahead: what lets one core stream them while it multiplies.
 // Each split leaves its rows' max, sum and unnormalised output; the merge folds the splits in
 // order. Probes ride along as in the prefill path (RowStats). K and V may be stored as fp32 or
 // in 16 bits (E: flash_kv.cpp's formats), widened exactly to fp32 in registers as they are
 // loaded (WideLoad), so the arithmetic after the widening is the fp32 path's; or as int8 with a
 // scale per row (E = kv_int8-inl.h's Int8Rows, through KvRows), whose overloads of ScoreRows,
-// ValueVector and WidenRows do the score and widen steps.
+// TileValues and WidenRows do the score and widen steps.
 //
 // Per-target include guard (Highway's pattern): this file is compiled once per ISA target.
 #if defined(SDPA_KERNELS_ATTENTION_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -103,18 +106,32 @@ void WidenRows(const E* src, std::int64_t rows, std::int64_t cols, std::int64_t 
   }
 }
 
-// Folds the L vectors of dots (L floats each) pairwise, in place, until the first holds, in
-// lane t, the sum of the lanes of the original vector t; returns it. Through L1 rather than
-// registers: vectors may be sizeless (SVE), so no array of them exists, and the fold costs L - 1
-// pair sums against the L x d_k / L multiply-adds of the group's scores.
-template <class P>
-HWY_INLINE typename P::V TransposeSum(float* dots) {
-  constexpr std::int64_t L = P::kLanes;
-  for (std::int64_t n = L / 2; n >= 1; n /= 2)
-    for (std::int64_t t = 0; t < n; ++t)
-      P::Store(P::PairSums(P::Load(dots + (2 * t + 1) * L), P::Load(dots + 2 * t * L)),
-               dots + t * L);
-  return P::Load(dots);
+// The vector x, held in a register: on x86, GCC otherwise folds a load used by several
+// multiply-adds into each of them as a memory operand (one load per use rather than one).
+template <class V>
+HWY_INLINE V InRegister(V x) {
+#if HWY_ARCH_X86
+  asm("" : "+v"(x.raw));
+#endif
+  return x;
+}
+
+// x held in a register where several multiply-adds use it (kHold); a single use keeps its
+// memory operand, one load either way and one instruction fewer.
+template <bool kHold, class V>
+HWY_INLINE V HoldIf(V x) {
+  if constexpr (kHold) return InRegister(x);
+  return x;
+}
+
+// How far ahead of its loads a pass over K or V that reads memory prefetches (PrefetchAhead):
+// the hardware's prefetchers alone kept too few lines in flight for one core once each key
+// carried several rows' multiply-adds. Measured at 32/8 heads x 16 384 keys, one thread (three
+// alternating rounds, medians): fp32 4.25 / 4.03 / 3.98 ms at 2, 4 and 8 KiB ahead, fp16
+// 2.38 / 2.07 / 1.82, int8 3.38 / 2.96 / 2.82; 12 and 16 KiB no better than 8.
+inline constexpr std::int64_t kPrefetchBytes = 8192;
+inline std::int64_t RowsAhead(std::int64_t row_bytes) {
+  return std::max<std::int64_t>(1, kPrefetchBytes / row_bytes);
 }
 
 // The I-th vector of a pack: packs stand in for arrays of vectors, which SVE's sizeless vector
@@ -128,39 +145,75 @@ HWY_INLINE V Pick(V v, Vs... vs) {
   }
 }
 
-// acc + q_r . k over the C vectors U of one chunk, q_r being row R's C vectors in the pack qv
-// (row-major: row R's vector U is qv[R * C + U]). One chain per row: the R rows' chains and the
-// next key's are independent, which hides the multiply-add latency.
-template <class P, std::size_t R, std::size_t C, std::size_t... U, class E, class... Q>
-HWY_INLINE typename P::V RowDot(const E* k, typename P::V acc, std::index_sequence<U...>, Q... qv) {
-  ((acc = P::MulAdd(Pick<R * C + U>(qv...), WideLoad(k + std::int64_t(U) * P::kLanes), acc)), ...);
-  return acc;
+// The I-th pair sum of a level of a transpose-reduce: vectors 2I and 2I + 1 of v folded.
+template <class P, std::size_t I, class... Vs>
+HWY_INLINE typename P::V PairAt(Vs... v) {
+  return P::PairSums(Pick<2 * I + 1>(v...), Pick<2 * I>(v...));
+}
+
+// The levels of a transpose-reduce: the vectors v folded pairwise until one is left.
+template <class P, std::size_t... I, class... Vs>
+HWY_INLINE typename P::V FoldPairs(std::index_sequence<I...>, Vs... v) {
+  if constexpr (sizeof...(Vs) == 1) {
+    return Pick<0>(v...);
+  } else {
+    return FoldPairs<P>(std::make_index_sequence<sizeof...(I) / 2>(), PairAt<P, I>(v...)...);
+  }
+}
+
+// The L vectors of dots (L floats each) folded pairwise into one whose lane t holds the sum of
+// the lanes of vector t: L - 1 pair sums, in registers (a pack of vectors, as SVE needs) rather
+// than stored and reloaded level by level (measured: a third of the scores' time there).
+template <class P, std::size_t... T>
+HWY_INLINE typename P::V TransposeSumOf(const float* dots, std::index_sequence<T...>) {
+  return FoldPairs<P>(std::make_index_sequence<sizeof...(T) / 2>(),
+                      P::Load(dots + std::int64_t(T) * P::kLanes)...);
+}
+template <class P>
+HWY_INLINE typename P::V TransposeSum(const float* dots) {
+  return TransposeSumOf<P>(dots, std::make_index_sequence<P::kLanes>());
+}
+
+// Vector U of query row R: from the pack qv for the first P::kScoreRows rows (in registers), from
+// L1 for the P::kScoreRowsL1 rows after them (a multiply-add's memory operand).
+template <class P, std::size_t R, std::size_t C, std::size_t U, class... Q>
+HWY_INLINE typename P::V QueryVector(const float* q, std::int64_t ld_q, Q... qv) {
+  if constexpr (R < P::kScoreRows)
+    return Pick<R * C + U>(qv...);
+  else
+    return P::Load(q + std::int64_t(R) * ld_q + std::int64_t(U) * P::kLanes);
 }
 
 // dots_r[t] (+)= q_r . k_t for the R rows r of q (ld_q apart) and the L keys k_t = k + t ld_k,
 // over C vectors of d: one vector of partial sums per row and key (dots_r = dots + r L^2),
-// reduced later. The R x C query vectors stay in registers, and each vector of a key is loaded
-// once for all R rows: R multiply-adds per load, where one row per pass over the keys loaded
-// each key vector R times (from memory for the first row, L1 for the others) and left memory
-// idle while the other rows ran. Each key row is read front to back by a plain loop over keys;
-// unrolling over keys instead, to keep all L sums in registers, made GCC hoist the L x C key
-// addresses into stack slots and reload one per multiply-add (measured: a third of the decode
-// time).
-template <class P, std::size_t C, class E, std::size_t... R, std::size_t... I>
+// reduced later. Each vector of a key is loaded once, into a register (InRegister), for all R
+// rows. Left to itself GCC folds the load into every row's multiply-add, so each vector of K
+// read from memory was R loads waiting on one missing line, which bounded how many lines one
+// core had in flight (a test program streaming 64 MiB with 4 rows' multiply-adds per key, one
+// thread: 27 GB/s with the loads folded, 40 GB/s held). Each key row is read front to back by a
+// plain loop over keys; unrolling over keys instead, to keep all L sums in registers, made GCC
+// hoist the L x C key addresses into stack slots and reload one per multiply-add (measured: a third
+// of the decode time). `ahead` > 0: the same chunk of the key `ahead` rows on is prefetched
+// (PrefetchAhead).
+template <class P, std::size_t C, class E, std::size_t... R, std::size_t... U, std::size_t... I>
 HWY_INLINE void ScoreChunkOf(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
-                             bool first, float* dots, std::index_sequence<R...>,
-                             std::index_sequence<I...>) {
+                             bool first, std::int64_t ahead, float* dots, std::index_sequence<R...>,
+                             std::index_sequence<U...>, std::index_sequence<I...>) {
   constexpr std::int64_t L = P::kLanes;
   // Inlined, or the pack would be passed on the stack.
   [&](auto... qv) HWY_ATTR __attribute__((always_inline)) {
     for (std::int64_t t = 0; t < L; ++t, k += ld_k) {
-      // Every row's sums before any store, so that each key vector is loaded once (a store into
-      // dots between two rows could alias k as far as the compiler knows).
+      if (ahead > 0) PrefetchAhead(k + ahead * ld_k, std::int64_t(C) * L);
       [&](auto... acc) HWY_ATTR __attribute__((always_inline)) {
+        const auto column = [&](auto u) HWY_ATTR __attribute__((always_inline)) {
+          constexpr std::size_t kU = decltype(u)::value;
+          const auto x = HoldIf<(sizeof...(R) > 1)>(WideLoad(k + std::int64_t(kU) * L));
+          ((acc = P::MulAdd(QueryVector<P, R, C, kU>(q, ld_q, qv...), x, acc)), ...);
+        };
+        (column(std::integral_constant<std::size_t, U>()), ...);
         (P::Store(acc, dots + std::int64_t(R) * L * L + t * L), ...);
       }
-      (RowDot<P, R, C>(k, first ? P::Zero() : P::Load(dots + std::int64_t(R) * L * L + t * L),
-                       std::make_index_sequence<C>(), qv...)...);
+      ((first ? P::Zero() : P::Load(dots + std::int64_t(R) * L * L + t * L))...);
     }
   }
   (P::Load(q + std::int64_t(I / C) * ld_q + std::int64_t(I % C) * L)...);
@@ -168,18 +221,19 @@ HWY_INLINE void ScoreChunkOf(const float* q, std::int64_t ld_q, const E* k, std:
 
 template <class P, std::int64_t R, std::int64_t C, class E>
 HWY_INLINE void ScoreChunk(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
-                           bool first, float* dots) {
-  ScoreChunkOf<P, C>(q, ld_q, k, ld_k, first, dots, std::make_index_sequence<R>(),
-                     std::make_index_sequence<R * C>());
+                           bool first, std::int64_t ahead, float* dots) {
+  ScoreChunkOf<P, C>(q, ld_q, k, ld_k, first, ahead, dots, std::make_index_sequence<R>(),
+                     std::make_index_sequence<C>(),
+                     std::make_index_sequence<std::min<std::int64_t>(R, P::kScoreRows) * C>());
 }
 
 // The last d_vecs % kScoreChunk vectors of d: one instantiation per count.
 template <class P, std::int64_t R, std::int64_t C = P::kScoreChunk - 1, class E>
 HWY_INLINE void ScoreRemainder(std::int64_t n, const float* q, std::int64_t ld_q, const E* k,
-                               std::int64_t ld_k, bool first, float* dots) {
+                               std::int64_t ld_k, bool first, std::int64_t ahead, float* dots) {
   if constexpr (C > 0) {
-    if (n == C) return ScoreChunk<P, R, C>(q, ld_q, k, ld_k, first, dots);
-    ScoreRemainder<P, R, C - 1>(n, q, ld_q, k, ld_k, first, dots);
+    if (n == C) return ScoreChunk<P, R, C>(q, ld_q, k, ld_k, first, ahead, dots);
+    ScoreRemainder<P, R, C - 1>(n, q, ld_q, k, ld_k, first, ahead, dots);
   }
 }
 
@@ -189,40 +243,47 @@ HWY_INLINE void ScoreRemainder(std::int64_t n, const float* q, std::int64_t ld_q
 // folds its L vectors into one vector of L scores, stored at scores + r ld_s.
 template <class P, std::int64_t R, class E>
 HWY_INLINE void GroupScores(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
-                            std::int64_t d_vecs, float* dots, float* scores, std::int64_t ld_s) {
+                            std::int64_t d_vecs, std::int64_t ahead, float* dots, float* scores,
+                            std::int64_t ld_s) {
   constexpr std::int64_t L = P::kLanes, C = P::kScoreChunk;
   std::int64_t c = 0;
   for (; c + C <= d_vecs; c += C)
-    ScoreChunk<P, R, C>(q + c * L, ld_q, k + c * L, ld_k, c == 0, dots);
-  ScoreRemainder<P, R>(d_vecs - c, q + c * L, ld_q, k + c * L, ld_k, c == 0, dots);
+    ScoreChunk<P, R, C>(q + c * L, ld_q, k + c * L, ld_k, c == 0, ahead, dots);
+  ScoreRemainder<P, R>(d_vecs - c, q + c * L, ld_q, k + c * L, ld_k, c == 0, ahead, dots);
   for (std::int64_t r = 0; r < R; ++r)
     P::Store(TransposeSum<P>(dots + r * L * L), scores + r * ld_s);
 }
 
-// The last rows % kScoreRows rows of the block: one instantiation per count.
-template <class P, std::int64_t R = P::kScoreRows - 1, class E>
+// Query rows one pass over a group of keys serves: those in registers and those read from L1.
+template <class P>
+inline constexpr std::int64_t kPassRows = P::kScoreRows + P::kScoreRowsL1;
+
+// The last rows % kPassRows rows of the block: one instantiation per count.
+template <class P, std::int64_t R = kPassRows<P> - 1, class E>
 HWY_INLINE void GroupScoresRemainder(std::int64_t n, const float* q, std::int64_t ld_q, const E* k,
-                                     std::int64_t ld_k, std::int64_t d_vecs, float* dots,
-                                     float* scores, std::int64_t ld_s) {
+                                     std::int64_t ld_k, std::int64_t d_vecs, std::int64_t ahead,
+                                     float* dots, float* scores, std::int64_t ld_s) {
   if constexpr (R > 0) {
-    if (n == R) return GroupScores<P, R>(q, ld_q, k, ld_k, d_vecs, dots, scores, ld_s);
-    GroupScoresRemainder<P, R - 1>(n, q, ld_q, k, ld_k, d_vecs, dots, scores, ld_s);
+    if (n == R) return GroupScores<P, R>(q, ld_q, k, ld_k, d_vecs, ahead, dots, scores, ld_s);
+    GroupScoresRemainder<P, R - 1>(n, q, ld_q, k, ld_k, d_vecs, ahead, dots, scores, ld_s);
   }
 }
 
 // Scores of the block's rows against the L keys of `group` (rows ld_k apart, whole vectors
-// deep), at scores + j0: kScoreRows rows per pass over the keys.
+// deep), at scores + j0: kPassRows rows per pass over the keys, the first pass prefetching the
+// keys `ahead` rows on (the later passes read the group from L1).
 template <class P, class E>
 HWY_INLINE void ScoreGroup(const DecodeScratch& w, std::int64_t rows, const E* group,
-                           std::int64_t ld_k, std::int64_t d_vecs, std::int64_t j0) {
-  constexpr std::int64_t R = P::kScoreRows;
+                           std::int64_t ld_k, std::int64_t d_vecs, std::int64_t ahead,
+                           std::int64_t j0) {
+  constexpr std::int64_t R = kPassRows<P>;
   static_assert(R <= kMaxScoreRows);
   std::int64_t i = 0;
   for (; i + R <= rows; i += R)
-    GroupScores<P, R>(w.q + i * w.ld_q, w.ld_q, group, ld_k, d_vecs, w.dots,
+    GroupScores<P, R>(w.q + i * w.ld_q, w.ld_q, group, ld_k, d_vecs, i == 0 ? ahead : 0, w.dots,
                       w.scores + i * w.tile + j0, w.tile);
-  GroupScoresRemainder<P>(rows - i, w.q + i * w.ld_q, w.ld_q, group, ld_k, d_vecs, w.dots,
-                          w.scores + i * w.tile + j0, w.tile);
+  GroupScoresRemainder<P>(rows - i, w.q + i * w.ld_q, w.ld_q, group, ld_k, d_vecs,
+                          i == 0 ? ahead : 0, w.dots, w.scores + i * w.tile + j0, w.tile);
 }
 
 // S [rows][w.tile] = q [rows][w.ld_q] K^T for keys [0, nk) of k, in whole vectors of keys:
@@ -236,14 +297,15 @@ void ScoreRows(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64
                std::int64_t nk) {
   constexpr std::int64_t L = P::kLanes;
   const std::int64_t d_vecs = (d_k + L - 1) / L;
+  const std::int64_t ahead = RowsAhead(d_k * std::int64_t(sizeof(E)));
   for (std::int64_t j0 = 0; j0 < nk; j0 += L) {
     if (j0 + L <= nk && d_k % L == 0) {
-      ScoreGroup<P>(w, rows, k + j0 * d_k, d_k, d_vecs, j0);
+      ScoreGroup<P>(w, rows, k + j0 * d_k, d_k, d_vecs, ahead, j0);
       continue;
     }
     for (std::int64_t t = 0; t < L; ++t)
       WidenRows(k + std::min(j0 + t, nk - 1) * d_k, 1, d_k, d_k, w.k_pack + t * w.ld_q, d_vecs * L);
-    ScoreGroup<P>(w, rows, static_cast<const float*>(w.k_pack), w.ld_q, d_vecs, j0);
+    ScoreGroup<P>(w, rows, static_cast<const float*>(w.k_pack), w.ld_q, d_vecs, 0, j0);
   }
 }
 
@@ -360,30 +422,40 @@ HWY_INLINE typename P::V ValueVector(const E* v, std::int64_t ld_v, std::int64_t
   return WideLoad(v + j * ld_v + c * P::kLanes);
 }
 
-// The vector x, held in a register: on x86, GCC otherwise folds a load used by several
-// multiply-adds into each of them as a memory operand (one load per use rather than one).
-template <class V>
-HWY_INLINE V InRegister(V x) {
-#if HWY_ARCH_X86
-  asm("" : "+v"(x.raw));
-#endif
-  return x;
+// The values ValueTile reads for a tile of nk keys: elements as stored (here), or for the int8
+// format, the rows without their scales, each row's scale multiplied into its column of P
+// (kv_int8-inl.h's overload).
+template <class P, class E>
+HWY_INLINE const E* TileValues(const E* v, std::int64_t, std::int64_t, const DecodeScratch&) {
+  return v;
+}
+
+// Bytes of one stored element, and a prefetch of elements [c0, c0 + n) of value row j (the int8
+// format's overloads are in kv_int8-inl.h).
+template <class E>
+constexpr std::int64_t ValueBytes(const E*) {
+  return sizeof(E);
+}
+template <class E>
+HWY_INLINE void PrefetchValues(const E* v, std::int64_t ld_v, std::int64_t j, std::int64_t c0,
+                               std::int64_t n) {
+  PrefetchAhead(v + j * ld_v + c0, n);
 }
 
 // Rows [i0, i0 + MR) x vectors [c0, c0 + NV) of O += P V over keys [j0, j0 + nk), P's rows ld_p
 // apart (element I of the tile is row I / NV, vector I % NV, as in the prefill's MicroTileOf; a
 // parameter pack, not an array, as SVE needs). init as Gemm's: O starts from zero, from alpha O
-// (alpha[row]), or as it is (a later chunk of keys). kHold: per key, each vector of V is loaded
-// (and widened) once, into a register, for the MR rows' multiply-adds. Left to itself GCC loads
-// fp32 values once per row, as memory operands of the multiply-adds: MR loads of L1 per vector,
-// which bound the row groups that read V from L1 (measured at 16 rows per K/V head: 13 % of the
-// decode time). The row group that reads V from memory keeps GCC's memory operands: held in
-// registers there, the 1-query step measured 3-9 % slower in two rounds of one run (within this
-// host's noise, but nothing to gain: each load there waits on memory, not on L1).
-template <class P, int MR, int NV, bool kHold, class Rows, std::size_t... I, std::size_t... C>
+// (alpha[row]), or as it is (a later chunk of keys). Per key, each vector of V is loaded (and
+// widened) once, into a register, for the MR rows' multiply-adds. Left to itself GCC loads fp32
+// values once per row, as memory operands of the multiply-adds: MR loads per vector, which
+// bound the row groups that read V from L1 (measured at 16 rows per K/V head: 13 % of the decode
+// time) and multiplied the loads waiting on each missing line in the group that reads V from
+// memory. `ahead` > 0 (that group): the tile's vectors of the value row `ahead` keys on are
+// prefetched.
+template <class P, int MR, int NV, class Rows, std::size_t... I, std::size_t... C>
 HWY_INLINE void ValueTileOf(const float* p, std::int64_t ld_p, Rows v, std::int64_t ld_v,
-                            std::int64_t c0, std::int64_t j0, std::int64_t nk, float* o,
-                            std::int64_t ld_o, Gemm::Init init, const float* alpha,
+                            std::int64_t c0, std::int64_t j0, std::int64_t nk, std::int64_t ahead,
+                            float* o, std::int64_t ld_o, Gemm::Init init, const float* alpha,
                             std::index_sequence<I...>, std::index_sequence<C...>) {
   constexpr std::int64_t L = P::kLanes;
   constexpr std::int64_t kRow[] = {std::int64_t(I / NV)...}, kVec[] = {std::int64_t(I % NV)...};
@@ -393,9 +465,9 @@ HWY_INLINE void ValueTileOf(const float* p, std::int64_t ld_p, Rows v, std::int6
                      P::Load(o + kRow[I] * ld_o + kVec[I] * L))),
        ...);
     for (std::int64_t j = j0; j < j0 + nk; ++j) {
+      if (ahead > 0) PrefetchValues(v, ld_v, j + ahead, c0 * L, NV * L);
       const auto column = [&](auto c) HWY_ATTR __attribute__((always_inline)) {
-        auto x = ValueVector<P>(v, ld_v, j, c0 + c());
-        if constexpr (kHold) x = InRegister(x);
+        const auto x = HoldIf<(MR > 1)>(ValueVector<P>(v, ld_v, j, c0 + c()));
         ((kVec[I] == c() ? void(acc = P::MulAdd(P::Set(p[kRow[I] * ld_p + j]), x, acc)) : void()),
          ...);
       };
@@ -406,24 +478,23 @@ HWY_INLINE void ValueTileOf(const float* p, std::int64_t ld_p, Rows v, std::int6
   (((void)I, P::Zero())...);
 }
 
-template <class P, int MR, int NV, bool kHold, class Rows>
+template <class P, int MR, int NV, class Rows>
 void ValueTile(const float* p, std::int64_t ld_p, Rows v, std::int64_t ld_v, std::int64_t c0,
-               std::int64_t j0, std::int64_t nk, float* o, std::int64_t ld_o, Gemm::Init init,
-               const float* alpha) {
-  ValueTileOf<P, MR, NV, kHold>(p, ld_p, v, ld_v, c0, j0, nk, o, ld_o, init, alpha,
-                                std::make_index_sequence<MR * NV>(),
-                                std::make_index_sequence<NV>());
+               std::int64_t j0, std::int64_t nk, std::int64_t ahead, float* o, std::int64_t ld_o,
+               Gemm::Init init, const float* alpha) {
+  ValueTileOf<P, MR, NV>(p, ld_p, v, ld_v, c0, j0, nk, ahead, o, ld_o, init, alpha,
+                         std::make_index_sequence<MR * NV>(), std::make_index_sequence<NV>());
 }
 
 template <class Rows>
 using ValueTileFn = void (*)(const float*, std::int64_t, Rows, std::int64_t, std::int64_t,
-                             std::int64_t, std::int64_t, float*, std::int64_t, Gemm::Init,
-                             const float*);
+                             std::int64_t, std::int64_t, std::int64_t, float*, std::int64_t,
+                             Gemm::Init, const float*);
 
 // Every tile shape up to MR x NV, for the edges of O.
-template <class P, int MR, int NV, bool kHold, class Rows, std::size_t... I>
+template <class P, int MR, int NV, class Rows, std::size_t... I>
 constexpr std::array<ValueTileFn<Rows>, MR * NV> ValueTiles(std::index_sequence<I...>) {
-  return {&ValueTile<P, int(I) / NV + 1, int(I) % NV + 1, kHold, Rows>...};
+  return {&ValueTile<P, int(I) / NV + 1, int(I) % NV + 1, Rows>...};
 }
 
 template <class P, class Rows>
@@ -431,22 +502,25 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
                       std::int64_t nk, bool first, const DecodeScratch& w, float* acc) {
   // Tiles of kMrD x kNvD read each value row front to back in one strip (fp32 and 16 bits: a
   // strip of half rows, 4 x 4, measured 20 % slower for fp32 at 32/8 heads). int8 values cost
-  // three instructions to widen (a sign extension, a conversion, the scale), once per row group,
-  // so they take the prefill's taller tile (kMrO x kNvO: 6 x 4, in two strips of d_v = 128),
-  // which widens them once for up to 6 rows: at 32/8 heads x 16 384 keys (4 rows per K/V head)
-  // 11 % / 26 % faster on 1 / 2 threads (measured; the same products in the same order).
+  // two instructions to widen (a sign extension and a conversion, once TileValues has moved the
+  // rows' scales into P), once per row group, so they take the prefill's taller tile (kMrO x
+  // kNvO: 6 x 4, in two strips of d_v = 128), which widens them once for up to 6 rows: at 32/8
+  // heads x 16 384 keys (4 rows per K/V head) 11 % / 26 % faster on 1 / 2 threads (measured,
+  // when the widening was three instructions; the same products in the same order).
   constexpr bool kScaled = requires { Rows::kScaledRows; };
   constexpr int MR = kScaled ? P::kMrO : P::kMrD, NV = kScaled ? P::kNvO : P::kNvD;
   constexpr std::int64_t L = P::kLanes;
   const Gemm::Init init = first ? Gemm::Init::kZero : Gemm::Init::kLoadScaled;
   if (d_v % L == 0) {
-    // Per strip of NV vectors, the first row group reads the chunk's values from memory, the
-    // others from L1 (kHold).
-    static constexpr auto kFromMemory =
-        ValueTiles<P, MR, NV, false, Rows>(std::make_index_sequence<MR * NV>());
-    static constexpr auto kFromL1 =
-        ValueTiles<P, MR, NV, true, Rows>(std::make_index_sequence<MR * NV>());
+    // The reader the tiles widen values through (for int8, with the rows' scales moved into P).
+    const auto values = TileValues<P>(v, rows, nk, w);
+    using Values = decltype(values);
+    static constexpr auto kTiles =
+        ValueTiles<P, MR, NV, Values>(std::make_index_sequence<MR * NV>());
     const std::int64_t n_vec = d_v / L;
+    // Per strip of NV vectors, the first row group reads the chunk's values from memory and
+    // prefetches ahead, the others read them from L1.
+    const std::int64_t ahead = RowsAhead(d_v * ValueBytes(values));
     // Keys in chunks of kWidenKeys: a chunk's values (16 KiB of fp32 at d_v = 128) stay in L1
     // while every row group passes over them, so only the first reads them from memory.
     for (std::int64_t j0 = 0; j0 < nk; j0 += kWidenKeys) {
@@ -455,9 +529,10 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
         const std::int64_t nv = std::min<std::int64_t>(NV, n_vec - c0);
         for (std::int64_t i0 = 0; i0 < rows; i0 += MR) {
           const std::int64_t mr = std::min<std::int64_t>(MR, rows - i0);
-          (i0 == 0 ? kFromMemory : kFromL1)[(mr - 1) * NV + (nv - 1)](
-              w.scores + i0 * w.tile, w.tile, v, d_v, c0, j0, kc, acc + i0 * g.ld_acc + c0 * L,
-              g.ld_acc, j0 == 0 ? init : Gemm::Init::kLoad, w.rescale + i0);
+          kTiles[(mr - 1) * NV + (nv - 1)](w.scores + i0 * w.tile, w.tile, values, d_v, c0, j0, kc,
+                                           i0 == 0 ? ahead : 0, acc + i0 * g.ld_acc + c0 * L,
+                                           g.ld_acc, j0 == 0 ? init : Gemm::Init::kLoad,
+                                           w.rescale + i0);
         }
       }
     }
@@ -484,7 +559,7 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
 
 // Where DecodeSplit reads K or V rows: E's elements at p, or, for a format whose rows carry a
 // scale (E::kScaledRows: kv_int8-inl.h's Int8Rows), the reader at p, whose ScoreRows,
-// ValueVector and WidenRows overloads then do the score and widen steps.
+// TileValues and WidenRows overloads then do the score and widen steps.
 template <class E>
 auto KvRows(const void* p) {
   if constexpr (requires { E::kScaledRows; })

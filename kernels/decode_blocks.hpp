@@ -47,7 +47,8 @@ inline constexpr std::int64_t kSplitItems = 32;
 // units of a long cache, so the merge (a row of d_v per split) stays far below the stream over
 // K and V and the partials stay small.
 inline constexpr std::int64_t kMaxSplits = 16;
-// Most query rows whose scores one pass over a group of keys computes (HwyLanes::kScoreRows).
+// Most query rows whose scores one pass over a group of keys computes (HwyLanes::kScoreRows +
+// kScoreRowsL1).
 inline constexpr std::int64_t kMaxScoreRows = 4;
 // Rows of a block from which its scores are computed with the queries along the lanes (the
 // prefill's Gemm on K and the transposed queries, d_k multiply-adds per key for up to a vector

@@ -11,8 +11,10 @@
 
 #include <cstdint>
 
+#include "hwy/cache_control.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "sdpa/aligned.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace sdpa::detail::HWY_NAMESPACE {
@@ -34,18 +36,20 @@ struct HwyLanes {
   // 32 vector registers (AVX-512; NEON and SVE on aarch64): tiles of 8x3 (S^T) and 6x4 (O) use
   // 24 accumulators, plus the B row and one broadcast.
   static constexpr int kMrS = 8, kNvS = 3, kMrO = 6, kNvO = 4;
-  // Decode scores: 8 vectors of each of 3 query rows in registers (24), one accumulator per row
-  // and the key vector. A whole key row of d = 128 per pass: 4 rows x 4 vectors, which reads each
-  // key in two halves, measured 15-20 % slower at d = 128 (the stream's order, presumably).
-  static constexpr int kScoreRows = 3, kScoreChunk = 8;
+  // Decode scores: 8 vectors of each of 3 query rows in registers (24), and a fourth row read
+  // from L1, one accumulator per row and the key vector. A whole key row of d = 128 per pass:
+  // 4 rows x 4 vectors in registers, which reads each key in two halves, measured 15-20 %
+  // slower at d = 128 (the stream's order, presumably).
+  static constexpr int kScoreRows = 3, kScoreRowsL1 = 1, kScoreChunk = 8;
   // Decode O += P V: rows of 128 values in one strip (3 x 8 accumulators), so each value row is
   // read front to back rather than in strips (int8 values take kMrO x kNvO: AccumulateValues).
   static constexpr int kMrD = 3, kNvD = 8;
 #else
   // 16 registers: 6x2 tiles, 12 accumulators + 2 B vectors + 1 broadcast.
   static constexpr int kMrS = 6, kNvS = 2, kMrO = 6, kNvO = 2;
-  // Decode scores: 4 vectors of each of 2 query rows in registers, one accumulator per row.
-  static constexpr int kScoreRows = 2, kScoreChunk = 4;
+  // Decode scores: 4 vectors of each of 2 query rows in registers and a third row read from L1,
+  // one accumulator per row.
+  static constexpr int kScoreRows = 2, kScoreRowsL1 = 1, kScoreChunk = 4;
   // Decode O += P V: one row of 8 vectors per strip.
   static constexpr int kMrD = 1, kNvD = 8;
 #endif
@@ -101,6 +105,14 @@ struct HwyLanes {
     return hn::IfThenElseZero(hn::Ge(x, hn::Set(d, -87.6f)), hn::Mul(e_r, two_n));
   }
 };
+
+// Prefetches the cache lines of n elements from p into L1 (the decode path's streams over K and V).
+template <class E>
+HWY_INLINE void PrefetchAhead(const E* p, std::int64_t n) {
+  const char* bytes = reinterpret_cast<const char*>(p);
+  for (std::int64_t b = 0; b < n * std::int64_t(sizeof(E)); b += std::int64_t(kCacheLine))
+    hwy::Prefetch(bytes + b);
+}
 
 }  // namespace sdpa::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

@@ -30,29 +30,55 @@ static_assert(kInt8KeyBlock == 16);  // one int32 lane per key of a block
 // Most query rows per pass over a block: R accumulators, the key vector and a broadcast.
 constexpr int kMaxRows = 8;
 
-// Scores of R rows against the nb <= 16 keys of one block.
+// How far ahead of its loads the stream over K prefetches: the decode path's distance
+// (attention_decode-inl.h's kPrefetchBytes, which this file cannot include).
+constexpr std::int64_t kPrefetchBytes = 8192;
+
+// Scores of R rows against the nb <= 16 keys of one block. Two sums per row, over the even and
+// the odd depth quads, so that each row has two chains of vpdpbusd rather than one of d4 / 4
+// (integer sums: the same result in any order). The loops over rows are unrolled so that the
+// sums stay in registers (GCC otherwise kept the arrays on the stack and stored every sum at
+// every quad).
 template <int R>
 SDPA_VNNI_TARGET void block_scores(const std::int8_t* q, std::int64_t ld_q, const float* q_scale,
                                    const std::int32_t* q_bias, const std::int8_t* k,
                                    const float* k_scale, std::int64_t d4, std::int64_t nb,
                                    float* scores, std::int64_t ld_s) {
-  __m512i acc[R];
-  for (auto& x : acc) x = _mm512_setzero_si512();
+  __m512i even[R], odd[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) even[r] = odd[r] = _mm512_setzero_si512();
   // Bytes of a depth quad of the block's keys: all 64 but in a head's last block.
   const __mmask64 bytes = nb == kInt8KeyBlock ? ~__mmask64(0) : (__mmask64(1) << (4 * nb)) - 1;
   const __m512i flip = _mm512_set1_epi8(char(0x80));
-  for (std::int64_t c = 0; c < d4; c += 4) {
-    const __m512i keys = _mm512_xor_si512(_mm512_maskz_loadu_epi8(bytes, k + c * nb), flip);
+  const auto quad = [&](int r, std::int64_t c) SDPA_VNNI_TARGET {
+    std::int32_t x;
+    std::memcpy(&x, q + r * ld_q + c, sizeof x);
+    return _mm512_set1_epi32(x);
+  };
+  std::int64_t c = 0;
+  for (; c + 8 <= d4; c += 8) {
+    // One line of K per quad; the line kPrefetchBytes on is asked for (whole blocks only).
+    if (nb == kInt8KeyBlock)
+      _mm_prefetch(reinterpret_cast<const char*>(k + c * nb) + kPrefetchBytes, _MM_HINT_T0);
+    const __m512i k0 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(bytes, k + c * nb), flip);
+    const __m512i k1 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(bytes, k + (c + 4) * nb), flip);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      std::int32_t quad;
-      std::memcpy(&quad, q + r * ld_q + c, sizeof quad);
-      acc[r] = _mm512_dpbusd_epi32(acc[r], keys, _mm512_set1_epi32(quad));
+      even[r] = _mm512_dpbusd_epi32(even[r], k0, quad(r, c));
+      odd[r] = _mm512_dpbusd_epi32(odd[r], k1, quad(r, c + 4));
     }
+  }
+  if (c < d4) {
+    const __m512i k0 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(bytes, k + c * nb), flip);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) even[r] = _mm512_dpbusd_epi32(even[r], k0, quad(r, c));
   }
   const __mmask16 lanes = __mmask16((1u << nb) - 1);
   const __m512 ks = _mm512_maskz_loadu_ps(lanes, k_scale);
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    const __m512i dot = _mm512_sub_epi32(acc[r], _mm512_set1_epi32(q_bias[r]));
+    const __m512i dot =
+        _mm512_sub_epi32(_mm512_add_epi32(even[r], odd[r]), _mm512_set1_epi32(q_bias[r]));
     const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(q_scale[r]), ks);
     _mm512_mask_storeu_ps(scores + r * ld_s, lanes,
                           _mm512_mul_ps(scale, _mm512_maskz_cvtepi32_ps(lanes, dot)));

@@ -4,7 +4,8 @@
 //   ScoreRows    Q rows quantised to int8 per row (scale Q, as packed by DecodeSplit), then
 //                exact integer dot products (Int8Rows::scores: vpdpbusd or portable) times the
 //                two rows' scales;
-//   ValueVector  a vector of a value row as fp32, int8 x its scale, for P V (ValueTile);
+//   TileValues   the decode path's value rows for P V (ValueTile): each row's scale multiplied
+//                into P, the rows read through Int8Values, whose ValueVector widens int8 alone;
 //   WidenRows    the same for whole rows (P V when d_v is not whole vectors; prefill shapes).
 //
 // Per-target include guard (Highway's pattern): this file is compiled once per ISA target.
@@ -41,8 +42,7 @@ struct Int8Rows {
   }
 };
 
-// L int8 elements at x as fp32, times scale: exact up to the one rounding of the product, the
-// same in every caller (WidenRows, ValueVector).
+// L int8 elements at x as fp32, times scale: exact up to the one rounding of the product.
 HWY_INLINE HwyLanes::V WidenScaled(const std::int8_t* x, HwyLanes::V scale) {
   using D = HwyLanes::D;
   const hn::Rebind<std::int8_t, D> d8;
@@ -65,12 +65,43 @@ inline void WidenRows(const Int8Rows& src, std::int64_t rows, std::int64_t cols,
   }
 }
 
-// Vector c of value row j as fp32, scale[j] x int8, as WidenRows computes it: the decode path's
-// P V (ValueTile) widens the values as it loads them.
+// Value rows of the format without their scales, as the decode path's ValueTile reads them once
+// TileValues has multiplied each row's scale into P: a vector then widens in two instructions
+// (sign extension, conversion) rather than three, for every row group that reads it, against
+// one multiply per weight. p (s v) became (p s) v: one rounding at another place, within the
+// same bound (tests/test_low_precision.cpp).
+struct Int8Values {
+  const std::int8_t* data;
+  std::int64_t ld;
+};
+
 template <class P>
-HWY_INLINE typename P::V ValueVector(const Int8Rows& v, std::int64_t, std::int64_t j,
+HWY_INLINE Int8Values TileValues(const Int8Rows& v, std::int64_t rows, std::int64_t nk,
+                                 const DecodeScratch& w) {
+  constexpr std::int64_t L = P::kLanes;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    float* p = w.scores + i * w.tile;
+    std::int64_t j = 0;
+    for (; j + L <= nk; j += L) P::Store(P::Mul(P::Load(p + j), P::Load(v.scale + j)), p + j);
+    for (; j < nk; ++j) p[j] *= v.scale[j];
+  }
+  return {v.data, v.ld};
+}
+
+template <class P>
+HWY_INLINE typename P::V ValueVector(const Int8Values& v, std::int64_t, std::int64_t j,
                                      std::int64_t c) {
-  return WidenScaled(v.data + j * v.ld + c * P::kLanes, P::Set(v.scale[j]));
+  using D = typename P::D;
+  const hn::Rebind<std::int8_t, D> d8;
+  const hn::Rebind<std::int32_t, D> d32;
+  return hn::ConvertTo(D(), hn::PromoteTo(d32, hn::LoadU(d8, v.data + j * v.ld + c * P::kLanes)));
+}
+
+// A value row's element size and prefetch (ValueTile's), in this format.
+constexpr std::int64_t ValueBytes(const Int8Values&) { return 1; }
+HWY_INLINE void PrefetchValues(const Int8Values& v, std::int64_t, std::int64_t j, std::int64_t c0,
+                               std::int64_t n) {
+  PrefetchAhead(v.data + j * v.ld + c0, n);
 }
 
 // S [rows][w.tile] = (scale Q) K^T for keys [0, nk) of k: the block's packed rows w.q
