@@ -55,11 +55,15 @@ SDPA_VNNI_TARGET void block_scores(const std::int8_t* q, std::int64_t ld_q, cons
     std::memcpy(&x, q + r * ld_q + c, sizeof x);
     return _mm512_set1_epi32(x);
   };
+  // The keys' scales are a stream of their own: those kPrefetchBytes of K on are asked for too.
+  if (nb == kInt8KeyBlock)
+    _mm_prefetch(reinterpret_cast<const char*>(k_scale + kPrefetchBytes / d4), _MM_HINT_T0);
   std::int64_t c = 0;
   for (; c + 8 <= d4; c += 8) {
-    // One line of K per quad; the line kPrefetchBytes on is asked for (whole blocks only).
+    // One line of K per quad; the two lines kPrefetchBytes on are asked for (whole blocks only).
     if (nb == kInt8KeyBlock)
-      _mm_prefetch(reinterpret_cast<const char*>(k + c * nb) + kPrefetchBytes, _MM_HINT_T0);
+      for (const std::int64_t quad : {c, c + 4})
+        _mm_prefetch(reinterpret_cast<const char*>(k + quad * nb) + kPrefetchBytes, _MM_HINT_T0);
     const __m512i k0 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(bytes, k + c * nb), flip);
     const __m512i k1 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(bytes, k + (c + 4) * nb), flip);
 #pragma GCC unroll 8
