@@ -18,26 +18,44 @@ $p0s2 << EOD
 32768 32.135772091388425 31.764529824521507 32.49462573147917 NaN
 EOD
 $p1s0 << EOD
+1024 129.00640710352027 127.82930052342363 129.28855423533798 NaN
+4096 130.59324917354724 127.26894225436892 131.25878274848998 NaN
+16384 132.04478415335436 130.74764498870402 133.3763505307384 NaN
+32768 118.98406167918172 116.82845342972067 120.50066356054484 NaN
+EOD
+$p1s1 << EOD
+1024 90.96926837275882 90.4406831833173 91.7012283230245 NaN
+4096 89.3769672372468 89.04224664542 90.1607186288894 NaN
+16384 78.46061403706419 72.71761212587248 80.74193056805947 NaN
+32768 74.41198248794763 72.87631520128092 74.56483811055769 NaN
+EOD
+$p1s2 << EOD
+1024 43.33707025290279 42.576138180612304 43.50069194669324 NaN
+4096 43.21447242543993 42.70270035527293 43.364397740107094 NaN
+16384 41.025376857780955 40.563612096398174 41.207422505473346 NaN
+32768 39.69169888727741 39.45340929161259 40.01861524798409 NaN
+EOD
+$p2s0 << EOD
 1024 75.17949909114726 71.5575270046775 75.25780395636228 NaN
 4096 77.03143309324685 76.42725049440232 77.95963430511378 NaN
 16384 99.9364740267878 96.96535711058512 102.44303505193888 NaN
 32768 83.45625676567147 81.7062661412409 83.70066416292374 NaN
 EOD
-$p1s1 << EOD
+$p2s1 << EOD
 1024 68.74708496903366 67.83730370603855 69.49789093185545 NaN
 4096 67.91332409015189 67.6830686979977 68.35891725126862 NaN
 16384 60.99232835838787 60.762172160505415 61.51785684752804 NaN
 32768 57.85804401861624 56.50942656304006 58.409621295507904 NaN
 EOD
-$p1s2 << EOD
+$p2s2 << EOD
 1024 33.591201941109674 33.03408618005169 33.98588062962635 NaN
 4096 33.32170125047061 33.18552452051871 33.45287145176893 NaN
 16384 31.269912823671174 30.21799430319411 31.322576534696513 NaN
 32768 30.787278756501564 30.326015765607362 30.929517072738307 NaN
 EOD
-set terminal svg size 1280,600 font 'sans,12' background '#ffffff'
+set terminal svg size 1920,600 font 'sans,12' background '#ffffff'
 set output 'falcon-7b-throughput-machines-1.svg'
-set multiplot layout 1,2 title 'falcon-7b (threads 1) on each machine' noenhanced
+set multiplot layout 1,3 title 'falcon-7b (threads 1) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -56,8 +74,28 @@ set arrow from first 4096, first 117.107 to first 16384, first 117.107 nohead lw
 set arrow from first 16384, first 117.107 to first 32768, first 117.107 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 117.107 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:238.447018]
+set yrange [0:284.636889]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 258.761 to graph 1, first 258.761 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 258.761 offset 0,0.6
+set arrow from first 1024, first 258.761 to first 4096, first 258.761 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 258.761 to first 16384, first 258.761 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 258.761 to first 32768, first 258.761 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: compute-bound' at first 1024, first 258.761 offset 0,0.8 tc 'dark-red'
+set yrange [0:284.637]
+set yrange [0:284.636889]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -76,12 +114,12 @@ set arrow from first 4096, first 216.77 to first 16384, first 216.77 nohead lw 2
 set arrow from first 16384, first 216.77 to first 32768, first 216.77 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 216.77 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:238.447018]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:284.636889]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
-set terminal pngcairo size 1280,600 font 'sans,11'
+set terminal pngcairo size 1920,600 font 'sans,11'
 set output 'falcon-7b-throughput-machines-1.png'
-set multiplot layout 1,2 title 'falcon-7b (threads 1) on each machine' noenhanced
+set multiplot layout 1,3 title 'falcon-7b (threads 1) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -100,8 +138,28 @@ set arrow from first 4096, first 117.107 to first 16384, first 117.107 nohead lw
 set arrow from first 16384, first 117.107 to first 32768, first 117.107 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 117.107 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:238.447018]
+set yrange [0:284.636889]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 258.761 to graph 1, first 258.761 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 258.761 offset 0,0.6
+set arrow from first 1024, first 258.761 to first 4096, first 258.761 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 258.761 to first 16384, first 258.761 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 258.761 to first 32768, first 258.761 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: compute-bound' at first 1024, first 258.761 offset 0,0.8 tc 'dark-red'
+set yrange [0:284.637]
+set yrange [0:284.636889]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -120,6 +178,6 @@ set arrow from first 4096, first 216.77 to first 16384, first 216.77 nohead lw 2
 set arrow from first 16384, first 216.77 to first 32768, first 216.77 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 216.77 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:238.447018]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:284.636889]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

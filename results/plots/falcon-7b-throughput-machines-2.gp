@@ -18,26 +18,44 @@ $p0s2 << EOD
 32768 32.390489346284525 30.529020828475886 39.158487660055556 NaN
 EOD
 $p1s0 << EOD
+1024 242.23172738627935 238.6824518873816 244.6324792491493 NaN
+4096 251.90039915538065 246.64117548108123 254.66882838532658 NaN
+16384 258.86837515849254 256.3279637776085 260.3858021369534 NaN
+32768 243.66220269840997 230.48179437279646 245.72213619135164 NaN
+EOD
+$p1s1 << EOD
+1024 99.39337150352092 98.66148258083577 101.42842670596609 NaN
+4096 101.68085053701266 100.20709352735967 102.69660012857442 NaN
+16384 92.08016023304062 91.22364767665974 93.25781849040412 NaN
+32768 85.33020600176286 83.04291834814272 87.20537703836528 NaN
+EOD
+$p1s2 << EOD
+1024 3.491315304590036 1.8876053126505774 49.28646760307006 NaN
+4096 28.580719101953463 12.996028721289452 40.75597481903425 NaN
+16384 35.52607371772278 31.083842384219498 50.786746604846705 NaN
+32768 42.16960884515894 38.33863523349418 44.70396137745118 NaN
+EOD
+$p2s0 << EOD
 1024 144.22386484100787 140.3969736529436 146.89481034213003 NaN
 4096 156.93677841130227 152.81554568269655 160.00323418990652 NaN
 16384 160.54935740597674 150.79581728389476 164.11776946384566 NaN
 32768 140.93452174072095 122.3233779254655 144.31786846297706 NaN
 EOD
-$p1s1 << EOD
+$p2s1 << EOD
 1024 48.433771718424595 48.38172524052581 51.06645066801835 NaN
 4096 48.89993412945111 46.02015607999718 49.538319234420555 NaN
 16384 50.40007750011689 49.41509828014077 53.80638026405007 NaN
 32768 53.09866427125561 50.06290889405811 53.89563339990669 NaN
 EOD
-$p1s2 << EOD
+$p2s2 << EOD
 1024 14.382628249744544 13.710856745400186 22.251244116720436 NaN
 4096 26.776003623471436 9.424364873137915 34.39917143836074 NaN
 16384 24.18772814479023 22.473875919124936 24.798235562745266 NaN
 32768 33.00884385255281 31.68295972624532 33.56099293721638 NaN
 EOD
-set terminal svg size 1280,600 font 'sans,12' background '#ffffff'
+set terminal svg size 1920,600 font 'sans,12' background '#ffffff'
 set output 'falcon-7b-throughput-machines-2.svg'
-set multiplot layout 1,2 title 'falcon-7b (threads all) on each machine' noenhanced
+set multiplot layout 1,3 title 'falcon-7b (threads all) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -56,8 +74,28 @@ set arrow from first 4096, first 234.468 to first 16384, first 234.468 nohead lw
 set arrow from first 16384, first 234.468 to first 32768, first 234.468 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 234.468 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:463.278804]
+set yrange [0:575.817430]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 523.47 to graph 1, first 523.47 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 523.47 offset 0,0.6
+set arrow from first 1024, first 523.47 to first 4096, first 523.47 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 523.47 to first 16384, first 523.47 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 523.47 to first 32768, first 523.47 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: compute-bound' at first 1024, first 523.47 offset 0,0.8 tc 'dark-red'
+set yrange [0:575.817]
+set yrange [0:575.817430]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -76,12 +114,12 @@ set arrow from first 4096, first 421.163 to first 16384, first 421.163 nohead lw
 set arrow from first 16384, first 421.163 to first 32768, first 421.163 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 421.163 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:463.278804]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:575.817430]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
-set terminal pngcairo size 1280,600 font 'sans,11'
+set terminal pngcairo size 1920,600 font 'sans,11'
 set output 'falcon-7b-throughput-machines-2.png'
-set multiplot layout 1,2 title 'falcon-7b (threads all) on each machine' noenhanced
+set multiplot layout 1,3 title 'falcon-7b (threads all) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -100,8 +138,28 @@ set arrow from first 4096, first 234.468 to first 16384, first 234.468 nohead lw
 set arrow from first 16384, first 234.468 to first 32768, first 234.468 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 234.468 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:463.278804]
+set yrange [0:575.817430]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 523.47 to graph 1, first 523.47 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 523.47 offset 0,0.6
+set arrow from first 1024, first 523.47 to first 4096, first 523.47 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 523.47 to first 16384, first 523.47 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 523.47 to first 32768, first 523.47 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: compute-bound' at first 1024, first 523.47 offset 0,0.8 tc 'dark-red'
+set yrange [0:575.817]
+set yrange [0:575.817430]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -120,6 +178,6 @@ set arrow from first 4096, first 421.163 to first 16384, first 421.163 nohead lw
 set arrow from first 16384, first 421.163 to first 32768, first 421.163 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 421.163 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:463.278804]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:575.817430]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

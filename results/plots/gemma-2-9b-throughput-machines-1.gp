@@ -18,26 +18,44 @@ $p0s2 << EOD
 32768 6.9076827411091255 6.513863603084825 6.972427108807708 NaN
 EOD
 $p1s0 << EOD
+1024 82.2211773811766 79.26834815630015 86.26573875744421 NaN
+4096 35.129264375317184 34.54490702897219 35.26274685417149 NaN
+16384 27.96601140664344 27.06250328798021 28.899089091805415 NaN
+32768 30.602956189993098 30.48655345330055 30.69609420331699 NaN
+EOD
+$p1s1 << EOD
+1024 23.74297775290484 22.22554496200335 24.694506773053565 NaN
+4096 13.580093212455472 13.449634293887543 13.755613079361352 NaN
+16384 12.283172834511484 12.255101627166653 12.34330189510412 NaN
+32768 12.44260870677151 12.31993792019543 12.550022655626371 NaN
+EOD
+$p1s2 << EOD
+1024 15.66495151397408 15.488941805161447 16.085759162151213 NaN
+4096 12.80893464293654 12.770575047754784 12.864211928688606 NaN
+16384 12.21494406282997 12.15319918332735 12.346608902000545 NaN
+32768 12.38916372426702 12.310622760406149 12.511599888168302 NaN
+EOD
+$p2s0 << EOD
 1024 27.941682687395186 21.72244550124572 29.317968843739497 NaN
 4096 17.602309689915195 16.28540392483093 18.946692521570732 NaN
 16384 14.741561187413224 14.576038145880837 15.470616331409884 NaN
 32768 16.03639182679686 15.779846836963621 16.11870470572047 NaN
 EOD
-$p1s1 << EOD
+$p2s1 << EOD
 1024 16.68979231795705 16.281667835813163 17.863303355204977 NaN
 4096 12.349431742664477 12.18782456551098 12.413332037740979 NaN
 16384 11.978975122963627 11.476962158903307 12.185519733682733 NaN
 32768 11.540314130713789 11.513537637544308 11.60407583850851 NaN
 EOD
-$p1s2 << EOD
+$p2s2 << EOD
 1024 9.592403393490079 9.152000601952478 10.982793169616674 NaN
 4096 8.211115500474063 7.736044260638782 9.214233719207183 NaN
 16384 9.29130551351413 8.129107333325695 9.594137970018156 NaN
 32768 8.92529891420609 8.787937653921235 9.711773918027554 NaN
 EOD
-set terminal svg size 1280,600 font 'sans,12' background '#ffffff'
+set terminal svg size 1920,600 font 'sans,12' background '#ffffff'
 set output 'gemma-2-9b-throughput-machines-1.svg'
-set multiplot layout 1,2 title 'gemma-2-9b (threads 1) on each machine' noenhanced
+set multiplot layout 1,3 title 'gemma-2-9b (threads 1) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -56,8 +74,28 @@ set arrow from first 4096, first 22.6881 to first 16384, first 22.6964 nohead lw
 set arrow from first 16384, first 22.6964 to first 32768, first 22.6978 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 22.6549 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:238.447018]
+set yrange [0:284.636889]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 258.761 to graph 1, first 258.761 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 258.761 offset 0,0.6
+set arrow from first 1024, first 44.9421 to first 4096, first 45.0079 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 45.0079 to first 16384, first 45.0243 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 45.0243 to first 32768, first 45.0271 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 44.9421 offset 0,0.8 tc 'dark-red'
+set yrange [0:284.637]
+set yrange [0:284.636889]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -76,12 +114,12 @@ set arrow from first 4096, first 41.7096 to first 16384, first 41.7248 nohead lw
 set arrow from first 16384, first 41.7248 to first 32768, first 41.7274 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 41.6486 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:238.447018]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:284.636889]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
-set terminal pngcairo size 1280,600 font 'sans,11'
+set terminal pngcairo size 1920,600 font 'sans,11'
 set output 'gemma-2-9b-throughput-machines-1.png'
-set multiplot layout 1,2 title 'gemma-2-9b (threads 1) on each machine' noenhanced
+set multiplot layout 1,3 title 'gemma-2-9b (threads 1) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -100,8 +138,28 @@ set arrow from first 4096, first 22.6881 to first 16384, first 22.6964 nohead lw
 set arrow from first 16384, first 22.6964 to first 32768, first 22.6978 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 22.6549 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:238.447018]
+set yrange [0:284.636889]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 258.761 to graph 1, first 258.761 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 258.761 offset 0,0.6
+set arrow from first 1024, first 44.9421 to first 4096, first 45.0079 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 45.0079 to first 16384, first 45.0243 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 45.0243 to first 32768, first 45.0271 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 44.9421 offset 0,0.8 tc 'dark-red'
+set yrange [0:284.637]
+set yrange [0:284.636889]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -120,6 +178,6 @@ set arrow from first 4096, first 41.7096 to first 16384, first 41.7248 nohead lw
 set arrow from first 16384, first 41.7248 to first 32768, first 41.7274 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 41.6486 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:238.447018]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:284.636889]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

@@ -18,26 +18,44 @@ $p0s2 << EOD
 32768 4.541017728195784 4.185265722206085 4.724844039284057 NaN
 EOD
 $p1s0 << EOD
+1024 164.17685934200324 162.23332482350568 166.81040910583778 NaN
+4096 67.6874423727706 65.16122343540124 68.28880258207461 NaN
+16384 52.677488749927754 52.37200691264501 53.08514134104028 NaN
+32768 54.41739834056842 53.753870399814815 54.89709693460876 NaN
+EOD
+$p1s1 << EOD
+1024 24.27676652126484 23.59999158417586 25.283666684426976 NaN
+4096 13.65007994209305 13.54895724877233 13.685874596131024 NaN
+16384 12.26360004674965 12.185207393284257 12.3575629573477 NaN
+32768 12.482995519683838 12.45925154358837 12.523427431669996 NaN
+EOD
+$p1s2 << EOD
+1024 8.64419079292893 0.2999750164147218 9.360013605798162 NaN
+4096 6.219477980800726 1.1190168332766488 9.092844239609493 NaN
+16384 2.9165807707294173 2.7909926683150426 4.68843591612359 NaN
+32768 5.1697672731596125 5.157087022628336 6.778380257252951 NaN
+EOD
+$p2s0 << EOD
 1024 53.19834499775438 50.94507982933142 55.676948209912794 NaN
 4096 31.684766081713978 30.514576307666186 32.40366799214883 NaN
 16384 26.96363005324277 21.017862509287916 27.16815223582665 NaN
 32768 27.110188192803985 26.50001922540908 27.337431150016425 NaN
 EOD
-$p1s1 << EOD
+$p2s1 << EOD
 1024 15.614565092248483 15.359956153862143 15.74691770482461 NaN
 4096 12.185051385474841 9.938627222929451 12.595553334209537 NaN
 16384 11.570460378267715 11.521957052068165 12.409153219649522 NaN
 32768 11.42894471130039 11.21581093401739 11.52884905554967 NaN
 EOD
-$p1s2 << EOD
+$p2s2 << EOD
 1024 5.261745000087315 0.34997808831500893 5.453482417775924 NaN
 4096 1.175409128054602 1.0258697358731057 3.434619070060344 NaN
 16384 4.585711688747806 3.6466417176268453 5.507471065240697 NaN
 32768 4.2068021462968685 4.187107441734624 4.337662316023291 NaN
 EOD
-set terminal svg size 1280,600 font 'sans,12' background '#ffffff'
+set terminal svg size 1920,600 font 'sans,12' background '#ffffff'
 set output 'gemma-2-9b-throughput-machines-2.svg'
-set multiplot layout 1,2 title 'gemma-2-9b (threads all) on each machine' noenhanced
+set multiplot layout 1,3 title 'gemma-2-9b (threads all) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -56,8 +74,28 @@ set arrow from first 4096, first 34.9879 to first 16384, first 35.0007 nohead lw
 set arrow from first 16384, first 35.0007 to first 32768, first 35.0028 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 34.9367 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:463.278804]
+set yrange [0:575.817430]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 523.47 to graph 1, first 523.47 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 523.47 offset 0,0.6
+set arrow from first 1024, first 51.0358 to first 4096, first 51.1106 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 51.1106 to first 16384, first 51.1293 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 51.1293 to first 32768, first 51.1324 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 51.0358 offset 0,0.8 tc 'dark-red'
+set yrange [0:575.817]
+set yrange [0:575.817430]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -76,12 +114,12 @@ set arrow from first 4096, first 91.9378 to first 16384, first 91.9715 nohead lw
 set arrow from first 16384, first 91.9715 to first 32768, first 91.9771 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 91.8034 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:463.278804]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:575.817430]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
-set terminal pngcairo size 1280,600 font 'sans,11'
+set terminal pngcairo size 1920,600 font 'sans,11'
 set output 'gemma-2-9b-throughput-machines-2.png'
-set multiplot layout 1,2 title 'gemma-2-9b (threads all) on each machine' noenhanced
+set multiplot layout 1,3 title 'gemma-2-9b (threads all) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -100,8 +138,28 @@ set arrow from first 4096, first 34.9879 to first 16384, first 35.0007 nohead lw
 set arrow from first 16384, first 35.0007 to first 32768, first 35.0028 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 34.9367 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:463.278804]
+set yrange [0:575.817430]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 523.47 to graph 1, first 523.47 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 523.47 offset 0,0.6
+set arrow from first 1024, first 51.0358 to first 4096, first 51.1106 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 51.1106 to first 16384, first 51.1293 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 51.1293 to first 32768, first 51.1324 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 51.0358 offset 0,0.8 tc 'dark-red'
+set yrange [0:575.817]
+set yrange [0:575.817430]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -120,6 +178,6 @@ set arrow from first 4096, first 91.9378 to first 16384, first 91.9715 nohead lw
 set arrow from first 16384, first 91.9715 to first 32768, first 91.9771 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 91.8034 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:463.278804]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:575.817430]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

@@ -18,26 +18,44 @@ $p0s2 << EOD
 32768 3.316933874177738 3.236183058223778 3.508576971367787 NaN
 EOD
 $p1s0 << EOD
+1024 47.719468069170915 47.09990671411273 48.09070362656523 NaN
+4096 34.39360492468932 33.24872286758219 35.37998540233593 NaN
+16384 22.973351119645304 22.745054297394347 23.328453551214057 NaN
+32768 16.343931666431228 16.2343580082745 18.04920776930435 NaN
+EOD
+$p1s1 << EOD
+1024 41.700472270833906 41.5516122337839 41.78491358574875 NaN
+4096 24.804959264209508 23.14972437671343 25.412603173060493 NaN
+16384 17.664186831960567 17.475315789278724 17.905793015907584 NaN
+32768 13.90996902502906 13.433612489605043 14.168150773051659 NaN
+EOD
+$p1s2 << EOD
+1024 9.045724646468807 8.824637185968058 9.09568817887948 NaN
+4096 6.939920833060917 6.892811443895126 7.085727973532968 NaN
+16384 6.263406898063677 6.196777502227532 6.3010678414403865 NaN
+32768 6.1122500803430615 6.0225907965805705 6.142855057190753 NaN
+EOD
+$p2s0 << EOD
 1024 28.601144133379044 28.044443285734975 29.9748675583415 NaN
 4096 21.458350667781133 20.736153712210548 21.819106842937636 NaN
 16384 12.242363785714728 11.432627980113006 13.243573165307357 NaN
 32768 10.984814508461342 10.768658425335648 11.127716823977018 NaN
 EOD
-$p1s1 << EOD
+$p2s1 << EOD
 1024 28.11647013418353 27.9729968926612 28.253747110597065 NaN
 4096 15.749818531669387 14.672298055412787 16.70195219790202 NaN
 16384 9.691997518743303 9.531882381070332 9.759109092534695 NaN
 32768 8.841070406574685 8.616901679489755 8.975483181177117 NaN
 EOD
-$p1s2 << EOD
+$p2s2 << EOD
 1024 6.860578689952535 6.81292057391199 6.873821259229699 NaN
 4096 5.391126411658777 5.3015669927490245 5.50475433393454 NaN
 16384 4.388293831448432 4.282324685824997 4.410094067645576 NaN
 32768 4.450259566129821 4.4262048601615716 4.492577047174857 NaN
 EOD
-set terminal svg size 1280,600 font 'sans,12' background '#ffffff'
+set terminal svg size 1920,600 font 'sans,12' background '#ffffff'
 set output 'gpt-2-throughput-machines-1.svg'
-set multiplot layout 1,2 title 'gpt-2 (threads 1) on each machine' noenhanced
+set multiplot layout 1,3 title 'gpt-2 (threads 1) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -56,8 +74,28 @@ set arrow from first 4096, first 11.3468 to first 16384, first 11.3489 nohead lw
 set arrow from first 16384, first 11.3489 to first 32768, first 11.3492 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 11.3385 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:238.447018]
+set yrange [0:284.636889]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 258.761 to graph 1, first 258.761 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 258.761 offset 0,0.6
+set arrow from first 1024, first 22.4929 to first 4096, first 22.5094 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 22.5094 to first 16384, first 22.5135 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 22.5135 to first 32768, first 22.5142 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 22.4929 offset 0,0.8 tc 'dark-red'
+set yrange [0:284.637]
+set yrange [0:284.636889]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -76,12 +114,12 @@ set arrow from first 4096, first 20.8599 to first 16384, first 20.8637 nohead lw
 set arrow from first 16384, first 20.8637 to first 32768, first 20.8643 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 20.8446 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:238.447018]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:284.636889]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
-set terminal pngcairo size 1280,600 font 'sans,11'
+set terminal pngcairo size 1920,600 font 'sans,11'
 set output 'gpt-2-throughput-machines-1.png'
-set multiplot layout 1,2 title 'gpt-2 (threads 1) on each machine' noenhanced
+set multiplot layout 1,3 title 'gpt-2 (threads 1) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -100,8 +138,28 @@ set arrow from first 4096, first 11.3468 to first 16384, first 11.3489 nohead lw
 set arrow from first 16384, first 11.3489 to first 32768, first 11.3492 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 11.3385 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:238.447018]
+set yrange [0:284.636889]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 258.761 to graph 1, first 258.761 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 258.761 offset 0,0.6
+set arrow from first 1024, first 22.4929 to first 4096, first 22.5094 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 22.5094 to first 16384, first 22.5135 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 22.5135 to first 32768, first 22.5142 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 22.4929 offset 0,0.8 tc 'dark-red'
+set yrange [0:284.637]
+set yrange [0:284.636889]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -120,6 +178,6 @@ set arrow from first 4096, first 20.8599 to first 16384, first 20.8637 nohead lw
 set arrow from first 16384, first 20.8637 to first 32768, first 20.8643 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 20.8446 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:238.447018]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:284.636889]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

@@ -18,26 +18,44 @@ $p0s2 << EOD
 32768 1.9700433269536195 0.8687692530653154 3.0286997975362775 NaN
 EOD
 $p1s0 << EOD
+1024 81.18239955150739 60.193660388702284 84.57300902417948 NaN
+4096 69.58253678643368 67.62520008540048 71.8007740585707 NaN
+16384 39.112039568881684 38.21442966430555 40.815789288418095 NaN
+32768 35.20072697812631 30.113658361065536 36.92474530741516 NaN
+EOD
+$p1s1 << EOD
+1024 36.02611298891245 35.85980617892968 36.585652272472096 NaN
+4096 22.08285724131527 21.671646194794896 23.664529134971655 NaN
+16384 15.511167530430393 14.960700920306301 16.008949528529254 NaN
+32768 13.867904945487249 13.424695207168087 13.984287987131765 NaN
+EOD
+$p1s2 << EOD
+1024 8.958236839260028 8.657860655601667 9.012161109384756 NaN
+4096 6.916914327421035 6.439517317461142 6.927437162055176 NaN
+16384 4.767335773993118 0.6371263562423243 4.7976779730273975 NaN
+32768 2.6626268386507195 1.9595307786635618 4.742680444393 NaN
+EOD
+$p2s0 << EOD
 1024 44.4755994059461 43.872355107918665 45.19600624694855 NaN
 4096 36.00481636519501 34.78621300063516 36.326921094430716 NaN
 16384 23.245823914080468 22.240966301791715 23.36603066209038 NaN
 32768 19.820266877390146 19.19543469719675 20.36396327544422 NaN
 EOD
-$p1s1 << EOD
+$p2s1 << EOD
 1024 27.3094660983927 27.246870872335357 27.744877771583056 NaN
 4096 15.852118743702512 15.683466502552497 16.88348629076454 NaN
 16384 14.538616588041753 9.39173984470032 14.75847918015032 NaN
 32768 8.59741558153812 8.01906775141625 8.937052838063948 NaN
 EOD
-$p1s2 << EOD
+$p2s2 << EOD
 1024 6.251434869570549 6.054809727358944 6.301206253169117 NaN
 4096 5.283834475651182 4.983423100084819 5.393878735417642 NaN
 16384 3.0785048077619273 0.7893408072401031 3.2394397259774714 NaN
 32768 1.545944824991205 1.165794958649023 2.591899233385043 NaN
 EOD
-set terminal svg size 1280,600 font 'sans,12' background '#ffffff'
+set terminal svg size 1920,600 font 'sans,12' background '#ffffff'
 set output 'gpt-2-throughput-machines-2.svg'
-set multiplot layout 1,2 title 'gpt-2 (threads all) on each machine' noenhanced
+set multiplot layout 1,3 title 'gpt-2 (threads all) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -56,8 +74,28 @@ set arrow from first 4096, first 17.4982 to first 16384, first 17.5014 nohead lw
 set arrow from first 16384, first 17.5014 to first 32768, first 17.502 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 17.4854 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:463.278804]
+set yrange [0:575.817430]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 523.47 to graph 1, first 523.47 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 523.47 offset 0,0.6
+set arrow from first 1024, first 25.5428 to first 4096, first 25.5615 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 25.5615 to first 16384, first 25.5662 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 25.5662 to first 32768, first 25.567 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 25.5428 offset 0,0.8 tc 'dark-red'
+set yrange [0:575.817]
+set yrange [0:575.817430]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -76,12 +114,12 @@ set arrow from first 4096, first 45.9801 to first 16384, first 45.9886 nohead lw
 set arrow from first 16384, first 45.9886 to first 32768, first 45.99 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 45.9465 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:463.278804]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:575.817430]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
-set terminal pngcairo size 1280,600 font 'sans,11'
+set terminal pngcairo size 1920,600 font 'sans,11'
 set output 'gpt-2-throughput-machines-2.png'
-set multiplot layout 1,2 title 'gpt-2 (threads all) on each machine' noenhanced
+set multiplot layout 1,3 title 'gpt-2 (threads all) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -100,8 +138,28 @@ set arrow from first 4096, first 17.4982 to first 16384, first 17.5014 nohead lw
 set arrow from first 16384, first 17.5014 to first 32768, first 17.502 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 17.4854 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:463.278804]
+set yrange [0:575.817430]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 523.47 to graph 1, first 523.47 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 523.47 offset 0,0.6
+set arrow from first 1024, first 25.5428 to first 4096, first 25.5615 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 25.5615 to first 16384, first 25.5662 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 25.5662 to first 32768, first 25.567 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 25.5428 offset 0,0.8 tc 'dark-red'
+set yrange [0:575.817]
+set yrange [0:575.817430]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -120,6 +178,6 @@ set arrow from first 4096, first 45.9801 to first 16384, first 45.9886 nohead lw
 set arrow from first 16384, first 45.9886 to first 32768, first 45.99 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 45.9465 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:463.278804]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:575.817430]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

@@ -36,44 +36,80 @@ $p0s5 << EOD
 32768 10.320011942170858 9.171067579017686 10.610434888819293 NaN
 EOD
 $p1s0 << EOD
+1024 133.9874189871965 132.62131910250974 134.20664494573927 NaN
+4096 83.26319625899541 82.1882031294713 83.78501189379361 NaN
+16384 68.08388768131283 68.00669021338874 68.44987500748367 NaN
+32768 55.57775594509432 55.28452165818931 55.95212181520433 NaN
+EOD
+$p1s1 << EOD
+1024 148.68310115895767 148.2502259245608 149.364348346081 NaN
+4096 154.79202927646358 154.0215939971858 155.20226434188925 NaN
+16384 140.24479684294556 139.72600461191948 140.8977510437229 NaN
+32768 139.0536148802496 133.99936858471156 140.22062556037315 NaN
+EOD
+$p1s2 << EOD
+1024 145.697035314245 145.1565195128225 146.5138494507626 NaN
+4096 155.59304075561175 154.71561875930553 156.3045975130749 NaN
+16384 141.17850961369402 137.0326414073826 142.3752731964822 NaN
+32768 140.28669608926782 136.02007140368582 141.70164528881386 NaN
+EOD
+$p1s3 << EOD
+1024 194.1985417166907 191.521553840726 194.78580025478934 NaN
+4096 240.3936989969447 238.4466916667817 241.3663253568817 NaN
+16384 213.805060365949 210.60554231897473 219.39991889839553 NaN
+32768 213.81690505332494 209.03262158836998 216.32547952998385 NaN
+EOD
+$p1s4 << EOD
+1024 60.47559260190916 60.0698528009647 60.94681821781757 NaN
+4096 25.263044616715256 25.22621099415378 25.425783568008526 NaN
+16384 23.295169477122194 23.081128867077556 23.335380019157032 NaN
+32768 23.83590595825461 23.677236510729827 23.888132519284103 NaN
+EOD
+$p1s5 << EOD
+1024 34.711730245961164 34.51619756114585 34.81259797068213 NaN
+4096 26.68014192745436 26.59443326429992 26.871838575067375 NaN
+16384 24.499359874913537 24.303735563200522 24.742766380734405 NaN
+32768 24.949851458809874 24.889336142883494 25.131780647266847 NaN
+EOD
+$p2s0 << EOD
 1024 66.52004388964856 66.32166967977948 66.69604618473463 NaN
 4096 46.23762078351978 45.86023194857769 47.497709926175126 NaN
 16384 40.01231214538541 25.755121541908004 41.215638084172824 NaN
 32768 37.1149334439587 36.76976049195481 37.62447775147989 NaN
 EOD
-$p1s1 << EOD
+$p2s1 << EOD
 1024 95.88356300365646 95.27133907618257 96.85415639301841 NaN
 4096 97.86446695519513 94.66505115657824 99.505633019515 NaN
 16384 90.95638420433178 88.6167999785512 93.60646391338302 NaN
 32768 85.25614011001198 83.68519275083707 86.19628616954972 NaN
 EOD
-$p1s2 << EOD
+$p2s2 << EOD
 1024 88.61938842710866 85.47931454463173 90.0329723214277 NaN
 4096 91.93060939992542 89.84458258800109 92.93997442068394 NaN
 16384 85.45608427932561 84.35049898738819 86.48211967339275 NaN
 32768 79.64937093318352 66.82977450761639 80.49338044371164 NaN
 EOD
-$p1s3 << EOD
+$p2s3 << EOD
 1024 120.21620728279566 119.43681007379227 121.43394032273376 NaN
 4096 134.15937812379326 121.67133468965667 136.69758585191576 NaN
 16384 58.654750496198695 57.66069413832956 59.231308296287374 NaN
 32768 59.976387639530856 59.54297371423186 60.309341905851454 NaN
 EOD
-$p1s4 << EOD
+$p2s4 << EOD
 1024 43.91633490808357 42.56529532245102 44.48133802467692 NaN
 4096 21.545073570361804 21.024027222974368 21.816200602724006 NaN
 16384 20.48865678062398 20.316804621219877 20.862499098207238 NaN
 32768 21.313984105691336 19.58114713460975 21.422335477356626 NaN
 EOD
-$p1s5 << EOD
+$p2s5 << EOD
 1024 25.484958777441836 24.69153743997115 25.672285987821873 NaN
 4096 21.321270567931453 15.893599922459503 22.37959069492449 NaN
 16384 18.500198450912585 18.336693820273354 19.32426666979737 NaN
 32768 17.913944808766107 17.278558783415665 18.33301588341512 NaN
 EOD
-set terminal svg size 1280,600 font 'sans,12' background '#ffffff'
+set terminal svg size 1920,600 font 'sans,12' background '#ffffff'
 set output 'llama3-8b-mistral-7b-throughput-machines-1.svg'
-set multiplot layout 1,2 title 'llama3-8b-mistral-7b (threads 1) on each machine' noenhanced
+set multiplot layout 1,3 title 'llama3-8b-mistral-7b (threads 1) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -92,8 +128,28 @@ set arrow from first 4096, first 177.048 to first 16384, first 177.551 nohead lw
 set arrow from first 16384, first 177.551 to first 32768, first 177.635 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 175.066 offset 0,0.8 tc 'dark-red'
 set yrange [0:514.765]
-set yrange [0:901.772985]
+set yrange [0:1162.512282]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p0s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 1056.83 to graph 1, first 1056.83 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 1056.83 offset 0,0.6
+set arrow from first 1024, first 338.159 to first 4096, first 341.988 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 341.988 to first 16384, first 342.958 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 342.958 to first 32768, first 343.121 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 338.159 offset 0,0.8 tc 'dark-red'
+set yrange [0:1162.51]
+set yrange [0:1162.512282]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -112,12 +168,12 @@ set arrow from first 4096, first 313.332 to first 16384, first 314.221 nohead lw
 set arrow from first 16384, first 314.221 to first 32768, first 314.37 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 309.824 offset 0,0.8 tc 'dark-red'
 set yrange [0:901.773]
-set yrange [0:901.772985]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
+set yrange [0:1162.512282]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p2s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset multiplot
-set terminal pngcairo size 1280,600 font 'sans,11'
+set terminal pngcairo size 1920,600 font 'sans,11'
 set output 'llama3-8b-mistral-7b-throughput-machines-1.png'
-set multiplot layout 1,2 title 'llama3-8b-mistral-7b (threads 1) on each machine' noenhanced
+set multiplot layout 1,3 title 'llama3-8b-mistral-7b (threads 1) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -136,8 +192,28 @@ set arrow from first 4096, first 177.048 to first 16384, first 177.551 nohead lw
 set arrow from first 16384, first 177.551 to first 32768, first 177.635 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 175.066 offset 0,0.8 tc 'dark-red'
 set yrange [0:514.765]
-set yrange [0:901.772985]
+set yrange [0:1162.512282]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p0s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 1056.83 to graph 1, first 1056.83 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 1056.83 offset 0,0.6
+set arrow from first 1024, first 338.159 to first 4096, first 341.988 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 341.988 to first 16384, first 342.958 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 342.958 to first 32768, first 343.121 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 338.159 offset 0,0.8 tc 'dark-red'
+set yrange [0:1162.51]
+set yrange [0:1162.512282]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -156,6 +232,6 @@ set arrow from first 4096, first 313.332 to first 16384, first 314.221 nohead lw
 set arrow from first 16384, first 314.221 to first 32768, first 314.37 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 309.824 offset 0,0.8 tc 'dark-red'
 set yrange [0:901.773]
-set yrange [0:901.772985]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
+set yrange [0:1162.512282]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p2s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset multiplot

@@ -36,44 +36,80 @@ $p0s5 << EOD
 32768 5.5796244473786505 5.072400723275741 5.716812522832989 NaN
 EOD
 $p1s0 << EOD
+1024 252.85174108534784 224.6960818463069 253.60319752771872 NaN
+4096 161.81329316976937 160.325706148072 162.89062319348807 NaN
+16384 87.40982736283762 87.03475608982835 93.1487141499566 NaN
+32768 102.08614461094261 75.55324422310306 103.91770294062867 NaN
+EOD
+$p1s1 << EOD
+1024 242.48175326953836 224.46221511297517 243.4652928035676 NaN
+4096 287.5557300684727 281.12985303208575 287.6361084694623 NaN
+16384 236.60943968765667 230.5201145885007 245.90483530335206 NaN
+32768 221.33545354865348 217.38546648832764 237.96449742728456 NaN
+EOD
+$p1s2 << EOD
+1024 277.65988054531834 247.38878919454572 281.7596318500537 NaN
+4096 301.47072071266905 298.7910107970645 303.50697710933474 NaN
+16384 205.30044402733924 201.6495520103143 229.34619305132122 NaN
+32768 171.2562814712467 170.92777814032345 172.56483704801337 NaN
+EOD
+$p1s3 << EOD
+1024 323.2298926393868 312.74780977624266 333.78446452070654 NaN
+4096 467.1107407650627 450.1098187893081 469.5304595163211 NaN
+16384 429.2452724027584 424.1572549018621 433.233852347248 NaN
+32768 392.92820708987887 381.00971987735943 394.02268537343133 NaN
+EOD
+$p1s4 << EOD
+1024 61.20179791754897 61.0427914657526 61.23344752135411 NaN
+4096 25.551895755330566 25.35246320039034 25.77187982123514 NaN
+16384 23.65753281993716 23.56105478827244 23.748100963119033 NaN
+32768 23.533634786159034 23.260398316529443 23.69551681204168 NaN
+EOD
+$p1s5 << EOD
+1024 12.2498224833253 0.4412781878861326 14.124702758887478 NaN
+4096 5.0735230857972216 4.589528825583474 8.487905889059553 NaN
+16384 4.8390832640579395 4.035208890946797 12.61335867670991 NaN
+32768 5.596938795447279 5.590111291443028 7.897128016888149 NaN
+EOD
+$p2s0 << EOD
 1024 114.23161114600647 69.3188946334486 123.0608694957326 NaN
 4096 102.36851928982904 98.91060998453136 104.57946199087394 NaN
 16384 80.36257912309247 77.16442686657467 83.0127402667205 NaN
 32768 77.660191106094 75.32803911948476 78.14180508946248 NaN
 EOD
-$p1s1 << EOD
+$p2s1 << EOD
 1024 152.1705138533738 142.99815811029183 157.63253261456356 NaN
 4096 155.90004591339428 151.0237234557841 165.30095357658482 NaN
 16384 171.7038921130612 170.6597275514758 174.12336807547683 NaN
 32768 164.28612337019186 153.4153109194227 166.2080531835927 NaN
 EOD
-$p1s2 << EOD
+$p2s2 << EOD
 1024 155.97990580870098 155.0739104172103 157.4414420655392 NaN
 4096 179.88912905263544 177.5372958917887 180.16719828903294 NaN
 16384 165.73126734471487 162.23917127411065 170.1198624234354 NaN
 32768 163.49084317362846 143.31514786172303 164.605330910888 NaN
 EOD
-$p1s3 << EOD
+$p2s3 << EOD
 1024 194.25146396175018 192.13329055867814 196.15198104618776 NaN
 4096 241.26601166115705 238.03257247368833 250.7198052788497 NaN
 16384 140.06391764172508 128.1310310697726 142.46049652766558 NaN
 32768 122.36555867797645 110.5044587763351 125.22559316759767 NaN
 EOD
-$p1s4 << EOD
+$p2s4 << EOD
 1024 40.53290039203865 40.08931539376157 41.41726920818894 NaN
 4096 21.285571370753985 21.13814805817571 21.443831040481918 NaN
 16384 21.510511233366117 21.17211821112427 21.68232137771743 NaN
 32768 21.576334434496566 19.991661756761992 21.76482726785096 NaN
 EOD
-$p1s5 << EOD
+$p2s5 << EOD
 1024 8.925510956283015 0.3500412248191942 9.208098876323978 NaN
 4096 9.200501040347385 1.185515109580805 9.420449233761783 NaN
 16384 4.545784559130519 3.8651137141119105 9.163238078500948 NaN
 32768 5.910451012133473 5.374635139204161 6.329817015109542 NaN
 EOD
-set terminal svg size 1280,600 font 'sans,12' background '#ffffff'
+set terminal svg size 1920,600 font 'sans,12' background '#ffffff'
 set output 'llama3-8b-mistral-7b-throughput-machines-2.svg'
-set multiplot layout 1,2 title 'llama3-8b-mistral-7b (threads all) on each machine' noenhanced
+set multiplot layout 1,3 title 'llama3-8b-mistral-7b (threads all) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -92,8 +128,28 @@ set arrow from first 4096, first 293.558 to first 16384, first 294.391 nohead lw
 set arrow from first 16384, first 294.391 to first 32768, first 294.53 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 290.272 offset 0,0.8 tc 'dark-red'
 set yrange [0:1029.28]
-set yrange [0:1841.439841]
+set yrange [0:2278.889100]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p0s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 2071.72 to graph 1, first 2071.72 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 2071.72 offset 0,0.6
+set arrow from first 1024, first 392.466 to first 4096, first 396.909 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 396.909 to first 16384, first 398.036 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 398.036 to first 32768, first 398.224 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 392.466 offset 0,0.8 tc 'dark-red'
+set yrange [0:2278.89]
+set yrange [0:2278.889100]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -112,12 +168,12 @@ set arrow from first 4096, first 743.687 to first 16384, first 745.798 nohead lw
 set arrow from first 16384, first 745.798 to first 32768, first 746.151 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 735.362 offset 0,0.8 tc 'dark-red'
 set yrange [0:1841.44]
-set yrange [0:1841.439841]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
+set yrange [0:2278.889100]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p2s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset multiplot
-set terminal pngcairo size 1280,600 font 'sans,11'
+set terminal pngcairo size 1920,600 font 'sans,11'
 set output 'llama3-8b-mistral-7b-throughput-machines-2.png'
-set multiplot layout 1,2 title 'llama3-8b-mistral-7b (threads all) on each machine' noenhanced
+set multiplot layout 1,3 title 'llama3-8b-mistral-7b (threads all) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -136,8 +192,28 @@ set arrow from first 4096, first 293.558 to first 16384, first 294.391 nohead lw
 set arrow from first 16384, first 294.391 to first 32768, first 294.53 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 290.272 offset 0,0.8 tc 'dark-red'
 set yrange [0:1029.28]
-set yrange [0:1841.439841]
+set yrange [0:2278.889100]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p0s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 2071.72 to graph 1, first 2071.72 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 2071.72 offset 0,0.6
+set arrow from first 1024, first 392.466 to first 4096, first 396.909 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 396.909 to first 16384, first 398.036 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 398.036 to first 32768, first 398.224 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 392.466 offset 0,0.8 tc 'dark-red'
+set yrange [0:2278.89]
+set yrange [0:2278.889100]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -156,6 +232,6 @@ set arrow from first 4096, first 743.687 to first 16384, first 745.798 nohead lw
 set arrow from first 16384, first 745.798 to first 32768, first 746.151 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 735.362 offset 0,0.8 tc 'dark-red'
 set yrange [0:1841.44]
-set yrange [0:1841.439841]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
+set yrange [0:2278.889100]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p2s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset multiplot

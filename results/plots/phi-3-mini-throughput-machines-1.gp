@@ -18,26 +18,44 @@ $p0s2 << EOD
 32768 3.183180657179015 3.1580087061650586 3.4363199392857404 NaN
 EOD
 $p1s0 << EOD
+1024 34.46507505678698 33.96511992272359 34.60438195984782 NaN
+4096 22.86016802745053 22.642881667644517 23.01771458429807 NaN
+16384 19.87200688587155 18.765316629403333 20.567951089225105 NaN
+32768 18.595050296627843 18.46953371344539 18.652170521596844 NaN
+EOD
+$p1s1 << EOD
+1024 25.564811918575643 25.058035657712672 26.118813639542847 NaN
+4096 19.82025377575812 19.451566489779214 20.239746251800675 NaN
+16384 16.584862006277287 16.456161097103564 16.712219393384284 NaN
+32768 16.94674511847014 16.86600191350683 17.046670591170287 NaN
+EOD
+$p1s2 << EOD
+1024 8.119392607099416 8.042500786625522 8.130923039193451 NaN
+4096 6.202205487661503 6.186989794442837 6.207701858827432 NaN
+16384 6.156074777691915 6.13839829945669 6.197442348810511 NaN
+32768 6.152001657495553 6.092926832942552 6.197451029171208 NaN
+EOD
+$p2s0 << EOD
 1024 16.72341408047538 15.864857069613906 17.346175529628898 NaN
 4096 11.224487816805091 11.101048405862922 12.248040766513688 NaN
 16384 11.377601115760239 10.588166318703571 12.157967297213583 NaN
 32768 11.4304309412585 11.359680003354605 12.614193031142413 NaN
 EOD
-$p1s1 << EOD
+$p2s1 << EOD
 1024 13.701763200767987 13.312167919253643 13.968909731472234 NaN
 4096 12.330593328996578 10.657829323119985 12.46585842041442 NaN
 16384 8.534260203764756 7.802487824100639 9.274202070164865 NaN
 32768 8.58825404284978 8.121194409704376 9.535506093432684 NaN
 EOD
-$p1s2 << EOD
+$p2s2 << EOD
 1024 4.411331128132103 3.849234318386351 4.8626319279323305 NaN
 4096 4.14417014815937 3.9239785485792695 4.945374858742334 NaN
 16384 4.0110359645118825 3.851444701674811 4.438590423899941 NaN
 32768 3.7584037812199287 3.737002385792365 3.830696083358186 NaN
 EOD
-set terminal svg size 1280,600 font 'sans,12' background '#ffffff'
+set terminal svg size 1920,600 font 'sans,12' background '#ffffff'
 set output 'phi-3-mini-throughput-machines-1.svg'
-set multiplot layout 1,2 title 'phi-3-mini (threads 1) on each machine' noenhanced
+set multiplot layout 1,3 title 'phi-3-mini (threads 1) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -56,8 +74,28 @@ set arrow from first 4096, first 11.3468 to first 16384, first 11.3489 nohead lw
 set arrow from first 16384, first 11.3489 to first 32768, first 11.3492 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 11.3385 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:238.447018]
+set yrange [0:284.636889]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 258.761 to graph 1, first 258.761 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 258.761 offset 0,0.6
+set arrow from first 1024, first 22.4929 to first 4096, first 22.5094 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 22.5094 to first 16384, first 22.5135 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 22.5135 to first 32768, first 22.5142 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 22.4929 offset 0,0.8 tc 'dark-red'
+set yrange [0:284.637]
+set yrange [0:284.636889]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -76,12 +114,12 @@ set arrow from first 4096, first 20.8599 to first 16384, first 20.8637 nohead lw
 set arrow from first 16384, first 20.8637 to first 32768, first 20.8643 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 20.8446 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:238.447018]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:284.636889]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
-set terminal pngcairo size 1280,600 font 'sans,11'
+set terminal pngcairo size 1920,600 font 'sans,11'
 set output 'phi-3-mini-throughput-machines-1.png'
-set multiplot layout 1,2 title 'phi-3-mini (threads 1) on each machine' noenhanced
+set multiplot layout 1,3 title 'phi-3-mini (threads 1) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -100,8 +138,28 @@ set arrow from first 4096, first 11.3468 to first 16384, first 11.3489 nohead lw
 set arrow from first 16384, first 11.3489 to first 32768, first 11.3492 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 11.3385 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:238.447018]
+set yrange [0:284.636889]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 258.761 to graph 1, first 258.761 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 258.761 offset 0,0.6
+set arrow from first 1024, first 22.4929 to first 4096, first 22.5094 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 22.5094 to first 16384, first 22.5135 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 22.5135 to first 32768, first 22.5142 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 22.4929 offset 0,0.8 tc 'dark-red'
+set yrange [0:284.637]
+set yrange [0:284.636889]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -120,6 +178,6 @@ set arrow from first 4096, first 20.8599 to first 16384, first 20.8637 nohead lw
 set arrow from first 16384, first 20.8637 to first 32768, first 20.8643 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 20.8446 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:238.447018]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:284.636889]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

@@ -18,26 +18,44 @@ $p0s2 << EOD
 32768 1.6022872769829006 1.2801822036647426 2.6252129059429143 NaN
 EOD
 $p1s0 << EOD
+1024 86.58233412085636 84.68851480621309 87.94566656533378 NaN
+4096 44.73078310550817 43.91270852815056 46.993127894478455 NaN
+16384 34.97633493736027 34.715158535411675 35.76531066305957 NaN
+32768 34.91727809668635 34.61906488942538 35.72035138168884 NaN
+EOD
+$p1s1 << EOD
+1024 27.590732245738767 27.172992892221163 27.980100788892166 NaN
+4096 20.307639102262065 20.21546463086447 20.454884112734202 NaN
+16384 16.81138420449563 16.74704642857862 16.891596743383626 NaN
+32768 17.06906476622361 16.971014139000285 17.120127153184065 NaN
+EOD
+$p1s2 << EOD
+1024 7.989365946931769 7.774316604089763 8.182975407402415 NaN
+4096 3.170465471873896 0.6523674463603552 5.243812259239772 NaN
+16384 3.048425912485742 1.1109379767904548 4.288924099009598 NaN
+32768 3.3441025401417446 2.5653313270778924 5.039098338335984 NaN
+EOD
+$p2s0 << EOD
 1024 36.33216608995262 32.15832292221156 42.1129723849876 NaN
 4096 26.779343656807768 26.16032101244708 27.991826398163994 NaN
 16384 22.876101490199773 21.388555454112588 23.41532950764669 NaN
 32768 22.39956239207272 17.185424980107484 22.788812034485364 NaN
 EOD
-$p1s1 << EOD
+$p2s1 << EOD
 1024 14.158076371849354 10.640584301375174 15.130086028098182 NaN
 4096 11.863263248065664 11.44314589317754 12.368770029992264 NaN
 16384 7.916023486976478 7.792091572418296 8.048144331746489 NaN
 32768 8.423642367207746 8.214730898282031 8.565888612029216 NaN
 EOD
-$p1s2 << EOD
+$p2s2 << EOD
 1024 4.134543424078539 3.969970818886285 4.276122980878384 NaN
 4096 2.2394503617494297 1.1063403580262063 2.904052857095623 NaN
 16384 1.5741437420110995 1.4222640589401596 1.8670138908672427 NaN
 32768 2.2894898739927285 1.7456142023117278 3.172591822081254 NaN
 EOD
-set terminal svg size 1280,600 font 'sans,12' background '#ffffff'
+set terminal svg size 1920,600 font 'sans,12' background '#ffffff'
 set output 'phi-3-mini-throughput-machines-2.svg'
-set multiplot layout 1,2 title 'phi-3-mini (threads all) on each machine' noenhanced
+set multiplot layout 1,3 title 'phi-3-mini (threads all) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -56,8 +74,28 @@ set arrow from first 4096, first 17.4982 to first 16384, first 17.5014 nohead lw
 set arrow from first 16384, first 17.5014 to first 32768, first 17.502 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 17.4854 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:463.278804]
+set yrange [0:575.817430]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 523.47 to graph 1, first 523.47 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 523.47 offset 0,0.6
+set arrow from first 1024, first 25.5428 to first 4096, first 25.5615 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 25.5615 to first 16384, first 25.5662 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 25.5662 to first 32768, first 25.567 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 25.5428 offset 0,0.8 tc 'dark-red'
+set yrange [0:575.817]
+set yrange [0:575.817430]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -76,12 +114,12 @@ set arrow from first 4096, first 45.9801 to first 16384, first 45.9886 nohead lw
 set arrow from first 16384, first 45.9886 to first 32768, first 45.99 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 45.9465 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:463.278804]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:575.817430]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
-set terminal pngcairo size 1280,600 font 'sans,11'
+set terminal pngcairo size 1920,600 font 'sans,11'
 set output 'phi-3-mini-throughput-machines-2.png'
-set multiplot layout 1,2 title 'phi-3-mini (threads all) on each machine' noenhanced
+set multiplot layout 1,3 title 'phi-3-mini (threads all) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -100,8 +138,28 @@ set arrow from first 4096, first 17.4982 to first 16384, first 17.5014 nohead lw
 set arrow from first 16384, first 17.5014 to first 32768, first 17.502 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 17.4854 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:463.278804]
+set yrange [0:575.817430]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 523.47 to graph 1, first 523.47 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 523.47 offset 0,0.6
+set arrow from first 1024, first 25.5428 to first 4096, first 25.5615 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 25.5615 to first 16384, first 25.5662 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 25.5662 to first 32768, first 25.567 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 25.5428 offset 0,0.8 tc 'dark-red'
+set yrange [0:575.817]
+set yrange [0:575.817430]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -120,6 +178,6 @@ set arrow from first 4096, first 45.9801 to first 16384, first 45.9886 nohead lw
 set arrow from first 16384, first 45.9886 to first 32768, first 45.99 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 45.9465 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:463.278804]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:575.817430]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

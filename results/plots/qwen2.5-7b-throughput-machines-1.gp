@@ -18,26 +18,44 @@ $p0s2 << EOD
 32768 15.781097617436318 15.36997360195696 15.898687732651783 NaN
 EOD
 $p1s0 << EOD
+1024 156.82982770231843 156.05834705212476 157.63240901632776 NaN
+4096 150.15212501137705 146.64927669676985 154.85907977088706 NaN
+16384 93.09769561615698 86.5566234244997 97.1971403489095 NaN
+32768 76.60332594633113 76.31864300625364 76.94380404576403 NaN
+EOD
+$p1s1 << EOD
+1024 64.70047066878256 64.37592017360652 65.1284157664286 NaN
+4096 40.40920861845997 39.86340164386247 41.25545362495684 NaN
+16384 33.658742847996905 33.63125539583411 33.84876148806981 NaN
+32768 32.968309154447894 32.81003877766982 33.00950032255939 NaN
+EOD
+$p1s2 << EOD
+1024 30.61664833973967 30.02725279403796 30.626649802697436 NaN
+4096 27.243782451099054 26.955207547284115 27.43353432427512 NaN
+16384 25.520548293145353 25.00882206055882 25.618839188676464 NaN
+32768 25.17972646870564 21.588166458979867 25.257583334297173 NaN
+EOD
+$p2s0 << EOD
 1024 77.21646159863386 76.3493507152604 77.67054945724412 NaN
 4096 63.15713444353271 57.781944128216146 63.63929009965531 NaN
 16384 49.05656349187517 48.14255249492061 50.35790100898644 NaN
 32768 54.729760373598815 54.21509823648479 54.85696295473607 NaN
 EOD
-$p1s1 << EOD
+$p2s1 << EOD
 1024 49.67699603192447 47.97548554739178 49.917448698505204 NaN
 4096 34.79931818749002 34.646371558196364 35.0837772912012 NaN
 16384 29.647408141857035 23.65596870097549 30.368171945880285 NaN
 32768 28.451077832182673 28.217761469932306 28.550682256520545 NaN
 EOD
-$p1s2 << EOD
+$p2s2 << EOD
 1024 23.1070943108015 22.88917155351437 23.37819740601842 NaN
 4096 20.779925524131635 17.90454902082345 21.01802688733904 NaN
 16384 19.102968791900338 18.877151452550404 19.497089457220593 NaN
 32768 19.462038232933217 19.228802996499716 19.597931868154813 NaN
 EOD
-set terminal svg size 1280,600 font 'sans,12' background '#ffffff'
+set terminal svg size 1920,600 font 'sans,12' background '#ffffff'
 set output 'qwen2.5-7b-throughput-machines-1.svg'
-set multiplot layout 1,2 title 'qwen2.5-7b (threads 1) on each machine' noenhanced
+set multiplot layout 1,3 title 'qwen2.5-7b (threads 1) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -56,8 +74,28 @@ set arrow from first 4096, first 79.3114 to first 16384, first 79.4131 nohead lw
 set arrow from first 16384, first 79.4131 to first 32768, first 79.43 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 78.9076 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:238.447018]
+set yrange [0:284.636889]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 258.761 to graph 1, first 258.761 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 258.761 offset 0,0.6
+set arrow from first 1024, first 156.534 to first 4096, first 157.336 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 157.336 to first 16384, first 157.537 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 157.537 to first 32768, first 157.571 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 156.534 offset 0,0.8 tc 'dark-red'
+set yrange [0:284.637]
+set yrange [0:284.636889]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -76,12 +114,12 @@ set arrow from first 4096, first 145.806 to first 16384, first 145.992 nohead lw
 set arrow from first 16384, first 145.992 to first 32768, first 146.024 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 145.063 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:238.447018]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:284.636889]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
-set terminal pngcairo size 1280,600 font 'sans,11'
+set terminal pngcairo size 1920,600 font 'sans,11'
 set output 'qwen2.5-7b-throughput-machines-1.png'
-set multiplot layout 1,2 title 'qwen2.5-7b (threads 1) on each machine' noenhanced
+set multiplot layout 1,3 title 'qwen2.5-7b (threads 1) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -100,8 +138,28 @@ set arrow from first 4096, first 79.3114 to first 16384, first 79.4131 nohead lw
 set arrow from first 16384, first 79.4131 to first 32768, first 79.43 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 78.9076 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:238.447018]
+set yrange [0:284.636889]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 258.761 to graph 1, first 258.761 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 258.761 offset 0,0.6
+set arrow from first 1024, first 156.534 to first 4096, first 157.336 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 157.336 to first 16384, first 157.537 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 157.537 to first 32768, first 157.571 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 156.534 offset 0,0.8 tc 'dark-red'
+set yrange [0:284.637]
+set yrange [0:284.636889]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -120,6 +178,6 @@ set arrow from first 4096, first 145.806 to first 16384, first 145.992 nohead lw
 set arrow from first 16384, first 145.992 to first 32768, first 146.024 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 145.063 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:238.447018]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:284.636889]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

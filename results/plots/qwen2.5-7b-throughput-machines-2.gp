@@ -18,26 +18,44 @@ $p0s2 << EOD
 32768 10.916369094814934 9.793927253199161 13.676046252294764 NaN
 EOD
 $p1s0 << EOD
+1024 254.84435466916221 249.37893575561165 258.8236255995484 NaN
+4096 298.14970278602914 288.2240284115423 305.53980385461847 NaN
+16384 155.6400639505925 151.4653217196118 157.7450837387878 NaN
+32768 127.88575063536231 125.79132998960898 132.93193634928195 NaN
+EOD
+$p1s1 << EOD
+1024 63.18785749721162 62.48794374895282 63.55589100052967 NaN
+4096 41.393034781517464 39.81855944212515 43.484209850596095 NaN
+16384 33.495043374308025 33.3998327626091 33.89057225239827 NaN
+32768 33.00008942726678 30.999444498907586 33.30269455288723 NaN
+EOD
+$p1s2 << EOD
+1024 0.5237185729507653 0.46178460806923877 15.491930219102224 NaN
+4096 2.2586694091454587 1.6509237351513886 8.770348703046448 NaN
+16384 4.897042803052319 4.889708065099692 9.001691508005655 NaN
+32768 9.784132335561809 9.407071481259159 9.796132090048872 NaN
+EOD
+$p2s0 << EOD
 1024 143.39788689013622 137.11814336819646 143.57558179281676 NaN
 4096 141.8371909255363 134.8334219943915 143.0910546492322 NaN
 16384 114.31768078020343 111.75631153731125 117.2486518153066 NaN
 32768 109.17584112562729 105.3768012711648 109.43456161199641 NaN
 EOD
-$p1s1 << EOD
+$p2s1 << EOD
 1024 47.19708381113377 47.024475051963535 47.353811638743295 NaN
 4096 31.921880687770795 28.992041092885607 35.047260188159925 NaN
 16384 29.15089582605328 29.038741724345076 30.017508943751036 NaN
 32768 28.27948322303962 27.559248252895436 28.480348668506334 NaN
 EOD
-$p1s2 << EOD
+$p2s2 << EOD
 1024 1.0055877004696832 0.5652485330587061 14.381687147871654 NaN
 4096 5.97562466348289 3.526400157773228 9.876448745751228 NaN
 16384 4.896530934206025 4.836274835017677 4.948676696646 NaN
 32768 9.147636307564929 7.880923483068563 9.370297322350387 NaN
 EOD
-set terminal svg size 1280,600 font 'sans,12' background '#ffffff'
+set terminal svg size 1920,600 font 'sans,12' background '#ffffff'
 set output 'qwen2.5-7b-throughput-machines-2.svg'
-set multiplot layout 1,2 title 'qwen2.5-7b (threads all) on each machine' noenhanced
+set multiplot layout 1,3 title 'qwen2.5-7b (threads all) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -56,8 +74,28 @@ set arrow from first 4096, first 122.308 to first 16384, first 122.465 nohead lw
 set arrow from first 16384, first 122.465 to first 32768, first 122.491 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 121.686 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:463.278804]
+set yrange [0:575.817430]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 523.47 to graph 1, first 523.47 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 523.47 offset 0,0.6
+set arrow from first 1024, first 177.759 to first 4096, first 178.669 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 178.669 to first 16384, first 178.898 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 178.898 to first 32768, first 178.936 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 177.759 offset 0,0.8 tc 'dark-red'
+set yrange [0:575.817]
+set yrange [0:575.817430]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -76,12 +114,12 @@ set arrow from first 4096, first 321.39 to first 16384, first 321.802 nohead lw 
 set arrow from first 16384, first 321.802 to first 32768, first 321.871 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 319.754 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:463.278804]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:575.817430]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
-set terminal pngcairo size 1280,600 font 'sans,11'
+set terminal pngcairo size 1920,600 font 'sans,11'
 set output 'qwen2.5-7b-throughput-machines-2.png'
-set multiplot layout 1,2 title 'qwen2.5-7b (threads all) on each machine' noenhanced
+set multiplot layout 1,3 title 'qwen2.5-7b (threads all) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -100,8 +138,28 @@ set arrow from first 4096, first 122.308 to first 16384, first 122.465 nohead lw
 set arrow from first 16384, first 122.465 to first 32768, first 122.491 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 121.686 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:463.278804]
+set yrange [0:575.817430]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 523.47 to graph 1, first 523.47 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 523.47 offset 0,0.6
+set arrow from first 1024, first 177.759 to first 4096, first 178.669 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 178.669 to first 16384, first 178.898 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 178.898 to first 32768, first 178.936 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 177.759 offset 0,0.8 tc 'dark-red'
+set yrange [0:575.817]
+set yrange [0:575.817430]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -120,6 +178,6 @@ set arrow from first 4096, first 321.39 to first 16384, first 321.802 nohead lw 
 set arrow from first 16384, first 321.802 to first 32768, first 321.871 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 319.754 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:463.278804]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
+set yrange [0:575.817430]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

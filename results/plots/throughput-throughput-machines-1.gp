@@ -35,43 +35,78 @@ $p0s4 << EOD
 4096 35.68676707564775 33.24586723963549 36.33995607407603 NaN
 EOD
 $p1s0 << EOD
+256 192.0609608704725 190.8963338574935 195.39023908853233 NaN
+512 197.93099630635328 196.90443921354043 199.54520875070662 NaN
+1024 208.28241466433627 207.91540818661358 209.0288884793362 NaN
+2048 207.6235712474777 206.7185850238215 209.85255748786295 NaN
+4096 205.26128303254285 204.27987598914302 206.51397279673853 NaN
+EOD
+$p1s1 << EOD
+256 193.75968345999763 192.7658361570644 194.30028938940984 NaN
+512 204.90392391120466 204.06726882188426 205.67661295835552 NaN
+1024 210.76324417897618 171.47394338600773 212.31711610094524 NaN
+2048 213.85976981865937 212.92251167801177 214.83114231009006 NaN
+4096 214.6654610008171 214.1713260594575 216.6866766521687 NaN
+EOD
+$p1s2 << EOD
+256 102.02306524214242 101.7626965608134 102.34318035514528 NaN
+512 106.10067414257584 105.78843150600753 106.50254542761203 NaN
+1024 107.6033537184297 106.98724621328596 108.16004391988002 NaN
+2048 107.82016433789575 107.42498060673614 108.38851151146032 NaN
+4096 107.65015896131169 106.99487182339918 107.87421947396815 NaN
+EOD
+$p1s3 << EOD
+256 95.26109761036406 94.83904623861814 95.42974103622306 NaN
+512 97.1577298556851 96.91443882210775 97.29581487531391 NaN
+1024 97.27590318841655 95.85661447454254 97.64577450643192 NaN
+2048 97.70677495264896 96.89087045425013 98.05633538108837 NaN
+4096 90.31819555081663 89.83890028449733 91.40177934733163 NaN
+EOD
+$p1s4 << EOD
+256 47.604809409139826 47.43563131731168 47.85112169467847 NaN
+512 47.704688887866034 47.52978006173844 47.89345586025932 NaN
+1024 47.47171210854432 47.30540726808795 47.64259215848781 NaN
+2048 46.44609873516453 45.410726025793245 46.824208249812756 NaN
+4096 45.66487604630436 44.97459032495901 45.954042241010804 NaN
+EOD
+$p2s0 << EOD
 256 147.88666120557141 147.57756505996187 148.28713904534112 NaN
 512 156.05224164168152 154.59232823927886 156.54182273907594 NaN
 1024 154.9485099461657 153.93821157336475 155.8545245999604 NaN
 2048 154.5952273428677 153.5272580894342 155.35670286177302 NaN
 4096 153.88710560267398 140.5716288720595 154.87169616624246 NaN
 EOD
-$p1s1 << EOD
+$p2s1 << EOD
 256 148.14082407355139 146.95828602851319 149.92382691502155 NaN
 512 152.11626348587626 151.0287340635003 152.76308149739293 NaN
 1024 155.1248436207375 151.5763223342276 155.30489682234236 NaN
 2048 154.6259309901784 153.23323502762335 154.91490544643918 NaN
 4096 156.43441334224897 155.4323876112247 157.20610207687523 NaN
 EOD
-$p1s2 << EOD
+$p2s2 << EOD
 256 79.48815373784302 79.21074316414203 79.61768949898845 NaN
 512 80.98304511002125 80.83995008206838 81.11612254635338 NaN
 1024 81.32582092568359 81.04052642608441 81.54252832522 NaN
 2048 80.7620413416096 80.1576885856271 81.22543362018786 NaN
 4096 80.48453867443524 72.90686540145911 80.94753277968711 NaN
 EOD
-$p1s3 << EOD
+$p2s3 << EOD
 256 70.26795008832883 69.8830019700052 70.36596473261994 NaN
 512 69.74744813571338 65.49276194985191 70.99163947647145 NaN
 1024 69.40623146845205 65.62340173517674 69.82085939715152 NaN
 2048 66.92913232011652 66.01253154516269 67.68325607256816 NaN
 4096 60.184534132315186 59.65427889057689 60.91120935972088 NaN
 EOD
-$p1s4 << EOD
+$p2s4 << EOD
 256 36.531915545634334 36.458190125364204 36.60914059783479 NaN
 512 36.32721002814842 36.13911275656604 36.95022956559667 NaN
 1024 35.59536728120622 35.47882307478937 35.7249605286028 NaN
 2048 35.63977942240011 35.4873738019022 35.749107706010236 NaN
 4096 34.75846467464194 34.460819947723984 34.93829302436051 NaN
 EOD
-set terminal svg size 1280,600 font 'sans,12' background '#ffffff'
+set terminal svg size 1920,600 font 'sans,12' background '#ffffff'
 set output 'throughput-throughput-machines-1.svg'
-set multiplot layout 1,2 title 'throughput (threads 1) on each machine' noenhanced
+set multiplot layout 1,3 title 'throughput (threads 1) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -91,8 +126,29 @@ set arrow from first 1024, first 117.243 to first 2048, first 117.243 nohead lw 
 set arrow from first 2048, first 117.243 to first 4096, first 117.243 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 256, first 117.243 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.967]
-set yrange [0:222.127261]
+set yrange [0:296.830390]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'simd', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash@avx2', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'eigen', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 269.846 to graph 1, first 269.846 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 269.846 offset 0,0.6
+set arrow from first 256, first 269.846 to first 512, first 269.846 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 512, first 269.846 to first 1024, first 269.846 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 1024, first 269.846 to first 2048, first 269.846 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 2048, first 269.846 to first 4096, first 269.846 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: compute-bound' at first 256, first 269.846 offset 0,0.8 tc 'dark-red'
+set yrange [0:296.83]
+set yrange [0:296.830390]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'simd', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash@avx2', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'eigen', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -112,12 +168,12 @@ set arrow from first 1024, first 201.934 to first 2048, first 201.934 nohead lw 
 set arrow from first 2048, first 201.934 to first 4096, first 201.934 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 256, first 201.934 offset 0,0.8 tc 'dark-red'
 set yrange [0:222.127]
-set yrange [0:222.127261]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'simd', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash@avx2', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'eigen', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'blas'
+set yrange [0:296.830390]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'simd', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash@avx2', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'eigen', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'blas'
 unset multiplot
-set terminal pngcairo size 1280,600 font 'sans,11'
+set terminal pngcairo size 1920,600 font 'sans,11'
 set output 'throughput-throughput-machines-1.png'
-set multiplot layout 1,2 title 'throughput (threads 1) on each machine' noenhanced
+set multiplot layout 1,3 title 'throughput (threads 1) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -137,8 +193,29 @@ set arrow from first 1024, first 117.243 to first 2048, first 117.243 nohead lw 
 set arrow from first 2048, first 117.243 to first 4096, first 117.243 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 256, first 117.243 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.967]
-set yrange [0:222.127261]
+set yrange [0:296.830390]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'simd', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash@avx2', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'eigen', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 269.846 to graph 1, first 269.846 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 269.846 offset 0,0.6
+set arrow from first 256, first 269.846 to first 512, first 269.846 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 512, first 269.846 to first 1024, first 269.846 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 1024, first 269.846 to first 2048, first 269.846 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 2048, first 269.846 to first 4096, first 269.846 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: compute-bound' at first 256, first 269.846 offset 0,0.8 tc 'dark-red'
+set yrange [0:296.83]
+set yrange [0:296.830390]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'simd', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash@avx2', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'eigen', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -158,6 +235,6 @@ set arrow from first 1024, first 201.934 to first 2048, first 201.934 nohead lw 
 set arrow from first 2048, first 201.934 to first 4096, first 201.934 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 256, first 201.934 offset 0,0.8 tc 'dark-red'
 set yrange [0:222.127]
-set yrange [0:222.127261]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'simd', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash@avx2', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'eigen', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'blas'
+set yrange [0:296.830390]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'simd', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash@avx2', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'eigen', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'blas'
 unset multiplot

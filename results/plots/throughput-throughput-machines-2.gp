@@ -35,43 +35,78 @@ $p0s4 << EOD
 4096 46.02789918198659 40.75154494665667 50.2215834834342 NaN
 EOD
 $p1s0 << EOD
+256 373.66839139228796 367.0685864671964 376.3756126469149 NaN
+512 395.5999697291389 393.89050836663694 398.52350736938746 NaN
+1024 411.88775566175747 408.2302496517865 415.002497074287 NaN
+2048 418.98804694485716 416.561321845067 422.2005536122337 NaN
+4096 404.6160156245256 402.09091011894736 405.76523995924515 NaN
+EOD
+$p1s1 << EOD
+256 378.5793652868312 371.59656721368094 381.6984017165979 NaN
+512 399.66096497531873 396.41325608469526 403.21537898299437 NaN
+1024 411.6523094153944 407.0451845867206 414.21748612152334 NaN
+2048 419.01272942155975 416.20088216233256 420.4718741985034 NaN
+4096 416.5313609054513 411.957774485525 421.80657507927856 NaN
+EOD
+$p1s2 << EOD
+256 199.01978857999683 195.59748072686065 202.10050581714003 NaN
+512 210.01297542763498 208.23553860134453 210.49470014646772 NaN
+1024 214.49185399241247 212.13397718173434 214.74603634399708 NaN
+2048 217.7068185237377 215.7334623428424 218.2716686568065 NaN
+4096 216.24870293459932 215.7489963144096 217.71405003956494 NaN
+EOD
+$p1s3 << EOD
+256 114.78959072449243 114.33512591291839 115.80937102642966 NaN
+512 119.6060928094851 118.04156027468014 119.8932833855824 NaN
+1024 121.14511672509502 117.87733259930793 121.47266511437273 NaN
+2048 120.57318249292338 120.12589446273462 120.99531975729893 NaN
+4096 115.81512007890964 114.07757635020437 116.25774026490289 NaN
+EOD
+$p1s4 << EOD
+256 66.17512101235182 10.062449748051277 66.59408565702168 NaN
+512 26.422885487116943 17.04755670211491 59.64264819152793 NaN
+1024 34.7981366139489 28.762025426278445 59.28743282939845 NaN
+2048 41.171673945855275 38.3996420315797 47.387235460018516 NaN
+4096 60.94186815578401 53.82933611822702 66.16638042777178 NaN
+EOD
+$p2s0 << EOD
 256 274.32082838551344 260.4886070551509 276.48032299485175 NaN
 512 295.322758338621 283.44403334173103 297.8691863480509 NaN
 1024 303.98240415870424 299.8806909044979 305.57533344266807 NaN
 2048 308.21145183406844 305.74907285773617 308.903080022594 NaN
 4096 308.9470292293775 307.20683216072916 310.24701585087246 NaN
 EOD
-$p1s1 << EOD
+$p2s1 << EOD
 256 279.83539012238236 272.74633374623494 280.40204289430676 NaN
 512 288.9023033387435 277.0338018677945 292.48043382454915 NaN
 1024 300.4790240612539 275.6743145359364 303.3450971080251 NaN
 2048 304.6616730397625 299.02737289419963 306.2046907776627 NaN
 4096 311.7410790389869 308.68371461862307 312.79922685969376 NaN
 EOD
-$p1s2 << EOD
+$p2s2 << EOD
 256 153.77942266166266 151.59221522409834 154.48477436331228 NaN
 512 159.13756427142837 158.35492159238038 160.03160941465072 NaN
 1024 161.8451404854696 160.24929955113313 162.20476622592503 NaN
 2048 160.93716805655995 157.98267203684114 161.59830863751174 NaN
 4096 161.25229893589884 160.12351461440645 162.30975209789108 NaN
 EOD
-$p1s3 << EOD
+$p2s3 << EOD
 256 70.9756705437914 69.9150421321234 74.92147072837327 NaN
 512 74.41545518136715 74.03096939365953 78.58700603715924 NaN
 1024 76.09412314318531 75.37448006420816 78.60479694300103 NaN
 2048 78.61239379963006 76.18679016951785 80.94336222719177 NaN
 4096 76.52510558221012 76.02572343356186 77.32635928585837 NaN
 EOD
-$p1s4 << EOD
+$p2s4 << EOD
 256 24.94684320846511 8.385951516604523 47.374789953851256 NaN
 512 20.015263363171524 12.583444584379365 32.49145148717375 NaN
 1024 24.79691525434026 21.50227567742621 36.491024382221404 NaN
 2048 41.45537526670385 35.80827494861585 44.325445547906355 NaN
 4096 39.06056236655218 30.981139518860072 45.85323653684557 NaN
 EOD
-set terminal svg size 1280,600 font 'sans,12' background '#ffffff'
+set terminal svg size 1920,600 font 'sans,12' background '#ffffff'
 set output 'throughput-throughput-machines-2.svg'
-set multiplot layout 1,2 title 'throughput (threads all) on each machine' noenhanced
+set multiplot layout 1,3 title 'throughput (threads all) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -91,8 +126,29 @@ set arrow from first 1024, first 233.564 to first 2048, first 233.564 nohead lw 
 set arrow from first 2048, first 233.564 to first 4096, first 233.564 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 256, first 233.564 offset 0,0.8 tc 'dark-red'
 set yrange [0:256.921]
-set yrange [0:448.051796]
+set yrange [0:596.294233]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'simd', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash@avx2', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'eigen', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 542.086 to graph 1, first 542.086 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 542.086 offset 0,0.6
+set arrow from first 256, first 542.086 to first 512, first 542.086 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 512, first 542.086 to first 1024, first 542.086 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 1024, first 542.086 to first 2048, first 542.086 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 2048, first 542.086 to first 4096, first 542.086 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: compute-bound' at first 256, first 542.086 offset 0,0.8 tc 'dark-red'
+set yrange [0:596.294]
+set yrange [0:596.294233]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'simd', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash@avx2', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'eigen', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -112,12 +168,12 @@ set arrow from first 1024, first 407.32 to first 2048, first 407.32 nohead lw 2 
 set arrow from first 2048, first 407.32 to first 4096, first 407.32 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 256, first 407.32 offset 0,0.8 tc 'dark-red'
 set yrange [0:448.052]
-set yrange [0:448.051796]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'simd', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash@avx2', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'eigen', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'blas'
+set yrange [0:596.294233]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'simd', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash@avx2', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'eigen', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'blas'
 unset multiplot
-set terminal pngcairo size 1280,600 font 'sans,11'
+set terminal pngcairo size 1920,600 font 'sans,11'
 set output 'throughput-throughput-machines-2.png'
-set multiplot layout 1,2 title 'throughput (threads all) on each machine' noenhanced
+set multiplot layout 1,3 title 'throughput (threads all) on each machine' noenhanced
 unset arrow
 unset label
 unset logscale
@@ -137,8 +193,29 @@ set arrow from first 1024, first 233.564 to first 2048, first 233.564 nohead lw 
 set arrow from first 2048, first 233.564 to first 4096, first 233.564 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 256, first 233.564 offset 0,0.8 tc 'dark-red'
 set yrange [0:256.921]
-set yrange [0:448.051796]
+set yrange [0:596.294233]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'simd', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash@avx2', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'eigen', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'blas'
+unset arrow
+unset label
+unset logscale
+set autoscale
+set title 'amd-epyc-zen-5-avx512-2c' noenhanced
+set xlabel 'N (keys per query)'
+set ylabel 'GFLOP/s'
+set logscale x 2
+set format y '%g'
+set key below noenhanced
+set grid
+set arrow from graph 0, first 542.086 to graph 1, first 542.086 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 542.086 offset 0,0.6
+set arrow from first 256, first 542.086 to first 512, first 542.086 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 512, first 542.086 to first 1024, first 542.086 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 1024, first 542.086 to first 2048, first 542.086 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 2048, first 542.086 to first 4096, first 542.086 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: compute-bound' at first 256, first 542.086 offset 0,0.8 tc 'dark-red'
+set yrange [0:596.294]
+set yrange [0:596.294233]
+plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'simd', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash@avx2', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'eigen', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'blas'
 unset arrow
 unset label
 unset logscale
@@ -158,6 +235,6 @@ set arrow from first 1024, first 407.32 to first 2048, first 407.32 nohead lw 2 
 set arrow from first 2048, first 407.32 to first 4096, first 407.32 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 256, first 407.32 offset 0,0.8 tc 'dark-red'
 set yrange [0:448.052]
-set yrange [0:448.051796]
-plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'simd', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash@avx2', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'eigen', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'blas'
+set yrange [0:596.294233]
+plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'simd', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash@avx2', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'eigen', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'blas'
 unset multiplot
