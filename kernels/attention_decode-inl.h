@@ -317,11 +317,14 @@ void ScoreRows(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64
 // decode). Keys are copied (fp32) or widened (16 bits) kPartialAlign at a time into k_pack and
 // multiplied from there: the micro-kernel walks MR key rows an element at a time, a pattern that
 // leaves few cache misses in flight when it reads K from memory, where the copy streams whole
-// vectors (8 loads and stores per key of d = 128 beside 128 multiply-adds). The same products,
-// summed in the same order.
+// vectors (8 loads and stores per key of d = 128 beside 128 multiply-adds), and prefetches the
+// keys kPrefetchBytes on, so they arrive while the Gemm multiplies (at 32/8 heads, 4 queries per
+// head, 16k keys, three alternating rounds: 10.5 -> 9.8 ms on one thread, 5.3 -> 5.1 on two;
+// 16 to 64 KiB ahead no better). The same products, summed in the same order.
 template <class P, class E>
 void ScoreRowsQueryLanes(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64_t d_k,
                          std::int64_t nk) {
+  const std::int64_t ahead = RowsAhead(d_k * std::int64_t(sizeof(E)));
   for (std::int64_t j0 = 0; j0 < nk; j0 += kPartialAlign) {
     const Gemm slice{.m = std::min(kPartialAlign, nk - j0),
                      .n_vec = (rows + P::kLanes - 1) / P::kLanes,
@@ -334,6 +337,7 @@ void ScoreRowsQueryLanes(const DecodeScratch& w, std::int64_t rows, const E* k, 
                      .b_cols = kDecodeRows,
                      .c = w.scores_t + j0 * kDecodeRows,
                      .ldc = kDecodeRows};
+    PrefetchAhead(k + (j0 + ahead) * d_k, slice.m * d_k);
     WidenRows(k + j0 * d_k, slice.m, d_k, d_k, w.k_pack, w.ld_q);
     RunGemm<P, P::kMrS, P::kNvS>(slice);
   }
