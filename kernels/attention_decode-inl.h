@@ -522,9 +522,18 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
     static constexpr auto kTiles =
         ValueTiles<P, MR, NV, Values>(std::make_index_sequence<MR * NV>());
     const std::int64_t n_vec = d_v / L;
-    // Per strip of NV vectors, the first row group reads the chunk's values from memory and
-    // prefetches ahead, the others read them from L1.
-    const std::int64_t ahead = RowsAhead(d_v * ValueBytes(values));
+    // Per strip of NV vectors, the first row group reads the chunk's values from memory, the
+    // others from L1. A block of few row groups has the first prefetch `ahead` keys on as it
+    // reads. A block of many (kQueryLanesRows rows or more) spends most of a chunk's time in the
+    // groups that read L1, when the stream would stand still: there each group first prefetches
+    // its share of the next chunk's values (at 32/8 heads, 4 queries per head, 16k keys, two
+    // runs of seven and five alternating rounds: 10.0 -> 9.5 and 9.9 -> 9.6 ms on one thread,
+    // 5.5 -> 5.3 and 5.2 -> 5.2 on two; for 4 rows per K/V head, 3 + 1, sharing measured slower
+    // than the first group's prefetch).
+    const std::int64_t groups = (rows + MR - 1) / MR;
+    const bool share_prefetch = rows >= kQueryLanesRows;
+    const std::int64_t ahead = share_prefetch ? 0 : RowsAhead(d_v * ValueBytes(values));
+    const std::int64_t share = (kWidenKeys + groups - 1) / groups;
     // Keys in chunks of kWidenKeys: a chunk's values (16 KiB of fp32 at d_v = 128) stay in L1
     // while every row group passes over them, so only the first reads them from memory.
     for (std::int64_t j0 = 0; j0 < nk; j0 += kWidenKeys) {
@@ -533,6 +542,11 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
         const std::int64_t nv = std::min<std::int64_t>(NV, n_vec - c0);
         for (std::int64_t i0 = 0; i0 < rows; i0 += MR) {
           const std::int64_t mr = std::min<std::int64_t>(MR, rows - i0);
+          if (share_prefetch) {
+            const std::int64_t from = j0 + kWidenKeys + i0 / MR * share;
+            for (std::int64_t j = from; j < std::min(from + share, j0 + 2 * kWidenKeys); ++j)
+              PrefetchValues(values, d_v, j, c0 * L, nv * L);
+          }
           kTiles[(mr - 1) * NV + (nv - 1)](w.scores + i0 * w.tile, w.tile, values, d_v, c0, j0, kc,
                                            i0 == 0 ? ahead : 0, acc + i0 * g.ld_acc + c0 * L,
                                            g.ld_acc, j0 == 0 ? init : Gemm::Init::kLoad,
