@@ -124,12 +124,8 @@ HWY_INLINE V HoldIf(V x) {
   return x;
 }
 
-// How far ahead of its loads a pass over K or V that reads memory prefetches (PrefetchAhead):
-// the hardware's prefetchers alone kept too few lines in flight for one core once each key
-// carried several rows' multiply-adds. Measured at 32/8 heads x 16 384 keys, one thread (three
-// alternating rounds, medians): fp32 4.25 / 4.03 / 3.98 ms at 2, 4 and 8 KiB ahead, fp16
-// 2.38 / 2.07 / 1.82, int8 3.38 / 2.96 / 2.82; 12 and 16 KiB no better than 8.
-inline constexpr std::int64_t kPrefetchBytes = 8192;
+// Rows of row_bytes each that kPrefetchBytes covers: how far ahead of its loads a pass over K or
+// V that reads memory prefetches (PrefetchAhead).
 inline std::int64_t RowsAhead(std::int64_t row_bytes) {
   return std::max<std::int64_t>(1, kPrefetchBytes / row_bytes);
 }

@@ -12,6 +12,7 @@
 // products cannot saturate: |k|, |q| <= 127, so each lane holds at most 255 * 127 * d4.
 #include <cstdint>
 
+#include "decode_blocks.hpp"
 #include "kv_int8.hpp"
 #include "sdpa/peak.hpp"
 
@@ -29,10 +30,6 @@ static_assert(kInt8KeyBlock == 16);  // one int32 lane per key of a block
 
 // Most query rows per pass over a block: R accumulators, the key vector and a broadcast.
 constexpr int kMaxRows = 8;
-
-// How far ahead of its loads the stream over K prefetches: the decode path's distance
-// (attention_decode-inl.h's kPrefetchBytes, which this file cannot include).
-constexpr std::int64_t kPrefetchBytes = 8192;
 
 // Scores of R rows against the nb <= 16 keys of one block. Two sums per row, over the even and
 // the odd depth quads, so that each row has two chains of vpdpbusd rather than one of d4 / 4

@@ -42,12 +42,17 @@ struct Int8Rows {
   }
 };
 
-// L int8 elements at x as fp32, times scale: exact up to the one rounding of the product.
-HWY_INLINE HwyLanes::V WidenScaled(const std::int8_t* x, HwyLanes::V scale) {
+// L int8 elements at x as fp32 (exact): a sign extension and a conversion.
+HWY_INLINE HwyLanes::V WidenInt8(const std::int8_t* x) {
   using D = HwyLanes::D;
   const hn::Rebind<std::int8_t, D> d8;
   const hn::Rebind<std::int32_t, D> d32;
-  return hn::Mul(scale, hn::ConvertTo(D(), hn::PromoteTo(d32, hn::LoadU(d8, x))));
+  return hn::ConvertTo(D(), hn::PromoteTo(d32, hn::LoadU(d8, x)));
+}
+
+// L int8 elements at x as fp32, times scale: exact up to the one rounding of the product.
+HWY_INLINE HwyLanes::V WidenScaled(const std::int8_t* x, HwyLanes::V scale) {
+  return hn::Mul(scale, WidenInt8(x));
 }
 
 // dst[r][c] = scale[r] x src[r][c] in fp32 for c < cols, 0 for cols <= c < ld_dst, r < rows.
@@ -91,10 +96,7 @@ HWY_INLINE Int8Values TileValues(const Int8Rows& v, std::int64_t rows, std::int6
 template <class P>
 HWY_INLINE typename P::V ValueVector(const Int8Values& v, std::int64_t, std::int64_t j,
                                      std::int64_t c) {
-  using D = typename P::D;
-  const hn::Rebind<std::int8_t, D> d8;
-  const hn::Rebind<std::int32_t, D> d32;
-  return hn::ConvertTo(D(), hn::PromoteTo(d32, hn::LoadU(d8, v.data + j * v.ld + c * P::kLanes)));
+  return WidenInt8(v.data + j * v.ld + c * P::kLanes);
 }
 
 // A value row's element size and prefetch (ValueTile's), in this format.
