@@ -501,8 +501,9 @@ template <class P, class Rows>
 void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::int64_t d_v,
                       std::int64_t nk, bool first, const DecodeScratch& w, float* acc) {
   // Tiles of kMrD x kNvD read each value row front to back in one strip (fp32 and 16 bits: a
-  // strip of half rows, 4 x 4, measured 20 % slower for fp32 at 32/8 heads). int8 values cost
-  // two instructions to widen (a sign extension and a conversion, once TileValues has moved the
+  // strip of half rows, 4 x 4, measured 20 % slower for fp32 at 32/8 heads; retried once every
+  // pass held its loads in registers, 4.55 against 4.13 ms on one thread). int8 values cost two
+  // instructions to widen (a sign extension and a conversion, once TileValues has moved the
   // rows' scales into P), once per row group, so they take the prefill's taller tile (kMrO x
   // kNvO: 6 x 4, in two strips of d_v = 128), which widens them once for up to 6 rows: at 32/8
   // heads x 16 384 keys (4 rows per K/V head) 11 % / 26 % faster on 1 / 2 threads (measured,
