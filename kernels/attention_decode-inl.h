@@ -10,10 +10,12 @@
 //                              d_k / L multiply-adds per score, where the prefill layout
 //                              (queries along the lanes) spends d_k per key on broadcasts
 //                              whatever the number of rows, so blocks of kQueryLanesRows rows
-//                              or more take that layout (ScoreRowsQueryLanes);
-//   online softmax of S        along each row (keys along the lanes again);
+//                              or more take that layout (ScoreRowsQueryLanes), and keep S^T;
+//   online softmax of S        along each row (keys along the lanes again), or down S^T's keys
+//                              (query lanes: the prefill's SoftmaxTile, no transpose);
 //   O = alpha O + P V_tile     a register tile of O (ValueTile: the prefill's micro-kernel form,
-//                              the block's few rows down the tile) over chunks of keys in L1.
+//                              the block's few rows down the tile) over chunks of keys in L1,
+//                              broadcasting P from S's layout or S^T's (PLayout).
 // The passes that read K or V from memory hold each loaded vector in a register for all their
 // rows and prefetch kPrefetchBytes ahead: what lets one core stream them while it multiplies.
 // Each split leaves its rows' max, sum and unnormalised output; the merge folds the splits in
@@ -306,8 +308,8 @@ void ScoreRows(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64
 }
 
 // The same S for a block of at least kQueryLanesRows rows, queries along the lanes: S^T = K q_t
-// by the prefill's Gemm (w.q_t holds the block's queries transposed), then transposed into S.
-// d_k multiply-adds per key for up to L rows, with no transpose-reduce: at 16 rows and d = 128
+// by the prefill's Gemm (w.q_t holds the block's queries transposed), left in w.scores_t for
+// the softmax and P V to read in place. d_k multiply-adds per key for up to L rows, with no transpose-reduce: at 16 rows and d = 128
 // the keys-along-lanes loop spends as many multiply-adds and a reduction per row and L keys on
 // top (measured at 32/8 heads, 4 queries per head, 16k keys: 10-15 % less time for the whole
 // decode). Keys are copied (fp32) or widened (16 bits) kPartialAlign at a time into k_pack and
@@ -337,9 +339,6 @@ void ScoreRowsQueryLanes(const DecodeScratch& w, std::int64_t rows, const E* k, 
     WidenRows(k + j0 * d_k, slice.m, d_k, d_k, w.k_pack, w.ld_q);
     RunGemm<P, P::kMrS, P::kNvS>(slice);
   }
-  for (std::int64_t j = 0; j < nk; ++j)
-    for (std::int64_t i = 0; i < rows; ++i)
-      w.scores[i * w.tile + j] = w.scores_t[j * kDecodeRows + i];
 }
 
 // Keys [key0, key0 + nk) that row i of the block sees, from key0 on: the causal mask is aligned
@@ -402,6 +401,24 @@ void SoftmaxRows(const ForwardArgs& a, std::int64_t rows, std::int64_t key0, std
   }
 }
 
+// The online softmax of a query-lanes block, on S^T in place (SoftmaxTile, the prefill's: rows
+// along the lanes, so max and sum run down the keys, with no reduction across lanes and no
+// transpose into S; the scalar transpose it replaces was about a tenth of the step at 16 rows
+// per K/V head): keys a row does not see are set to -inf first, and taken off its non-finite
+// count after. Lanes past the block's rows hold scores of zero queries, never read.
+template <class P, bool kProbe>
+void SoftmaxQueryLanes(const ForwardArgs& a, std::int64_t rows, std::int64_t key0,
+                       std::int64_t nk, const DecodeScratch& w) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = VisibleInTile(a, i, key0, nk); j < nk; ++j)
+      w.scores_t[j * kDecodeRows + i] = kNegInf;
+  SoftmaxTile<P, kProbe>(nk, w.scores_t, kDecodeRows, round_up(rows, P::kLanes), w);
+  if constexpr (kProbe)
+    for (std::int64_t i = 0; i < rows; ++i)
+      w.tile_nonfinite[i] -= float(nk - VisibleInTile(a, i, key0, nk));
+}
+
 // O = alpha O + P V over the tile's nk keys. Rows of V that are whole vectors (d_v a multiple
 // of L) go through ValueTile: a tile of MR rows x NV vectors of O in registers, and per key the
 // NV vectors of V loaded, widened as they are loaded (vcvtph2ps from memory for fp16; int8 x
@@ -442,8 +459,14 @@ HWY_INLINE void PrefetchValues(const E* v, std::int64_t ld_v, std::int64_t j, st
   PrefetchAhead(v + j * ld_v + c0, n);
 }
 
-// Rows [i0, i0 + MR) x vectors [c0, c0 + NV) of O += P V over keys [j0, j0 + nk), P's rows ld_p
-// apart (element I of the tile is row I / NV, vector I % NV, as in the prefill's MicroTileOf; a
+// Where P's element (row i, key j) is: p[i row + j key]. S's layout (w.scores: key 1, row
+// w.tile), or S^T's (a query-lanes block's w.scores_t: row 1, key kDecodeRows).
+struct PLayout {
+  std::int64_t row, key;
+};
+
+// Rows [i0, i0 + MR) x vectors [c0, c0 + NV) of O += P V over keys [j0, j0 + nk), P laid out
+// as lp says (element I of the tile is row I / NV, vector I % NV, as in the prefill's MicroTileOf; a
 // parameter pack, not an array, as SVE needs). init as Gemm's: O starts from zero, from alpha O
 // (alpha[row]), or as it is (a later chunk of keys). Per key, each vector of V is loaded (and
 // widened) once, into a register, for the MR rows' multiply-adds. Left to itself GCC loads fp32
@@ -453,7 +476,7 @@ HWY_INLINE void PrefetchValues(const E* v, std::int64_t ld_v, std::int64_t j, st
 // memory. `ahead` > 0 (that group): the tile's vectors of the value row `ahead` keys on are
 // prefetched.
 template <class P, int MR, int NV, class Rows, std::size_t... I, std::size_t... C>
-HWY_INLINE void ValueTileOf(const float* p, std::int64_t ld_p, Rows v, std::int64_t ld_v,
+HWY_INLINE void ValueTileOf(const float* p, PLayout lp, Rows v, std::int64_t ld_v,
                             std::int64_t c0, std::int64_t j0, std::int64_t nk, std::int64_t ahead,
                             float* o, std::int64_t ld_o, Gemm::Init init, const float* alpha,
                             std::index_sequence<I...>, std::index_sequence<C...>) {
@@ -468,7 +491,7 @@ HWY_INLINE void ValueTileOf(const float* p, std::int64_t ld_p, Rows v, std::int6
       if (ahead > 0) PrefetchValues(v, ld_v, j + ahead, c0 * L, NV * L);
       const auto column = [&](auto c) HWY_ATTR __attribute__((always_inline)) {
         const auto x = HoldIf<(MR > 1)>(ValueVector<P>(v, ld_v, j, c0 + c()));
-        ((kVec[I] == c() ? void(acc = P::MulAdd(P::Set(p[kRow[I] * ld_p + j]), x, acc)) : void()),
+        ((kVec[I] == c() ? void(acc = P::MulAdd(P::Set(p[kRow[I] * lp.row + j * lp.key]), x, acc)) : void()),
          ...);
       };
       (column(std::integral_constant<std::int64_t, std::int64_t(C)>()), ...);
@@ -479,15 +502,15 @@ HWY_INLINE void ValueTileOf(const float* p, std::int64_t ld_p, Rows v, std::int6
 }
 
 template <class P, int MR, int NV, class Rows>
-void ValueTile(const float* p, std::int64_t ld_p, Rows v, std::int64_t ld_v, std::int64_t c0,
+void ValueTile(const float* p, PLayout lp, Rows v, std::int64_t ld_v, std::int64_t c0,
                std::int64_t j0, std::int64_t nk, std::int64_t ahead, float* o, std::int64_t ld_o,
                Gemm::Init init, const float* alpha) {
-  ValueTileOf<P, MR, NV>(p, ld_p, v, ld_v, c0, j0, nk, ahead, o, ld_o, init, alpha,
+  ValueTileOf<P, MR, NV>(p, lp, v, ld_v, c0, j0, nk, ahead, o, ld_o, init, alpha,
                          std::make_index_sequence<MR * NV>(), std::make_index_sequence<NV>());
 }
 
 template <class Rows>
-using ValueTileFn = void (*)(const float*, std::int64_t, Rows, std::int64_t, std::int64_t,
+using ValueTileFn = void (*)(const float*, PLayout, Rows, std::int64_t, std::int64_t,
                              std::int64_t, std::int64_t, std::int64_t, float*, std::int64_t,
                              Gemm::Init, const float*);
 
@@ -499,7 +522,8 @@ constexpr std::array<ValueTileFn<Rows>, MR * NV> ValueTiles(std::index_sequence<
 
 template <class P, class Rows>
 void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::int64_t d_v,
-                      std::int64_t nk, bool first, const DecodeScratch& w, float* acc) {
+                      std::int64_t nk, bool first, const DecodeScratch& w, const float* p,
+                      PLayout lp, float* acc) {
   // Tiles of kMrD x kNvD read each value row front to back in one strip (fp32 and 16 bits: a
   // strip of half rows, 4 x 4, measured 20 % slower for fp32 at 32/8 heads; retried once every
   // pass held its loads in registers, 4.55 against 4.13 ms on one thread). int8 values cost two
@@ -544,7 +568,7 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
             for (std::int64_t j = from; j < std::min(from + share, j0 + 2 * kWidenKeys); ++j)
               PrefetchValues(values, d_v, j, c0 * L, nv * L);
           }
-          kTiles[(mr - 1) * NV + (nv - 1)](w.scores + i0 * w.tile, w.tile, values, d_v, c0, j0, kc,
+          kTiles[(mr - 1) * NV + (nv - 1)](p + i0 * lp.row, lp, values, d_v, c0, j0, kc,
                                            i0 == 0 ? ahead : 0, acc + i0 * g.ld_acc + c0 * L,
                                            g.ld_acc, j0 == 0 ? init : Gemm::Init::kLoad,
                                            w.rescale + i0);
@@ -557,9 +581,9 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
     Gemm chunk{.m = rows,
                .n_vec = g.ld_acc / L,
                .k = std::min(kWidenKeys, nk - j0),
-               .a = w.scores + j0,
-               .a_row = w.tile,
-               .a_col = 1,
+               .a = p + j0 * lp.key,
+               .a_row = lp.row,
+               .a_col = lp.key,
                .b = w.v_pack,
                .ldb = g.ld_acc,
                .b_cols = g.ld_acc,
@@ -605,8 +629,10 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
     for (std::int64_t c = 0; c < s.d_k; ++c)
       for (std::int64_t i = 0; i < blk.rows; ++i) w.q_t[c * kDecodeRows + i] = w.q[i * w.ld_q + c];
   }
-  std::fill_n(w.max, blk.rows, -std::numeric_limits<float>::infinity());
-  std::fill_n(w.sum, blk.rows, 0.0f);
+  // Every row of kDecodeRows: the query-lanes softmax runs on whole vectors of rows.
+  static_assert(kDecodeRows <= kQueryBlock);  // RowStats' arrays
+  std::fill_n(w.max, kDecodeRows, -std::numeric_limits<float>::infinity());
+  std::fill_n(w.sum, kDecodeRows, 0.0f);
   for (double* p : {w.score_sum, w.score_sumsq, w.shifted_t, w.nonfinite, w.p2, w.p3})
     std::fill_n(p, blk.rows, 0.0);
   const DecodePartials::Split out = partials.split(blk.index, split);
@@ -614,15 +640,24 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
   const auto v = KvRows<E>(kv.v) + blk.kv * s.n_kv * s.d_v;
   const std::int64_t first = split * g.keys_per_split;
   const std::int64_t end = std::min(s.n_kv, first + g.keys_per_split);
+  // P: S^T's layout in place (query lanes) or S's.
+  const float* p = query_lanes ? w.scores_t : w.scores;
+  const PLayout lp = query_lanes ? PLayout{1, kDecodeRows} : PLayout{w.tile, 1};
   for (std::int64_t key0 = first; key0 < end; key0 += g.tile) {
     const std::int64_t nk = std::min(g.tile, end - key0);
     if constexpr (kElementRows) {
-      if (query_lanes) ScoreRowsQueryLanes<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk);
+      if (query_lanes) {
+        ScoreRowsQueryLanes<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk);
+        SoftmaxQueryLanes<P, kProbe>(a, blk.rows, key0, nk, w);
+      }
     }
-    if (!query_lanes) ScoreRows<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk);
-    SoftmaxRows<P, kProbe>(a, blk.rows, key0, nk, w);
+    if (!query_lanes) {
+      ScoreRows<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk);
+      SoftmaxRows<P, kProbe>(a, blk.rows, key0, nk, w);
+    }
     if constexpr (kProbe) fold_tile_probes(w, blk.rows);
-    AccumulateValues<P>(g, blk.rows, v + key0 * s.d_v, s.d_v, nk, key0 == first, w, out.acc);
+    AccumulateValues<P>(g, blk.rows, v + key0 * s.d_v, s.d_v, nk, key0 == first, w, p, lp,
+                        out.acc);
   }
   std::copy_n(w.max, blk.rows, out.max);
   std::copy_n(w.sum, blk.rows, out.sum);

@@ -126,8 +126,8 @@ struct DecodeScratch : RowStats {
   float* dots;      // [kMaxScoreRows][kPartialAlign][kPartialAlign]: partial dot products of a
                     // group of keys
   float* q_t;       // [ld_q][kDecodeRows]: scale * Q^T of the block (queries along the lanes)
-  float* scores_t;  // [tile][kDecodeRows]: S^T of one key tile, before its transpose (blocks of
-                    // kQueryLanesRows rows or more only)
+  float* scores_t;  // [tile][kDecodeRows]: S^T of one key tile, overwritten by P^T (blocks of
+                    // kQueryLanesRows rows or more, which leave `scores` unused)
   float* merged;    // [ld_acc]: one row's merged output
   std::int64_t ld_q;
   std::int64_t tile;  // DecodeGeometry::tile: keys per tile, and the stride of scores' rows
