@@ -309,16 +309,17 @@ void ScoreRows(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64
 
 // The same S for a block of at least kQueryLanesRows rows, queries along the lanes: S^T = K q_t
 // by the prefill's Gemm (w.q_t holds the block's queries transposed), left in w.scores_t for
-// the softmax and P V to read in place. d_k multiply-adds per key for up to L rows, with no transpose-reduce: at 16 rows and d = 128
-// the keys-along-lanes loop spends as many multiply-adds and a reduction per row and L keys on
-// top (measured at 32/8 heads, 4 queries per head, 16k keys: 10-15 % less time for the whole
-// decode). Keys are copied (fp32) or widened (16 bits) kPartialAlign at a time into k_pack and
-// multiplied from there: the micro-kernel walks MR key rows an element at a time, a pattern that
-// leaves few cache misses in flight when it reads K from memory, where the copy streams whole
-// vectors (8 loads and stores per key of d = 128 beside 128 multiply-adds), and prefetches the
-// keys kPrefetchBytes on, so they arrive while the Gemm multiplies (at 32/8 heads, 4 queries per
-// head, 16k keys, three alternating rounds: 10.5 -> 9.8 ms on one thread, 5.3 -> 5.1 on two;
-// 16 to 64 KiB ahead no better). The same products, summed in the same order.
+// the softmax and P V to read in place. d_k multiply-adds per key for up to L rows, with no
+// transpose-reduce: at 16 rows and d = 128 the keys-along-lanes loop spends as many multiply-adds
+// and a reduction per row and L keys on top (measured at 32/8 heads, 4 queries per head, 16k keys:
+// 10-15 % less time for the whole decode). Keys are copied (fp32) or widened (16 bits)
+// kPartialAlign at a time into k_pack and multiplied from there: the micro-kernel walks MR key rows
+// an element at a time, a pattern that leaves few cache misses in flight when it reads K from
+// memory, where the copy streams whole vectors (8 loads and stores per key of d = 128 beside 128
+// multiply-adds), and prefetches the keys kPrefetchBytes on, so they arrive while the Gemm
+// multiplies (at 32/8 heads, 4 queries per head, 16k keys, three alternating rounds: 10.5 -> 9.8 ms
+// on one thread, 5.3 -> 5.1 on two; 16 to 64 KiB ahead no better). The same products, summed in the
+// same order.
 template <class P, class E>
 void ScoreRowsQueryLanes(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64_t d_k,
                          std::int64_t nk) {
@@ -407,8 +408,8 @@ void SoftmaxRows(const ForwardArgs& a, std::int64_t rows, std::int64_t key0, std
 // per K/V head): keys a row does not see are set to -inf first, and taken off its non-finite
 // count after. Lanes past the block's rows hold scores of zero queries, never read.
 template <class P, bool kProbe>
-void SoftmaxQueryLanes(const ForwardArgs& a, std::int64_t rows, std::int64_t key0,
-                       std::int64_t nk, const DecodeScratch& w) {
+void SoftmaxQueryLanes(const ForwardArgs& a, std::int64_t rows, std::int64_t key0, std::int64_t nk,
+                       const DecodeScratch& w) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (std::int64_t i = 0; i < rows; ++i)
     for (std::int64_t j = VisibleInTile(a, i, key0, nk); j < nk; ++j)
@@ -466,8 +467,8 @@ struct PLayout {
 };
 
 // Rows [i0, i0 + MR) x vectors [c0, c0 + NV) of O += P V over keys [j0, j0 + nk), P laid out
-// as lp says (element I of the tile is row I / NV, vector I % NV, as in the prefill's MicroTileOf; a
-// parameter pack, not an array, as SVE needs). init as Gemm's: O starts from zero, from alpha O
+// as lp says (element I of the tile is row I / NV, vector I % NV, as in the prefill's MicroTileOf;
+// a parameter pack, not an array, as SVE needs). init as Gemm's: O starts from zero, from alpha O
 // (alpha[row]), or as it is (a later chunk of keys). Per key, each vector of V is loaded (and
 // widened) once, into a register, for the MR rows' multiply-adds. Left to itself GCC loads fp32
 // values once per row, as memory operands of the multiply-adds: MR loads per vector, which
@@ -476,9 +477,9 @@ struct PLayout {
 // memory. `ahead` > 0 (that group): the tile's vectors of the value row `ahead` keys on are
 // prefetched.
 template <class P, int MR, int NV, class Rows, std::size_t... I, std::size_t... C>
-HWY_INLINE void ValueTileOf(const float* p, PLayout lp, Rows v, std::int64_t ld_v,
-                            std::int64_t c0, std::int64_t j0, std::int64_t nk, std::int64_t ahead,
-                            float* o, std::int64_t ld_o, Gemm::Init init, const float* alpha,
+HWY_INLINE void ValueTileOf(const float* p, PLayout lp, Rows v, std::int64_t ld_v, std::int64_t c0,
+                            std::int64_t j0, std::int64_t nk, std::int64_t ahead, float* o,
+                            std::int64_t ld_o, Gemm::Init init, const float* alpha,
                             std::index_sequence<I...>, std::index_sequence<C...>) {
   constexpr std::int64_t L = P::kLanes;
   constexpr std::int64_t kRow[] = {std::int64_t(I / NV)...}, kVec[] = {std::int64_t(I % NV)...};
@@ -491,7 +492,8 @@ HWY_INLINE void ValueTileOf(const float* p, PLayout lp, Rows v, std::int64_t ld_
       if (ahead > 0) PrefetchValues(v, ld_v, j + ahead, c0 * L, NV * L);
       const auto column = [&](auto c) HWY_ATTR __attribute__((always_inline)) {
         const auto x = HoldIf<(MR > 1)>(ValueVector<P>(v, ld_v, j, c0 + c()));
-        ((kVec[I] == c() ? void(acc = P::MulAdd(P::Set(p[kRow[I] * lp.row + j * lp.key]), x, acc)) : void()),
+        ((kVec[I] == c() ? void(acc = P::MulAdd(P::Set(p[kRow[I] * lp.row + j * lp.key]), x, acc))
+                         : void()),
          ...);
       };
       (column(std::integral_constant<std::int64_t, std::int64_t(C)>()), ...);
@@ -510,9 +512,9 @@ void ValueTile(const float* p, PLayout lp, Rows v, std::int64_t ld_v, std::int64
 }
 
 template <class Rows>
-using ValueTileFn = void (*)(const float*, PLayout, Rows, std::int64_t, std::int64_t,
-                             std::int64_t, std::int64_t, std::int64_t, float*, std::int64_t,
-                             Gemm::Init, const float*);
+using ValueTileFn = void (*)(const float*, PLayout, Rows, std::int64_t, std::int64_t, std::int64_t,
+                             std::int64_t, std::int64_t, float*, std::int64_t, Gemm::Init,
+                             const float*);
 
 // Every tile shape up to MR x NV, for the edges of O.
 template <class P, int MR, int NV, class Rows, std::size_t... I>
@@ -656,8 +658,7 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
       SoftmaxRows<P, kProbe>(a, blk.rows, key0, nk, w);
     }
     if constexpr (kProbe) fold_tile_probes(w, blk.rows);
-    AccumulateValues<P>(g, blk.rows, v + key0 * s.d_v, s.d_v, nk, key0 == first, w, p, lp,
-                        out.acc);
+    AccumulateValues<P>(g, blk.rows, v + key0 * s.d_v, s.d_v, nk, key0 == first, w, p, lp, out.acc);
   }
   std::copy_n(w.max, blk.rows, out.max);
   std::copy_n(w.sum, blk.rows, out.sum);
