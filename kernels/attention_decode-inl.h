@@ -414,7 +414,7 @@ void SoftmaxQueryLanes(const ForwardArgs& a, std::int64_t rows, std::int64_t key
   for (std::int64_t i = 0; i < rows; ++i)
     for (std::int64_t j = VisibleInTile(a, i, key0, nk); j < nk; ++j)
       w.scores_t[j * kDecodeRows + i] = kNegInf;
-  SoftmaxTile<P, kProbe>(nk, w.scores_t, kDecodeRows, round_up(rows, P::kLanes), w);
+  SoftmaxTile<P, kProbe, kDecodeRows>(nk, w.scores_t, round_up(rows, P::kLanes), w);
   if constexpr (kProbe)
     for (std::int64_t i = 0; i < rows; ++i)
       w.tile_nonfinite[i] -= float(nk - VisibleInTile(a, i, key0, nk));

@@ -133,14 +133,14 @@ HWY_INLINE void AddProbeSums(V x, V p, V shift, V& s1, V& s2, V& t, V& bad, V& p
   p3 = P::MulAdd(pp, p, p3);
 }
 
-// Lane-wise online softmax over one tile of S^T (nk keys x `queries` queries, rows of s_t `ld`
+// Lane-wise online softmax over one tile of S^T (nk keys x `queries` queries, rows of s_t kLd
 // floats apart, queries a multiple of the lanes), in place: scores become p = e^{s - m_new};
 // m, l and alpha are updated per query. With kProbe the same pass sums the finite scores, their
 // squares, p (s - m_new) and the non-finite count. The prefill's query blocks and the decode
-// path's query-lanes blocks take it.
-template <class P, bool kProbe>
-void SoftmaxTile(std::int64_t nk, float* s_t, std::int64_t ld, std::int64_t queries,
-                 const RowStats& w) {
+// path's query-lanes blocks take it. kLd is a constant, so the prefill's loop is what it was (with
+// a variable stride it measured 0-2 % slower at N = 4096, in two runs).
+template <class P, bool kProbe, std::int64_t kLd>
+void SoftmaxTile(std::int64_t nk, float* s_t, std::int64_t queries, const RowStats& w) {
   using V = typename P::V;
   constexpr std::int64_t L = P::kLanes;
   const V neg_inf = P::Set(-std::numeric_limits<float>::infinity());
@@ -149,10 +149,10 @@ void SoftmaxTile(std::int64_t nk, float* s_t, std::int64_t ld, std::int64_t quer
     V m0 = neg_inf, m1 = neg_inf;  // two chains hide the latency of Max
     std::int64_t j = 0;
     for (; j + 1 < nk; j += 2) {
-      m0 = P::Max(m0, P::Load(s + j * ld));
-      m1 = P::Max(m1, P::Load(s + (j + 1) * ld));
+      m0 = P::Max(m0, P::Load(s + j * kLd));
+      m1 = P::Max(m1, P::Load(s + (j + 1) * kLd));
     }
-    if (j < nk) m0 = P::Max(m0, P::Load(s + j * ld));
+    if (j < nk) m0 = P::Max(m0, P::Load(s + j * kLd));
     const V m_old = P::Load(w.max + g);
     const V m_new = P::Max(m_old, P::Max(m0, m1));
     const V shift = P::ZeroIfNotFinite(m_new);  // a row with nothing visible yet: p = e^-inf = 0
@@ -160,9 +160,9 @@ void SoftmaxTile(std::int64_t nk, float* s_t, std::int64_t ld, std::int64_t quer
     V l = P::Zero(), s1 = P::Zero(), s2 = P::Zero(), t = P::Zero(), bad = P::Zero();
     V p2 = P::Zero(), p3 = P::Zero();
     for (j = 0; j < nk; ++j) {
-      const V x = P::Load(s + j * ld);
+      const V x = P::Load(s + j * kLd);
       const V p = P::Exp(P::Sub(x, shift));
-      P::Store(p, s + j * ld);
+      P::Store(p, s + j * kLd);
       l = P::Add(l, p);
       if constexpr (kProbe) AddProbeSums<P>(x, p, shift, s1, s2, t, bad, p2, p3);
     }
@@ -248,7 +248,7 @@ void AttendBlock(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_t
     const std::int64_t nk = std::min(key_tile, key_end - key0);
     Products::Scores(a, blk, key0, nk, w);
     if (tile_needs_mask(s, a.causal, blk, key0 + nk)) mask_tile(s, blk, key0, nk, w.scores);
-    SoftmaxTile<P, kProbe>(nk, w.scores, kQueryBlock, kQueryBlock, w);
+    SoftmaxTile<P, kProbe, kQueryBlock>(nk, w.scores, kQueryBlock, w);
     if constexpr (kProbe) fold_tile_probes(w);
     Products::Accumulate(a, blk, key0, nk, ld_acc, w);
   }
