@@ -544,16 +544,17 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
     using Values = decltype(values);
     static constexpr auto kTiles =
         ValueTiles<P, MR, NV, Values>(std::make_index_sequence<MR * NV>());
-    // A block of fewer than kQueryLanesRows rows takes fp32 and 16-bit tiles one row taller
-    // than the registers hold (kMrD + 1: 4 x 8 on 32 registers, where GCC keeps 5 of the 32
+    // A block of fewer than kQueryLanesRows rows takes fp32 and 16-bit tiles one row taller than
+    // the registers hold (kMrD + 1: 4 x 8 on 32 registers, where GCC keeps 5 of the 32
     // accumulators in L1, a load and a store each per key). Its first row group, the one that
     // reads V from memory, then takes one row more, and a later pass over the chunk in L1, during
     // which no line of V is requested, one fewer: 4 rows per K/V head are one group rather than
-    // 3 + 1, 7 rows 4 + 3 rather than 3 + 3 + 1. Measured in one process, calls of the two
-    // alternating, 16k keys, one thread: 32/8 heads 5 % faster (three runs; on two threads 3 %,
-    // fp16 6 %, bf16 3 %, AVX2's 2 x 8 against 1 x 8 10 %), 28/4 heads 5 %. Larger blocks spend
-    // most of their time in the groups that read L1, where the spills cost (16 rows: 7 % slower).
-    // The same products in the same order: the same bits.
+    // 3 + 1, and 7 rows are 4 + 3 rather than 3 + 3 + 1. Measured in one process, calls of the
+    // two alternating, 16k keys, one thread: 32/8 heads 5 % faster (three runs; on two threads
+    // 3 %, fp16 6 %, bf16 3 %, AVX2's 2 x 8 against 1 x 8 10 %), 28/4 heads 5 %; the Arm
+    // targets take the same rule, untimed (qemu). Larger blocks spend most of their time in the
+    // groups that read L1, where the spills cost (16 rows: 7 % slower). The same products in the
+    // same order: the same bits.
     static constexpr auto kTallTiles = [] {
       if constexpr (kScaled)
         return kTiles;
