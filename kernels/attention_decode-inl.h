@@ -15,9 +15,12 @@
 //                              (query lanes: the prefill's SoftmaxTile, no transpose);
 //   O = alpha O + P V_tile     a register tile of O (ValueTile: the prefill's micro-kernel form,
 //                              the block's few rows down the tile) over chunks of keys in L1,
-//                              broadcasting P from S's layout or S^T's (PLayout).
+//                              broadcasting P from S's layout or S^T's (PLayout); or, for a
+//                              query-lanes block whose rows fit one vector, O^T along the query
+//                              lanes, broadcasting V (ValueStripOf): one read of V for all rows.
 // The passes that read K or V from memory hold each loaded vector in a register for all their
-// rows and prefetch kPrefetchBytes ahead: what lets one core stream them while it multiplies.
+// rows and prefetch ahead from inside their loops, a few lines per key, not in bursts between
+// them: what lets one core stream K and V while it multiplies.
 // Each split leaves its rows' max, sum and unnormalised output; the merge folds the splits in
 // order. Probes ride along as in the prefill path (RowStats). K and V may be stored as fp32 or
 // in 16 bits (E: flash_kv.cpp's formats), widened exactly to fp32 in registers as they are
@@ -312,33 +315,44 @@ void ScoreRows(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64
 // the softmax and P V to read in place. d_k multiply-adds per key for up to L rows, with no
 // transpose-reduce: at 16 rows and d = 128 the keys-along-lanes loop spends as many multiply-adds
 // and a reduction per row and L keys on top (measured at 32/8 heads, 4 queries per head, 16k keys:
-// 10-15 % less time for the whole decode). Keys are copied (fp32) or widened (16 bits)
-// kPartialAlign at a time into k_pack and multiplied from there: the micro-kernel walks MR key rows
-// an element at a time, a pattern that leaves few cache misses in flight when it reads K from
-// memory, where the copy streams whole vectors (8 loads and stores per key of d = 128 beside 128
-// multiply-adds), and prefetches the keys kPrefetchBytes on, so they arrive while the Gemm
-// multiplies (at 32/8 heads, 4 queries per head, 16k keys, three alternating rounds: 10.5 -> 9.8 ms
-// on one thread, 5.3 -> 5.1 on two; 16 to 64 KiB ahead no better). The same products, summed in the
-// same order.
+// 10-15 % less time for the whole decode). The micro-kernel walks MR key rows an element at a
+// time, and each of its steps prefetches the next MR elements of the keys kPrefetchBytes on
+// (Gemm::prefetch), so the stream's lines are requested one per step or two while it multiplies.
+// fp32 keys are multiplied in place; 16-bit ones are first widened kPartialAlign at a time into
+// k_pack. Requesting a slice's keys in one burst before its product instead left the reads of K
+// and the multiply-adds one after the other: at 32/8 heads, 4 queries per head, 16k keys, one
+// thread, the scores took about as long as the copy and the Gemm apart (in one process, the two
+// alternating: with the prefetch in the micro-kernel and K read in place, the whole decode 24 %
+// faster). The same products, summed in the same order.
 template <class P, class E>
 void ScoreRowsQueryLanes(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64_t d_k,
                          std::int64_t nk) {
   const std::int64_t ahead = RowsAhead(d_k * std::int64_t(sizeof(E)));
+  Gemm g{.n_vec = (rows + P::kLanes - 1) / P::kLanes,
+         .k = d_k,
+         .a_col = 1,
+         .b = w.q_t,
+         .ldb = kDecodeRows,
+         .b_cols = kDecodeRows,
+         .ldc = kDecodeRows,
+         .prefetch_bytes = sizeof(E)};
+  if constexpr (std::is_same_v<E, float>) {
+    g.m = nk;
+    g.a = k;
+    g.a_row = d_k;
+    g.c = w.scores_t;
+    g.prefetch = reinterpret_cast<const char*>(k + ahead * d_k);
+    RunGemm<P, P::kMrS, P::kNvS, true>(g);
+    return;
+  }
+  g.a = w.k_pack;
+  g.a_row = w.ld_q;
   for (std::int64_t j0 = 0; j0 < nk; j0 += kPartialAlign) {
-    const Gemm slice{.m = std::min(kPartialAlign, nk - j0),
-                     .n_vec = (rows + P::kLanes - 1) / P::kLanes,
-                     .k = d_k,
-                     .a = w.k_pack,
-                     .a_row = w.ld_q,
-                     .a_col = 1,
-                     .b = w.q_t,
-                     .ldb = kDecodeRows,
-                     .b_cols = kDecodeRows,
-                     .c = w.scores_t + j0 * kDecodeRows,
-                     .ldc = kDecodeRows};
-    PrefetchAhead(k + (j0 + ahead) * d_k, slice.m * d_k);
-    WidenRows(k + j0 * d_k, slice.m, d_k, d_k, w.k_pack, w.ld_q);
-    RunGemm<P, P::kMrS, P::kNvS>(slice);
+    g.m = std::min(kPartialAlign, nk - j0);
+    g.c = w.scores_t + j0 * kDecodeRows;
+    g.prefetch = reinterpret_cast<const char*>(k + (j0 + ahead) * d_k);
+    WidenRows(k + j0 * d_k, g.m, d_k, d_k, w.k_pack, w.ld_q);
+    RunGemm<P, P::kMrS, P::kNvS, true>(g);
   }
 }
 
@@ -618,6 +632,62 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
   }
 }
 
+// O^T for values [c0, c0 + L) of a block whose rows fit one vector (AccumulateValuesAlongLanes):
+// L accumulators, each a vector of the block's rows, = init + V^T P^T over kc keys, P^T in
+// w.scores_t's layout. Per key one vector of P^T (the key's weight in every row) is loaded and
+// each of the L values of V is broadcast into a multiply-add, so every row is served by one
+// read of V: a line per key and strip, no row group reading V from L1 after the first. Each key
+// prefetches the strip's line of the key kWidenKeys on (the next chunk's). init as ValueTileOf's,
+// with alpha along the lanes.
+template <class P, std::size_t... I>
+HWY_INLINE void ValueStripOf(const float* p_t, const float* v, std::int64_t ld_v, std::int64_t kc,
+                             float* o_t, Gemm::Init init, const float* alpha,
+                             std::index_sequence<I...>) {
+  [&](auto... acc) HWY_ATTR __attribute__((always_inline)) {
+    if (init != Gemm::Init::kZero) {
+      const auto scale = init == Gemm::Init::kLoadScaled ? P::Load(alpha) : P::Set(1.0f);
+      ((acc = P::Mul(scale, P::Load(o_t + I * kDecodeRows))), ...);
+    }
+    for (std::int64_t j = 0; j < kc; ++j) {
+      hwy::Prefetch(v + (j + kWidenKeys) * ld_v);
+      const auto weights = P::Load(p_t + j * kDecodeRows);
+      ((acc = P::MulAdd(P::Set(v[j * ld_v + I]), weights, acc)), ...);
+    }
+    (P::Store(acc, o_t + I * kDecodeRows), ...);
+  }
+  (((void)I, P::Zero())...);
+}
+
+// Whether a block takes P V along the query lanes (AccumulateValuesAlongLanes): a query-lanes
+// block of fp32 values whose rows fit one vector (on AVX-512 every such block; on 8 lanes, blocks
+// of 8 rows) and whose value rows are whole vectors. The row tiles (AccumulateValues) read V once
+// per group of kMrD rows, the first from memory and the others from L1 (16 rows on AVX-512: 3 +
+// 3 + 3 + 3 + 3 + 1); along the lanes every row is served by one read. 16-bit values keep the
+// row tiles: a broadcast of one would cost a widening each.
+template <class P, class E>
+bool ValuesAlongLanes(std::int64_t rows, std::int64_t d_v) {
+  return std::is_same_v<E, float> && takes_query_lanes(rows) && rows <= P::kLanes &&
+         d_v % P::kLanes == 0;
+}
+
+// w.acc_t (O^T: d_v rows of a vector of the block's rows) = alpha O^T + V^T P^T over the tile's
+// nk keys, in chunks of kWidenKeys keys and strips of L values (ValueStripOf). Every element is
+// alpha O + sum_j p_j v_j by multiply-adds in key order, as in AccumulateValues: the same bits.
+// DecodeSplit transposes O^T into the split's partial output after its last tile.
+template <class P>
+void AccumulateValuesAlongLanes(const float* v, std::int64_t d_v, std::int64_t nk, bool first,
+                                const DecodeScratch& w) {
+  constexpr std::int64_t L = P::kLanes;
+  const Gemm::Init init = first ? Gemm::Init::kZero : Gemm::Init::kLoadScaled;
+  for (std::int64_t j0 = 0; j0 < nk; j0 += kWidenKeys) {
+    const std::int64_t kc = std::min(kWidenKeys, nk - j0);
+    for (std::int64_t c0 = 0; c0 < d_v; c0 += L)
+      ValueStripOf<P>(w.scores_t + j0 * kDecodeRows, v + j0 * d_v + c0, d_v, kc,
+                      w.acc_t + c0 * kDecodeRows, j0 == 0 ? init : Gemm::Init::kLoad, w.rescale,
+                      std::make_index_sequence<L>());
+  }
+}
+
 // Where DecodeSplit reads K or V rows: E's elements at p, or, for a format whose rows carry a
 // scale (E::kScaledRows: kv_int8-inl.h's Int8Rows), the reader at p, whose ScoreRows,
 // TileValues and WidenRows overloads then do the score and widen steps.
@@ -641,6 +711,7 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
   // carry a scale (int8) scores a block of any size with its own ScoreRows.
   constexpr bool kElementRows = !requires { E::kScaledRows; };
   const bool query_lanes = kElementRows && takes_query_lanes(blk.rows);
+  const bool values_along_lanes = ValuesAlongLanes<P, E>(blk.rows, s.d_v);
   for (std::int64_t i = 0; i < blk.rows; ++i) {
     const float* q = a.q + (blk.first_row + i) * s.d_k;
     for (std::int64_t c = 0; c < s.d_k; ++c) w.q[i * w.ld_q + c] = a.scale * q[c];
@@ -678,8 +749,18 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
       SoftmaxRows<P, kProbe>(a, blk.rows, key0, nk, w);
     }
     if constexpr (kProbe) fold_tile_probes(w, blk.rows);
+    if constexpr (std::is_same_v<E, float>) {
+      if (values_along_lanes) {
+        AccumulateValuesAlongLanes<P>(v + key0 * s.d_v, s.d_v, nk, key0 == first, w);
+        continue;
+      }
+    }
     AccumulateValues<P>(g, blk.rows, v + key0 * s.d_v, s.d_v, nk, key0 == first, w, p, lp, out.acc);
   }
+  if (values_along_lanes)
+    for (std::int64_t i = 0; i < blk.rows; ++i)
+      for (std::int64_t c = 0; c < s.d_v; ++c)
+        out.acc[i * g.ld_acc + c] = w.acc_t[c * kDecodeRows + i];
   std::copy_n(w.max, blk.rows, out.max);
   std::copy_n(w.sum, blk.rows, out.sum);
   if constexpr (kProbe) {

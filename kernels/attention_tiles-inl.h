@@ -24,6 +24,7 @@
 #include <limits>
 #include <utility>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "query_blocks.hpp"
 
@@ -43,14 +44,21 @@ struct Gemm {
   std::int64_t ldc = 0;
   Init init = Init::kZero;
   const float* row_scale = nullptr;
+  // RunGemm<..., kPrefetch = true>: rows of k elements of prefetch_bytes each, contiguous from
+  // `prefetch` (the decode path's keys a distance ahead of a), which each tile of MR rows of A
+  // prefetches a step at a time as it multiplies (MR elements per step).
+  const char* prefetch = nullptr;
+  std::int64_t prefetch_bytes = 0;
 };
 
 // The register tile: MR x NV vectors of C held in registers over kc steps of k; each step loads
 // NV vectors of B once and broadcasts MR values of A, for MR * NV independent FMAs. Element I of
 // the tile is row I / NV, vector I % NV. The accumulators are a parameter pack, not an array:
 // SVE vectors are sizeless types, which arrays cannot hold (each still gets its own register,
-// and the compiler loads each B vector and broadcasts each A value once per step).
-template <class P, int MR, int NV, std::size_t... I>
+// and the compiler loads each B vector and broadcasts each A value once per step). kPrefetch:
+// each step also prefetches the next MR elements of the tile's rows of g.prefetch, so the rows
+// arrive spread over the tile's steps rather than requested in a burst.
+template <class P, int MR, int NV, bool kPrefetch, std::size_t... I>
 void MicroTileOf(const Gemm& g, const float* b, std::int64_t ldb, std::int64_t i0, std::int64_t v0,
                  std::int64_t k0, std::int64_t kc, Gemm::Init init, std::index_sequence<I...>) {
   constexpr std::int64_t L = P::kLanes;
@@ -64,7 +72,10 @@ void MicroTileOf(const Gemm& g, const float* b, std::int64_t ldb, std::int64_t i
        ...);
     const float* a = g.a + i0 * g.a_row + k0 * g.a_col;
     const float* bp = b + v0 * L;
+    const std::int64_t pf_step = MR * g.prefetch_bytes;
+    const char* pf = kPrefetch ? g.prefetch + i0 * g.k * g.prefetch_bytes + k0 * pf_step : nullptr;
     for (std::int64_t p = 0; p < kc; ++p) {
+      if constexpr (kPrefetch) hwy::Prefetch(pf + p * pf_step);
       ((acc = P::MulAdd(P::Set(a[kRow[I] * g.a_row]), P::Load(bp + kVec[I] * L), acc)), ...);
       a += g.a_col;
       bp += ldb;
@@ -74,26 +85,28 @@ void MicroTileOf(const Gemm& g, const float* b, std::int64_t ldb, std::int64_t i
   (((void)I, P::Zero())...);
 }
 
-template <class P, int MR, int NV>
+template <class P, int MR, int NV, bool kPrefetch>
 void MicroTile(const Gemm& g, const float* b, std::int64_t ldb, std::int64_t i0, std::int64_t v0,
                std::int64_t k0, std::int64_t kc, Gemm::Init init) {
-  MicroTileOf<P, MR, NV>(g, b, ldb, i0, v0, k0, kc, init, std::make_index_sequence<MR * NV>());
+  MicroTileOf<P, MR, NV, kPrefetch>(g, b, ldb, i0, v0, k0, kc, init,
+                                    std::make_index_sequence<MR * NV>());
 }
 
 using MicroTileFn = void (*)(const Gemm&, const float*, std::int64_t, std::int64_t, std::int64_t,
                              std::int64_t, std::int64_t, Gemm::Init);
 
 // Every tile shape up to MR x NV, so edges of C run the same code with fewer registers.
-template <class P, int MR, int NV, std::size_t... I>
+template <class P, int MR, int NV, bool kPrefetch, std::size_t... I>
 constexpr std::array<MicroTileFn, MR * NV> MicroTiles(std::index_sequence<I...>) {
-  return {&MicroTile<P, int(I) / NV + 1, int(I) % NV + 1>...};
+  return {&MicroTile<P, int(I) / NV + 1, int(I) % NV + 1, kPrefetch>...};
 }
 
 // The cache loops (BLIS's pc, jr, ir): a chunk of k, then a column strip of B that stays in L1
 // while every row tile of A passes over it.
-template <class P, int MR, int NV>
+template <class P, int MR, int NV, bool kPrefetch = false>
 void RunGemm(const Gemm& g) {
-  static constexpr auto kTiles = MicroTiles<P, MR, NV>(std::make_index_sequence<MR * NV>());
+  static constexpr auto kTiles =
+      MicroTiles<P, MR, NV, kPrefetch>(std::make_index_sequence<MR * NV>());
   constexpr std::int64_t L = P::kLanes;
   for (std::int64_t k0 = 0; k0 < g.k; k0 += kDepthChunk) {
     const std::int64_t kc = std::min(kDepthChunk, g.k - k0);

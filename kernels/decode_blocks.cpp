@@ -22,6 +22,7 @@ DecodeScratch carve(Carver& c, const Shape& s, const DecodeGeometry& g) {
   w.dots = c.floats(kMaxScoreRows * kPartialAlign * kPartialAlign);
   w.q_t = c.floats(w.ld_q * kDecodeRows);
   w.scores_t = c.floats(takes_query_lanes(g.max_rows) ? g.tile * kDecodeRows : 0);
+  w.acc_t = c.floats(takes_query_lanes(g.max_rows) ? g.ld_acc * kDecodeRows : 0);
   w.merged = c.floats(g.ld_acc);
   carve_row_stats(c, w);
   return w;

@@ -128,6 +128,8 @@ struct DecodeScratch : RowStats {
   float* q_t;       // [ld_q][kDecodeRows]: scale * Q^T of the block (queries along the lanes)
   float* scores_t;  // [tile][kDecodeRows]: S^T of one key tile, overwritten by P^T (blocks of
                     // kQueryLanesRows rows or more, which leave `scores` unused)
+  float* acc_t;     // [ld_acc][kDecodeRows]: O^T of a block that takes P V along the query lanes
+                    // (ValuesAlongLanes), across the tiles of a split
   float* merged;    // [ld_acc]: one row's merged output
   std::int64_t ld_q;
   std::int64_t tile;  // DecodeGeometry::tile: keys per tile, and the stride of scores' rows

@@ -374,6 +374,8 @@ TEST_CASE("every kernel matches the fp64 reference on grouped-query and decode s
       {1, 8, 2, 5, 513, 32, 24},    // 20 rows per group: two blocks of 10
       {1, 7, 1, 1, 260, 72, 40},    // a group of 7 (28 / 4 heads); d not whole vectors
       {1, 2, 2, 16, 40, 16, 8},     // 16 rows, the most of a decode block
+      {1, 16, 4, 4, 2000, 128, 64}, // 16 rows, P V along the lanes: tiles and chunks cut short
+      {1, 4, 1, 4, 600, 160, 32},   // 16 rows, d_k deeper than one depth chunk of the Gemm
       {1, 4, 2, 5, 2, 8, 3},        // n_q > n_kv: rows 0..2 see no key
       {1, 2, 1, 2, 9000, 1, 8},     // 4 rows: 12 splits of 768 (one tile each), the last short
       {1, 8, 1, 1, 9000, 16, 8},    // 8 rows (queries along the lanes): tiles of 512 and 256
@@ -461,6 +463,8 @@ TEST_CASE("the tiled rungs give the same bits on any thread count") {
       {.batch_heads = 4, .n_q = 70, .n_kv = 90, .d_k = 16, .d_v = 8, .group = 2},
       {.batch_heads = 8, .n_q = 1, .n_kv = 2000, .d_k = 64, .d_v = 32, .group = 4},
       {.batch_heads = 3, .n_q = 4, .n_kv = 300, .d_k = 40, .d_v = 24, .group = 3},
+      // 16 rows per block (4 heads x 4 queries), P V along the query lanes
+      {.batch_heads = 8, .n_q = 4, .n_kv = 1500, .d_k = 64, .d_v = 64, .group = 4},
       // MQA 8/1 in a batch of 2: 14 splits of 768 keys (tiles of 512 and 256), the last short
       {.batch_heads = 16, .n_q = 1, .n_kv = 10000, .d_k = 32, .d_v = 16, .group = 8}};
   for (const Shape& s : shapes) {
