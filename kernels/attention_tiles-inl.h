@@ -44,11 +44,11 @@ struct Gemm {
   std::int64_t ldc = 0;
   Init init = Init::kZero;
   const float* row_scale = nullptr;
-  // RunGemm<..., kPrefetch = true>: rows of k elements of prefetch_bytes each, contiguous from
-  // `prefetch` (the decode path's keys a distance ahead of a), which each tile of MR rows of A
-  // prefetches a step at a time as it multiplies (MR elements per step).
+  // RunGemm<..., kPrefetch = true>: rows of k elements, prefetch_element_bytes each, contiguous
+  // from `prefetch` (the decode path's keys a distance ahead of a), which each tile of MR rows of
+  // A prefetches a step at a time as it multiplies (MR elements per step).
   const char* prefetch = nullptr;
-  std::int64_t prefetch_bytes = 0;
+  std::int64_t prefetch_element_bytes = 0;
 };
 
 // The register tile: MR x NV vectors of C held in registers over kc steps of k; each step loads
@@ -72,8 +72,9 @@ void MicroTileOf(const Gemm& g, const float* b, std::int64_t ldb, std::int64_t i
        ...);
     const float* a = g.a + i0 * g.a_row + k0 * g.a_col;
     const float* bp = b + v0 * L;
-    const std::int64_t pf_step = MR * g.prefetch_bytes;
-    const char* pf = kPrefetch ? g.prefetch + i0 * g.k * g.prefetch_bytes + k0 * pf_step : nullptr;
+    const std::int64_t pf_step = MR * g.prefetch_element_bytes;
+    const char* pf =
+        kPrefetch ? g.prefetch + i0 * g.k * g.prefetch_element_bytes + k0 * pf_step : nullptr;
     for (std::int64_t p = 0; p < kc; ++p) {
       if constexpr (kPrefetch) hwy::Prefetch(pf + p * pf_step);
       ((acc = P::MulAdd(P::Set(a[kRow[I] * g.a_row]), P::Load(bp + kVec[I] * L), acc)), ...);

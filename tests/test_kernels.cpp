@@ -364,24 +364,24 @@ TEST_CASE("every kernel matches the fp64 reference on grouped-query and decode s
     std::int64_t batch, heads_q, heads_kv, n_q, n_kv, d_k, d_v;
   };
   const Grouped shapes[] = {
-      {1, 6, 1, 1, 1, 64, 40},      // MQA, one key
-      {1, 8, 1, 1, 1000, 64, 64},   // MQA 8/1, n_kv not a multiple of the 256-key split
-      {1, 8, 2, 1, 1000, 64, 64},   // GQA 8/2
-      {1, 8, 8, 1, 300, 128, 128},  // MHA decode
-      {3, 4, 4, 1, 333, 32, 48},    // MHA 4/4, batch 3, d_k != d_v
-      {2, 8, 1, 2, 777, 40, 24},    // batch 2 of MQA 8/1: 16 rows per group, one full block
-      {1, 8, 2, 3, 700, 80, 48},    // speculative decode: 3 new tokens, 12 rows per block
-      {1, 8, 2, 5, 513, 32, 24},    // 20 rows per group: two blocks of 10
-      {1, 7, 1, 1, 260, 72, 40},    // a group of 7 (28 / 4 heads); d not whole vectors
-      {1, 2, 2, 16, 40, 16, 8},     // 16 rows, the most of a decode block
-      {1, 16, 4, 4, 2000, 128, 64}, // 16 rows, P V along the lanes: tiles and chunks cut short
-      {1, 4, 1, 4, 600, 160, 32},   // 16 rows, d_k deeper than one depth chunk of the Gemm
-      {1, 4, 2, 5, 2, 8, 3},        // n_q > n_kv: rows 0..2 see no key
-      {1, 2, 1, 2, 9000, 1, 8},     // 4 rows: 12 splits of 768 (one tile each), the last short
-      {1, 8, 1, 1, 9000, 16, 8},    // 8 rows (queries along the lanes): tiles of 512 and 256
-      {1, 7, 1, 1, 9000, 16, 8},    // 7 rows (keys along the lanes): tiles of 512 and 256
-      {2, 6, 2, 100, 150, 32, 24},  // prefill with groups (query blocks of one head), batch 2
-      {1, 4, 1, 60, 61, 48, 48},    // prefill, MQA
+      {1, 6, 1, 1, 1, 64, 40},       // MQA, one key
+      {1, 8, 1, 1, 1000, 64, 64},    // MQA 8/1, n_kv not a multiple of the 256-key split
+      {1, 8, 2, 1, 1000, 64, 64},    // GQA 8/2
+      {1, 8, 8, 1, 300, 128, 128},   // MHA decode
+      {3, 4, 4, 1, 333, 32, 48},     // MHA 4/4, batch 3, d_k != d_v
+      {2, 8, 1, 2, 777, 40, 24},     // batch 2 of MQA 8/1: 16 rows per group, one full block
+      {1, 8, 2, 3, 700, 80, 48},     // speculative decode: 3 new tokens, 12 rows per block
+      {1, 8, 2, 5, 513, 32, 24},     // 20 rows per group: two blocks of 10
+      {1, 7, 1, 1, 260, 72, 40},     // a group of 7 (28 / 4 heads); d not whole vectors
+      {1, 2, 2, 16, 40, 16, 8},      // 16 rows, the most of a decode block
+      {1, 16, 4, 4, 2000, 128, 64},  // 16 rows, P V along the lanes: tiles and chunks cut short
+      {1, 4, 1, 4, 600, 160, 32},    // 16 rows, d_k deeper than one depth chunk of the Gemm
+      {1, 4, 2, 5, 2, 8, 3},         // n_q > n_kv: rows 0..2 see no key
+      {1, 2, 1, 2, 9000, 1, 8},      // 4 rows: 12 splits of 768 (one tile each), the last short
+      {1, 8, 1, 1, 9000, 16, 8},     // 8 rows (queries along the lanes): tiles of 512 and 256
+      {1, 7, 1, 1, 9000, 16, 8},     // 7 rows (keys along the lanes): tiles of 512 and 256
+      {2, 6, 2, 100, 150, 32, 24},   // prefill with groups (query blocks of one head), batch 2
+      {1, 4, 1, 60, 61, 48, 48},     // prefill, MQA
   };
   std::uint32_t seed = 500;
   for (const Grouped& g : shapes)
