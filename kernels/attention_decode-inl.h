@@ -632,60 +632,95 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
   }
 }
 
-// O^T for values [c0, c0 + L) of a block whose rows fit one vector (AccumulateValuesAlongLanes):
-// L accumulators, each a vector of the block's rows, = init + V^T P^T over kc keys, P^T in
-// w.scores_t's layout. Per key one vector of P^T (the key's weight in every row) is loaded and
-// each of the L values of V is broadcast into a multiply-add, so every row is served by one
-// read of V: a line per key and strip, no row group reading V from L1 after the first. Each key
-// prefetches the strip's line of the key kWidenKeys on (the next chunk's). init as ValueTileOf's,
-// with alpha along the lanes.
-template <class P, std::size_t... I>
+// O^T for SV values of V (from v, a column of V's rows ld_v apart) and the block's rows in NQ
+// vectors: SV x NQ accumulators (element I: value I / NQ, vector of rows I % NQ), = init +
+// V^T P^T over kc keys, P^T in w.scores_t's layout. Per key the NQ vectors of P^T (the key's
+// weight in every row) are loaded and each of the SV values of V is broadcast, once, into NQ
+// multiply-adds, so every row is served by one read of V, no row group reading V from L1 after
+// the first. Each key prefetches the strip's values of the key kWidenKeys on (the next chunk's).
+// init as ValueTileOf's, with alpha along the lanes.
+template <class P, int SV, int NQ, std::size_t... I, std::size_t... Q, std::size_t... C>
 HWY_INLINE void ValueStripOf(const float* p_t, const float* v, std::int64_t ld_v, std::int64_t kc,
                              float* o_t, Gemm::Init init, const float* alpha,
-                             std::index_sequence<I...>) {
+                             std::index_sequence<I...>, std::index_sequence<Q...>,
+                             std::index_sequence<C...>) {
+  constexpr std::int64_t L = P::kLanes;
+  constexpr std::int64_t kValue[] = {std::int64_t(I / NQ)...};
+  constexpr std::size_t kRows[] = {I % NQ...};
   [&](auto... acc) HWY_ATTR __attribute__((always_inline)) {
-    if (init != Gemm::Init::kZero) {
-      const auto scale = init == Gemm::Init::kLoadScaled ? P::Load(alpha) : P::Set(1.0f);
-      ((acc = P::Mul(scale, P::Load(o_t + I * kDecodeRows))), ...);
-    }
+    if (init != Gemm::Init::kZero)
+      ((acc = P::Mul(init == Gemm::Init::kLoadScaled ? P::Load(alpha + kRows[I] * L) : P::Set(1.0f),
+                     P::Load(o_t + kValue[I] * kDecodeRows + kRows[I] * L))),
+       ...);
     for (std::int64_t j = 0; j < kc; ++j) {
       hwy::Prefetch(v + (j + kWidenKeys) * ld_v);
-      const auto weights = P::Load(p_t + j * kDecodeRows);
-      ((acc = P::MulAdd(P::Set(v[j * ld_v + I]), weights, acc)), ...);
+      [&](auto... weights) HWY_ATTR __attribute__((always_inline)) {
+        const auto value = [&](auto c) HWY_ATTR __attribute__((always_inline)) {
+          const auto x = HoldIf<(NQ > 1)>(P::Set(v[j * ld_v + c()]));
+          ((kValue[I] == c() ? void(acc = P::MulAdd(x, Pick<kRows[I]>(weights...), acc)) : void()),
+           ...);
+        };
+        (value(std::integral_constant<std::int64_t, std::int64_t(C)>()), ...);
+      }
+      (P::Load(p_t + j * kDecodeRows + std::int64_t(Q) * L)...);
     }
-    (P::Store(acc, o_t + I * kDecodeRows), ...);
+    (P::Store(acc, o_t + kValue[I] * kDecodeRows + kRows[I] * L), ...);
   }
   (((void)I, P::Zero())...);
 }
 
-// Whether a block takes P V along the query lanes (AccumulateValuesAlongLanes): a query-lanes
-// block of fp32 values whose rows fit one vector (on AVX-512 every such block; on 8 lanes, blocks
-// of 8 rows) and whose value rows are whole vectors. The row tiles (AccumulateValues) read V once
-// per group of kMrD rows, the first from memory and the others from L1 (16 rows on AVX-512: 3 +
-// 3 + 3 + 3 + 3 + 1); along the lanes every row is served by one read. 16-bit values keep the
-// row tiles: a broadcast of one would cost a widening each.
-template <class P, class E>
-bool ValuesAlongLanes(std::int64_t rows, std::int64_t d_v) {
-  return std::is_same_v<E, float> && takes_query_lanes(rows) && rows <= P::kLanes &&
-         d_v % P::kLanes == 0;
+// Most vectors of rows a strip holds: a block's 16 rows on 4 lanes. One-lane targets keep the
+// row tiles.
+inline constexpr int kMaxStripVectors = 4;
+
+// Values per strip for a block whose rows take NQ vectors: as many as keep SV x NQ within the
+// target's kStripAccumulators, a power of two (16 on AVX-512, where every query-lanes block takes
+// one vector; 8 or 4 on 8 lanes, 2 to 8 on 4).
+template <class P>
+constexpr int StripValues(int nq) {
+  return int(std::bit_floor(unsigned(P::kStripAccumulators / nq)));
 }
 
-// w.acc_t (O^T: d_v rows of a vector of the block's rows) = alpha O^T + V^T P^T over the tile's
-// nk keys, in chunks of kWidenKeys keys and strips of L values (ValueStripOf). Every element is
-// alpha O + sum_j p_j v_j by multiply-adds in key order, as in AccumulateValues: the same bits.
-// DecodeSplit transposes O^T into the split's partial output after its last tile.
-template <class P>
-void AccumulateValuesAlongLanes(const float* v, std::int64_t d_v, std::int64_t nk, bool first,
-                                const DecodeScratch& w) {
-  constexpr std::int64_t L = P::kLanes;
+// Whether a block takes P V along the query lanes (AccumulateValuesAlongLanes): a query-lanes
+// block of fp32 values whose rows are whole strips. The row tiles (AccumulateValues) read V once
+// per group of kMrD rows, the first from memory and the others from L1 (16 rows on AVX-512: 3 +
+// 3 + 3 + 3 + 3 + 1); along the lanes every row is served by one read. 16-bit values keep the
+// row tiles: a broadcast of one would cost a widening each (widening a chunk into v_pack to run
+// the strips there measured 4-7 % slower than the row tiles).
+template <class P, class E>
+bool ValuesAlongLanes(std::int64_t rows, std::int64_t d_v) {
+  const int nq = int((rows + P::kLanes - 1) / P::kLanes);
+  return std::is_same_v<E, float> && takes_query_lanes(rows) && nq <= kMaxStripVectors &&
+         d_v % StripValues<P>(nq) == 0;
+}
+
+// w.acc_t (O^T: d_v rows of NQ vectors of the block's rows) = alpha O^T + V^T P^T over the
+// tile's nk keys, in chunks of kWidenKeys keys and strips of SV values (ValueStripOf). Every
+// element is alpha O + sum_j p_j v_j by multiply-adds in key order, as in AccumulateValues: the
+// same bits. DecodeSplit transposes O^T into the split's partial output after its last tile.
+template <class P, int NQ>
+void ValueStrips(const float* v, std::int64_t d_v, std::int64_t nk, bool first,
+                 const DecodeScratch& w) {
+  constexpr int SV = StripValues<P>(NQ);
   const Gemm::Init init = first ? Gemm::Init::kZero : Gemm::Init::kLoadScaled;
   for (std::int64_t j0 = 0; j0 < nk; j0 += kWidenKeys) {
     const std::int64_t kc = std::min(kWidenKeys, nk - j0);
-    for (std::int64_t c0 = 0; c0 < d_v; c0 += L)
-      ValueStripOf<P>(w.scores_t + j0 * kDecodeRows, v + j0 * d_v + c0, d_v, kc,
-                      w.acc_t + c0 * kDecodeRows, j0 == 0 ? init : Gemm::Init::kLoad, w.rescale,
-                      std::make_index_sequence<L>());
+    for (std::int64_t c0 = 0; c0 < d_v; c0 += SV)
+      ValueStripOf<P, SV, NQ>(w.scores_t + j0 * kDecodeRows, v + j0 * d_v + c0, d_v, kc,
+                              w.acc_t + c0 * kDecodeRows, j0 == 0 ? init : Gemm::Init::kLoad,
+                              w.rescale, std::make_index_sequence<SV * NQ>(),
+                              std::make_index_sequence<NQ>(), std::make_index_sequence<SV>());
   }
+}
+
+template <class P, int NQ = 1>
+void AccumulateValuesAlongLanes(std::int64_t rows, const float* v, std::int64_t d_v,
+                                std::int64_t nk, bool first, const DecodeScratch& w) {
+  if constexpr (NQ < kMaxStripVectors && NQ * P::kLanes < kDecodeRows) {
+    if (rows > NQ * P::kLanes)
+      return AccumulateValuesAlongLanes<P, NQ + 1>(rows, v, d_v, nk, first, w);
+  }
+  ValueStrips<P, NQ>(v, d_v, nk, first, w);
 }
 
 // Where DecodeSplit reads K or V rows: E's elements at p, or, for a format whose rows carry a
@@ -751,7 +786,7 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
     if constexpr (kProbe) fold_tile_probes(w, blk.rows);
     if constexpr (std::is_same_v<E, float>) {
       if (values_along_lanes) {
-        AccumulateValuesAlongLanes<P>(v + key0 * s.d_v, s.d_v, nk, key0 == first, w);
+        AccumulateValuesAlongLanes<P>(blk.rows, v + key0 * s.d_v, s.d_v, nk, key0 == first, w);
         continue;
       }
     }

@@ -44,6 +44,9 @@ struct HwyLanes {
   // Decode O += P V: rows of 128 values in one strip (3 x 8 accumulators), so each value row is
   // read front to back rather than in strips (int8 values take kMrO x kNvO: AccumulateValues).
   static constexpr int kMrD = 3, kNvD = 8;
+  // Decode O^T += V^T P^T along the query lanes (ValueStripOf): accumulators of a strip, beside
+  // up to 4 vectors of weights and a broadcast value.
+  static constexpr int kStripAccumulators = 16;
 #else
   // 16 registers: 6x2 tiles, 12 accumulators + 2 B vectors + 1 broadcast.
   static constexpr int kMrS = 6, kNvS = 2, kMrO = 6, kNvO = 2;
@@ -52,6 +55,8 @@ struct HwyLanes {
   static constexpr int kScoreRows = 2, kScoreRowsL1 = 1, kScoreChunk = 4;
   // Decode O += P V: one row of 8 vectors per strip.
   static constexpr int kMrD = 1, kNvD = 8;
+  // Decode O^T += V^T P^T: 8 accumulators, up to 4 vectors of weights and a broadcast value.
+  static constexpr int kStripAccumulators = 8;
 #endif
 
   static V Zero() { return hn::Zero(D()); }
