@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 32.135772091388425 31.764529824521507 32.49462573147917 NaN
 EOD
 $p1s0 << EOD
-1024 129.00640710352027 127.82930052342363 129.28855423533798 NaN
-4096 130.59324917354724 127.26894225436892 131.25878274848998 NaN
-16384 132.04478415335436 130.74764498870402 133.3763505307384 NaN
-32768 118.98406167918172 116.82845342972067 120.50066356054484 NaN
+1024 141.50071848301604 141.01621027905134 141.90385015033252 NaN
+4096 149.9062854722815 148.91232458451722 151.42107492376797 NaN
+16384 158.11150038221513 156.89981844446717 159.04043451836097 NaN
+32768 159.36127509140704 158.99231446055327 160.3175644001027 NaN
 EOD
 $p1s1 << EOD
-1024 90.96926837275882 90.4406831833173 91.7012283230245 NaN
-4096 89.3769672372468 89.04224664542 90.1607186288894 NaN
-16384 78.46061403706419 72.71761212587248 80.74193056805947 NaN
-32768 74.41198248794763 72.87631520128092 74.56483811055769 NaN
+1024 87.00378816107975 86.46028316249678 87.72616749240689 NaN
+4096 86.67344120146895 85.83685331551193 87.91657958431684 NaN
+16384 81.65306420575777 81.42353181394098 82.31968948196237 NaN
+32768 74.83818552775696 69.62239863275774 76.17063265259436 NaN
 EOD
 $p1s2 << EOD
-1024 43.33707025290279 42.576138180612304 43.50069194669324 NaN
-4096 43.21447242543993 42.70270035527293 43.364397740107094 NaN
-16384 41.025376857780955 40.563612096398174 41.207422505473346 NaN
-32768 39.69169888727741 39.45340929161259 40.01861524798409 NaN
+1024 42.712556639690305 42.46898669640257 42.87265625750181 NaN
+4096 42.1073374929801 40.96662867975558 42.42570348271874 NaN
+16384 41.44452943662825 41.06272911574783 41.83050651199942 NaN
+32768 40.89547364208909 40.671926580677905 41.22581304396143 NaN
 EOD
 $p2s0 << EOD
 1024 75.17949909114726 71.5575270046775 75.25780395636228 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 117.107 to first 16384, first 117.107 nohead lw
 set arrow from first 16384, first 117.107 to first 32768, first 117.107 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 117.107 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:284.636889]
+set yrange [0:283.447630]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 258.761 to graph 1, first 258.761 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 258.761 offset 0,0.6
-set arrow from first 1024, first 258.761 to first 4096, first 258.761 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 258.761 to first 16384, first 258.761 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 258.761 to first 32768, first 258.761 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: compute-bound' at first 1024, first 258.761 offset 0,0.8 tc 'dark-red'
-set yrange [0:284.637]
-set yrange [0:284.636889]
+set arrow from graph 0, first 257.68 to graph 1, first 257.68 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 257.68 offset 0,0.6
+set arrow from first 1024, first 257.68 to first 4096, first 257.68 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 257.68 to first 16384, first 257.68 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 257.68 to first 32768, first 257.68 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: compute-bound' at first 1024, first 257.68 offset 0,0.8 tc 'dark-red'
+set yrange [0:283.448]
+set yrange [0:283.447630]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 216.77 to first 16384, first 216.77 nohead lw 2
 set arrow from first 16384, first 216.77 to first 32768, first 216.77 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 216.77 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:284.636889]
+set yrange [0:283.447630]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 117.107 to first 16384, first 117.107 nohead lw
 set arrow from first 16384, first 117.107 to first 32768, first 117.107 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 117.107 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:284.636889]
+set yrange [0:283.447630]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 258.761 to graph 1, first 258.761 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 258.761 offset 0,0.6
-set arrow from first 1024, first 258.761 to first 4096, first 258.761 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 258.761 to first 16384, first 258.761 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 258.761 to first 32768, first 258.761 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: compute-bound' at first 1024, first 258.761 offset 0,0.8 tc 'dark-red'
-set yrange [0:284.637]
-set yrange [0:284.636889]
+set arrow from graph 0, first 257.68 to graph 1, first 257.68 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 257.68 offset 0,0.6
+set arrow from first 1024, first 257.68 to first 4096, first 257.68 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 257.68 to first 16384, first 257.68 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 257.68 to first 32768, first 257.68 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: compute-bound' at first 1024, first 257.68 offset 0,0.8 tc 'dark-red'
+set yrange [0:283.448]
+set yrange [0:283.447630]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 216.77 to first 16384, first 216.77 nohead lw 2
 set arrow from first 16384, first 216.77 to first 32768, first 216.77 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 216.77 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:284.636889]
+set yrange [0:283.447630]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 6.9076827411091255 6.513863603084825 6.972427108807708 NaN
 EOD
 $p1s0 << EOD
-1024 82.2211773811766 79.26834815630015 86.26573875744421 NaN
-4096 35.129264375317184 34.54490702897219 35.26274685417149 NaN
-16384 27.96601140664344 27.06250328798021 28.899089091805415 NaN
-32768 30.602956189993098 30.48655345330055 30.69609420331699 NaN
+1024 87.87067940247077 87.5672738287917 89.19683351262694 NaN
+4096 35.00378612912454 34.64006312762297 35.22187108767873 NaN
+16384 29.787015022259098 29.428365884515788 29.911660935846953 NaN
+32768 30.535181047638794 30.212726055665 30.65002858689241 NaN
 EOD
 $p1s1 << EOD
-1024 23.74297775290484 22.22554496200335 24.694506773053565 NaN
-4096 13.580093212455472 13.449634293887543 13.755613079361352 NaN
-16384 12.283172834511484 12.255101627166653 12.34330189510412 NaN
-32768 12.44260870677151 12.31993792019543 12.550022655626371 NaN
+1024 25.585076243214377 25.10922803550264 25.68011376033314 NaN
+4096 13.09069600741024 13.027899025609985 13.131326798209527 NaN
+16384 12.034947129232519 11.945551500971343 12.099118718414097 NaN
+32768 12.12940857505938 12.07882434697483 12.228584141257958 NaN
 EOD
 $p1s2 << EOD
-1024 15.66495151397408 15.488941805161447 16.085759162151213 NaN
-4096 12.80893464293654 12.770575047754784 12.864211928688606 NaN
-16384 12.21494406282997 12.15319918332735 12.346608902000545 NaN
-32768 12.38916372426702 12.310622760406149 12.511599888168302 NaN
+1024 16.156158076779473 15.933228438182388 16.358488726332155 NaN
+4096 13.035705345095918 12.99107412421969 13.093384669103182 NaN
+16384 12.079588754359259 12.015700888490771 12.116940292982544 NaN
+32768 12.118878941861878 12.102492906984576 12.181370213771647 NaN
 EOD
 $p2s0 << EOD
 1024 27.941682687395186 21.72244550124572 29.317968843739497 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 22.6881 to first 16384, first 22.6964 nohead lw
 set arrow from first 16384, first 22.6964 to first 32768, first 22.6978 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 22.6549 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:284.636889]
+set yrange [0:283.447630]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 258.761 to graph 1, first 258.761 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 258.761 offset 0,0.6
-set arrow from first 1024, first 44.9421 to first 4096, first 45.0079 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 45.0079 to first 16384, first 45.0243 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 45.0243 to first 32768, first 45.0271 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 44.9421 offset 0,0.8 tc 'dark-red'
-set yrange [0:284.637]
-set yrange [0:284.636889]
+set arrow from graph 0, first 257.68 to graph 1, first 257.68 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 257.68 offset 0,0.6
+set arrow from first 1024, first 46.6155 to first 4096, first 46.6837 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 46.6837 to first 16384, first 46.7008 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 46.7008 to first 32768, first 46.7037 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 46.6155 offset 0,0.8 tc 'dark-red'
+set yrange [0:283.448]
+set yrange [0:283.447630]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 41.7096 to first 16384, first 41.7248 nohead lw
 set arrow from first 16384, first 41.7248 to first 32768, first 41.7274 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 41.6486 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:284.636889]
+set yrange [0:283.447630]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 22.6881 to first 16384, first 22.6964 nohead lw
 set arrow from first 16384, first 22.6964 to first 32768, first 22.6978 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 22.6549 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:284.636889]
+set yrange [0:283.447630]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 258.761 to graph 1, first 258.761 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 258.761 offset 0,0.6
-set arrow from first 1024, first 44.9421 to first 4096, first 45.0079 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 45.0079 to first 16384, first 45.0243 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 45.0243 to first 32768, first 45.0271 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 44.9421 offset 0,0.8 tc 'dark-red'
-set yrange [0:284.637]
-set yrange [0:284.636889]
+set arrow from graph 0, first 257.68 to graph 1, first 257.68 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 257.68 offset 0,0.6
+set arrow from first 1024, first 46.6155 to first 4096, first 46.6837 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 46.6837 to first 16384, first 46.7008 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 46.7008 to first 32768, first 46.7037 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 46.6155 offset 0,0.8 tc 'dark-red'
+set yrange [0:283.448]
+set yrange [0:283.447630]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 41.7096 to first 16384, first 41.7248 nohead lw
 set arrow from first 16384, first 41.7248 to first 32768, first 41.7274 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 41.6486 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:284.636889]
+set yrange [0:283.447630]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

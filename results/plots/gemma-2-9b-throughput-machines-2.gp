@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 4.541017728195784 4.185265722206085 4.724844039284057 NaN
 EOD
 $p1s0 << EOD
-1024 164.17685934200324 162.23332482350568 166.81040910583778 NaN
-4096 67.6874423727706 65.16122343540124 68.28880258207461 NaN
-16384 52.677488749927754 52.37200691264501 53.08514134104028 NaN
-32768 54.41739834056842 53.753870399814815 54.89709693460876 NaN
+1024 173.77208028572454 169.5114169911569 174.38736753400673 NaN
+4096 59.257406732859565 57.58602439213825 60.096778852676984 NaN
+16384 42.999876174164214 41.859454871055426 43.2497089306352 NaN
+32768 40.51904195590723 38.998128611109294 40.74199773441412 NaN
 EOD
 $p1s1 << EOD
-1024 24.27676652126484 23.59999158417586 25.283666684426976 NaN
-4096 13.65007994209305 13.54895724877233 13.685874596131024 NaN
-16384 12.26360004674965 12.185207393284257 12.3575629573477 NaN
-32768 12.482995519683838 12.45925154358837 12.523427431669996 NaN
+1024 25.188950119533263 24.133455457212218 26.66525554804554 NaN
+4096 13.38595237380118 13.2778783466381 13.465358240950605 NaN
+16384 11.906353552421873 11.761395778796226 11.933358241112183 NaN
+32768 12.266325424184856 12.224289777776102 12.298406383730738 NaN
 EOD
 $p1s2 << EOD
-1024 8.64419079292893 0.2999750164147218 9.360013605798162 NaN
-4096 6.219477980800726 1.1190168332766488 9.092844239609493 NaN
-16384 2.9165807707294173 2.7909926683150426 4.68843591612359 NaN
-32768 5.1697672731596125 5.157087022628336 6.778380257252951 NaN
+1024 0.26503628298562143 0.24924993108320864 0.31851932813193007 NaN
+4096 1.1577884475137332 0.8527600967059745 2.6566419585910976 NaN
+16384 2.7983414155676054 2.600500939232439 4.78765806322942 NaN
+32768 5.83297743419122 5.369684308119495 6.429378628466174 NaN
 EOD
 $p2s0 << EOD
 1024 53.19834499775438 50.94507982933142 55.676948209912794 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 34.9879 to first 16384, first 35.0007 nohead lw
 set arrow from first 16384, first 35.0007 to first 32768, first 35.0028 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 34.9367 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:575.817430]
+set yrange [0:565.767316]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 523.47 to graph 1, first 523.47 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 523.47 offset 0,0.6
-set arrow from first 1024, first 51.0358 to first 4096, first 51.1106 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 51.1106 to first 16384, first 51.1293 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 51.1293 to first 32768, first 51.1324 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 51.0358 offset 0,0.8 tc 'dark-red'
-set yrange [0:575.817]
-set yrange [0:575.817430]
+set arrow from graph 0, first 514.334 to graph 1, first 514.334 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 514.334 offset 0,0.6
+set arrow from first 1024, first 55.2439 to first 4096, first 55.3248 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 55.3248 to first 16384, first 55.345 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 55.345 to first 32768, first 55.3484 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 55.2439 offset 0,0.8 tc 'dark-red'
+set yrange [0:565.767]
+set yrange [0:565.767316]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 91.9378 to first 16384, first 91.9715 nohead lw
 set arrow from first 16384, first 91.9715 to first 32768, first 91.9771 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 91.8034 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:575.817430]
+set yrange [0:565.767316]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 34.9879 to first 16384, first 35.0007 nohead lw
 set arrow from first 16384, first 35.0007 to first 32768, first 35.0028 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 34.9367 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:575.817430]
+set yrange [0:565.767316]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 523.47 to graph 1, first 523.47 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 523.47 offset 0,0.6
-set arrow from first 1024, first 51.0358 to first 4096, first 51.1106 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 51.1106 to first 16384, first 51.1293 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 51.1293 to first 32768, first 51.1324 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 51.0358 offset 0,0.8 tc 'dark-red'
-set yrange [0:575.817]
-set yrange [0:575.817430]
+set arrow from graph 0, first 514.334 to graph 1, first 514.334 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 514.334 offset 0,0.6
+set arrow from first 1024, first 55.2439 to first 4096, first 55.3248 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 55.3248 to first 16384, first 55.345 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 55.345 to first 32768, first 55.3484 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 55.2439 offset 0,0.8 tc 'dark-red'
+set yrange [0:565.767]
+set yrange [0:565.767316]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 91.9378 to first 16384, first 91.9715 nohead lw
 set arrow from first 16384, first 91.9715 to first 32768, first 91.9771 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 91.8034 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:575.817430]
+set yrange [0:565.767316]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

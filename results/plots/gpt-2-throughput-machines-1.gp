@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 3.316933874177738 3.236183058223778 3.508576971367787 NaN
 EOD
 $p1s0 << EOD
-1024 47.719468069170915 47.09990671411273 48.09070362656523 NaN
-4096 34.39360492468932 33.24872286758219 35.37998540233593 NaN
-16384 22.973351119645304 22.745054297394347 23.328453551214057 NaN
-32768 16.343931666431228 16.2343580082745 18.04920776930435 NaN
+1024 44.45609844525093 43.980584120461735 45.03383194709651 NaN
+4096 30.44177430971942 30.111382778967492 30.59190329069199 NaN
+16384 22.24127371889829 21.553315243805944 22.39362216002259 NaN
+32768 18.462870147616904 18.295244054441696 18.719672138695 NaN
 EOD
 $p1s1 << EOD
-1024 41.700472270833906 41.5516122337839 41.78491358574875 NaN
-4096 24.804959264209508 23.14972437671343 25.412603173060493 NaN
-16384 17.664186831960567 17.475315789278724 17.905793015907584 NaN
-32768 13.90996902502906 13.433612489605043 14.168150773051659 NaN
+1024 40.64051347042915 40.301200509874626 40.69516926357707 NaN
+4096 27.90593829578907 27.158520035039814 28.723864876627644 NaN
+16384 17.667214182998393 17.410746139605454 17.747517391660615 NaN
+32768 16.25723594379836 15.771309682240917 16.46041902345138 NaN
 EOD
 $p1s2 << EOD
-1024 9.045724646468807 8.824637185968058 9.09568817887948 NaN
-4096 6.939920833060917 6.892811443895126 7.085727973532968 NaN
-16384 6.263406898063677 6.196777502227532 6.3010678414403865 NaN
-32768 6.1122500803430615 6.0225907965805705 6.142855057190753 NaN
+1024 9.006158401908403 8.959542636723237 9.026240600298093 NaN
+4096 7.199717352992048 6.9953461833696515 7.237111127812995 NaN
+16384 6.292244365901139 6.277190474759381 6.3272121301803805 NaN
+32768 6.348437391678474 6.331772871192135 6.363039095845734 NaN
 EOD
 $p2s0 << EOD
 1024 28.601144133379044 28.044443285734975 29.9748675583415 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 11.3468 to first 16384, first 11.3489 nohead lw
 set arrow from first 16384, first 11.3489 to first 32768, first 11.3492 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 11.3385 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:284.636889]
+set yrange [0:283.447630]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 258.761 to graph 1, first 258.761 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 258.761 offset 0,0.6
-set arrow from first 1024, first 22.4929 to first 4096, first 22.5094 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 22.5094 to first 16384, first 22.5135 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 22.5135 to first 32768, first 22.5142 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 22.4929 offset 0,0.8 tc 'dark-red'
-set yrange [0:284.637]
-set yrange [0:284.636889]
+set arrow from graph 0, first 257.68 to graph 1, first 257.68 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 257.68 offset 0,0.6
+set arrow from first 1024, first 23.3305 to first 4096, first 23.3476 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 23.3476 to first 16384, first 23.3518 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 23.3518 to first 32768, first 23.3525 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 23.3305 offset 0,0.8 tc 'dark-red'
+set yrange [0:283.448]
+set yrange [0:283.447630]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 20.8599 to first 16384, first 20.8637 nohead lw
 set arrow from first 16384, first 20.8637 to first 32768, first 20.8643 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 20.8446 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:284.636889]
+set yrange [0:283.447630]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 11.3468 to first 16384, first 11.3489 nohead lw
 set arrow from first 16384, first 11.3489 to first 32768, first 11.3492 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 11.3385 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:284.636889]
+set yrange [0:283.447630]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 258.761 to graph 1, first 258.761 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 258.761 offset 0,0.6
-set arrow from first 1024, first 22.4929 to first 4096, first 22.5094 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 22.5094 to first 16384, first 22.5135 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 22.5135 to first 32768, first 22.5142 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 22.4929 offset 0,0.8 tc 'dark-red'
-set yrange [0:284.637]
-set yrange [0:284.636889]
+set arrow from graph 0, first 257.68 to graph 1, first 257.68 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 257.68 offset 0,0.6
+set arrow from first 1024, first 23.3305 to first 4096, first 23.3476 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 23.3476 to first 16384, first 23.3518 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 23.3518 to first 32768, first 23.3525 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 23.3305 offset 0,0.8 tc 'dark-red'
+set yrange [0:283.448]
+set yrange [0:283.447630]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 20.8599 to first 16384, first 20.8637 nohead lw
 set arrow from first 16384, first 20.8637 to first 32768, first 20.8643 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 20.8446 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:284.636889]
+set yrange [0:283.447630]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 1.9700433269536195 0.8687692530653154 3.0286997975362775 NaN
 EOD
 $p1s0 << EOD
-1024 81.18239955150739 60.193660388702284 84.57300902417948 NaN
-4096 69.58253678643368 67.62520008540048 71.8007740585707 NaN
-16384 39.112039568881684 38.21442966430555 40.815789288418095 NaN
-32768 35.20072697812631 30.113658361065536 36.92474530741516 NaN
+1024 82.90475900481181 81.71807659287676 83.79926304441689 NaN
+4096 63.15893577032147 62.11102426952413 63.6947857413318 NaN
+16384 29.599893451714372 28.86115851856899 30.41532066311219 NaN
+32768 26.992946349939075 26.194435358693845 27.223575636916138 NaN
 EOD
 $p1s1 << EOD
-1024 36.02611298891245 35.85980617892968 36.585652272472096 NaN
-4096 22.08285724131527 21.671646194794896 23.664529134971655 NaN
-16384 15.511167530430393 14.960700920306301 16.008949528529254 NaN
-32768 13.867904945487249 13.424695207168087 13.984287987131765 NaN
+1024 41.10027177912465 40.96610467687857 41.3870919914921 NaN
+4096 25.366680614507974 24.93045994677892 25.695167410276188 NaN
+16384 17.20606890236788 17.185419600631516 17.37088530624475 NaN
+32768 16.162647491364424 16.051027393865876 16.6184867896432 NaN
 EOD
 $p1s2 << EOD
-1024 8.958236839260028 8.657860655601667 9.012161109384756 NaN
-4096 6.916914327421035 6.439517317461142 6.927437162055176 NaN
-16384 4.767335773993118 0.6371263562423243 4.7976779730273975 NaN
-32768 2.6626268386507195 1.9595307786635618 4.742680444393 NaN
+1024 8.88409078545399 8.67450846935878 8.948089680875249 NaN
+4096 7.705319719463327 7.48960514870473 7.770250166940266 NaN
+16384 4.888017088467889 0.5869119172688939 4.939712839527859 NaN
+32768 1.0168363227223651 0.8509537318353015 4.773922657524341 NaN
 EOD
 $p2s0 << EOD
 1024 44.4755994059461 43.872355107918665 45.19600624694855 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 17.4982 to first 16384, first 17.5014 nohead lw
 set arrow from first 16384, first 17.5014 to first 32768, first 17.502 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 17.4854 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:575.817430]
+set yrange [0:565.767316]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 523.47 to graph 1, first 523.47 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 523.47 offset 0,0.6
-set arrow from first 1024, first 25.5428 to first 4096, first 25.5615 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 25.5615 to first 16384, first 25.5662 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 25.5662 to first 32768, first 25.567 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 25.5428 offset 0,0.8 tc 'dark-red'
-set yrange [0:575.817]
-set yrange [0:575.817430]
+set arrow from graph 0, first 514.334 to graph 1, first 514.334 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 514.334 offset 0,0.6
+set arrow from first 1024, first 27.6489 to first 4096, first 27.6691 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 27.6691 to first 16384, first 27.6742 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 27.6742 to first 32768, first 27.675 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 27.6489 offset 0,0.8 tc 'dark-red'
+set yrange [0:565.767]
+set yrange [0:565.767316]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 45.9801 to first 16384, first 45.9886 nohead lw
 set arrow from first 16384, first 45.9886 to first 32768, first 45.99 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 45.9465 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:575.817430]
+set yrange [0:565.767316]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 17.4982 to first 16384, first 17.5014 nohead lw
 set arrow from first 16384, first 17.5014 to first 32768, first 17.502 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 17.4854 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:575.817430]
+set yrange [0:565.767316]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 523.47 to graph 1, first 523.47 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 523.47 offset 0,0.6
-set arrow from first 1024, first 25.5428 to first 4096, first 25.5615 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 25.5615 to first 16384, first 25.5662 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 25.5662 to first 32768, first 25.567 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 25.5428 offset 0,0.8 tc 'dark-red'
-set yrange [0:575.817]
-set yrange [0:575.817430]
+set arrow from graph 0, first 514.334 to graph 1, first 514.334 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 514.334 offset 0,0.6
+set arrow from first 1024, first 27.6489 to first 4096, first 27.6691 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 27.6691 to first 16384, first 27.6742 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 27.6742 to first 32768, first 27.675 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 27.6489 offset 0,0.8 tc 'dark-red'
+set yrange [0:565.767]
+set yrange [0:565.767316]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 45.9801 to first 16384, first 45.9886 nohead lw
 set arrow from first 16384, first 45.9886 to first 32768, first 45.99 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 45.9465 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:575.817430]
+set yrange [0:565.767316]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

@@ -36,40 +36,40 @@ $p0s5 << EOD
 32768 10.320011942170858 9.171067579017686 10.610434888819293 NaN
 EOD
 $p1s0 << EOD
-1024 133.9874189871965 132.62131910250974 134.20664494573927 NaN
-4096 83.26319625899541 82.1882031294713 83.78501189379361 NaN
-16384 68.08388768131283 68.00669021338874 68.44987500748367 NaN
-32768 55.57775594509432 55.28452165818931 55.95212181520433 NaN
+1024 130.26676409320683 121.81192899902912 131.79189108195473 NaN
+4096 93.21532645618115 91.69772772762069 94.59826415154994 NaN
+16384 75.90100129538018 73.27507956627042 76.09217275311518 NaN
+32768 63.135579231311375 62.022588269889184 63.30107674858863 NaN
 EOD
 $p1s1 << EOD
-1024 148.68310115895767 148.2502259245608 149.364348346081 NaN
-4096 154.79202927646358 154.0215939971858 155.20226434188925 NaN
-16384 140.24479684294556 139.72600461191948 140.8977510437229 NaN
-32768 139.0536148802496 133.99936858471156 140.22062556037315 NaN
+1024 146.8860351639384 145.38889752572896 147.60578840613292 NaN
+4096 156.82736915873272 156.1801236212278 157.51099122083355 NaN
+16384 148.2487289548362 146.95268746516751 149.3111286588102 NaN
+32768 142.78320011968216 141.61654593300796 144.63019629740458 NaN
 EOD
 $p1s2 << EOD
-1024 145.697035314245 145.1565195128225 146.5138494507626 NaN
-4096 155.59304075561175 154.71561875930553 156.3045975130749 NaN
-16384 141.17850961369402 137.0326414073826 142.3752731964822 NaN
-32768 140.28669608926782 136.02007140368582 141.70164528881386 NaN
+1024 146.90840482720517 146.2004353020321 147.49556619744556 NaN
+4096 156.47366199856378 154.76405263680613 156.6646528290271 NaN
+16384 148.28540463845096 145.5965865618865 148.6433349867693 NaN
+32768 146.78097214218107 145.95326756481134 146.9828140755399 NaN
 EOD
 $p1s3 << EOD
-1024 194.1985417166907 191.521553840726 194.78580025478934 NaN
-4096 240.3936989969447 238.4466916667817 241.3663253568817 NaN
-16384 213.805060365949 210.60554231897473 219.39991889839553 NaN
-32768 213.81690505332494 209.03262158836998 216.32547952998385 NaN
+1024 188.07786138593312 184.8350042194407 190.1920757846142 NaN
+4096 240.14016022348002 239.50826718620263 241.8496980032725 NaN
+16384 227.36442250309682 225.78745041796162 229.13315157588798 NaN
+32768 222.02600356736266 221.08399790994753 222.79797895256496 NaN
 EOD
 $p1s4 << EOD
-1024 60.47559260190916 60.0698528009647 60.94681821781757 NaN
-4096 25.263044616715256 25.22621099415378 25.425783568008526 NaN
-16384 23.295169477122194 23.081128867077556 23.335380019157032 NaN
-32768 23.83590595825461 23.677236510729827 23.888132519284103 NaN
+1024 59.2531923117961 58.68850418241629 59.634372568747516 NaN
+4096 26.655127307654695 25.618598159682183 27.91444457138282 NaN
+16384 23.238134673606616 23.162214292400492 23.412758922240556 NaN
+32768 23.381228364443093 23.07113244002498 23.46159842003054 NaN
 EOD
 $p1s5 << EOD
-1024 34.711730245961164 34.51619756114585 34.81259797068213 NaN
-4096 26.68014192745436 26.59443326429992 26.871838575067375 NaN
-16384 24.499359874913537 24.303735563200522 24.742766380734405 NaN
-32768 24.949851458809874 24.889336142883494 25.131780647266847 NaN
+1024 32.91734353199687 32.557984043835695 32.99061944673371 NaN
+4096 26.334515220261274 26.25980880879742 26.520761413469423 NaN
+16384 25.154686369089205 24.491200488550334 25.278574738183426 NaN
+32768 24.637192990766867 24.291690552217396 25.06726616936551 NaN
 EOD
 $p2s0 << EOD
 1024 66.52004388964856 66.32166967977948 66.69604618473463 NaN
@@ -128,7 +128,7 @@ set arrow from first 4096, first 177.048 to first 16384, first 177.551 nohead lw
 set arrow from first 16384, first 177.551 to first 32768, first 177.635 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 175.066 offset 0,0.8 tc 'dark-red'
 set yrange [0:514.765]
-set yrange [0:1162.512282]
+set yrange [0:1145.383995]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p0s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -141,14 +141,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 1056.83 to graph 1, first 1056.83 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 1056.83 offset 0,0.6
-set arrow from first 1024, first 338.159 to first 4096, first 341.988 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 341.988 to first 16384, first 342.958 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 342.958 to first 32768, first 343.121 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 338.159 offset 0,0.8 tc 'dark-red'
-set yrange [0:1162.51]
-set yrange [0:1162.512282]
+set arrow from graph 0, first 1041.26 to graph 1, first 1041.26 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 1041.26 offset 0,0.6
+set arrow from first 1024, first 359.888 to first 4096, first 363.963 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 363.963 to first 16384, first 364.996 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 364.996 to first 32768, first 365.168 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 359.888 offset 0,0.8 tc 'dark-red'
+set yrange [0:1145.38]
+set yrange [0:1145.383995]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -168,7 +168,7 @@ set arrow from first 4096, first 313.332 to first 16384, first 314.221 nohead lw
 set arrow from first 16384, first 314.221 to first 32768, first 314.37 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 309.824 offset 0,0.8 tc 'dark-red'
 set yrange [0:901.773]
-set yrange [0:1162.512282]
+set yrange [0:1145.383995]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p2s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -192,7 +192,7 @@ set arrow from first 4096, first 177.048 to first 16384, first 177.551 nohead lw
 set arrow from first 16384, first 177.551 to first 32768, first 177.635 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 175.066 offset 0,0.8 tc 'dark-red'
 set yrange [0:514.765]
-set yrange [0:1162.512282]
+set yrange [0:1145.383995]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p0s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -205,14 +205,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 1056.83 to graph 1, first 1056.83 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 1056.83 offset 0,0.6
-set arrow from first 1024, first 338.159 to first 4096, first 341.988 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 341.988 to first 16384, first 342.958 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 342.958 to first 32768, first 343.121 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 338.159 offset 0,0.8 tc 'dark-red'
-set yrange [0:1162.51]
-set yrange [0:1162.512282]
+set arrow from graph 0, first 1041.26 to graph 1, first 1041.26 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 1041.26 offset 0,0.6
+set arrow from first 1024, first 359.888 to first 4096, first 363.963 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 363.963 to first 16384, first 364.996 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 364.996 to first 32768, first 365.168 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 359.888 offset 0,0.8 tc 'dark-red'
+set yrange [0:1145.38]
+set yrange [0:1145.383995]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -232,6 +232,6 @@ set arrow from first 4096, first 313.332 to first 16384, first 314.221 nohead lw
 set arrow from first 16384, first 314.221 to first 32768, first 314.37 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 309.824 offset 0,0.8 tc 'dark-red'
 set yrange [0:901.773]
-set yrange [0:1162.512282]
+set yrange [0:1145.383995]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p2s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset multiplot

@@ -36,40 +36,40 @@ $p0s5 << EOD
 32768 5.5796244473786505 5.072400723275741 5.716812522832989 NaN
 EOD
 $p1s0 << EOD
-1024 252.85174108534784 224.6960818463069 253.60319752771872 NaN
-4096 161.81329316976937 160.325706148072 162.89062319348807 NaN
-16384 87.40982736283762 87.03475608982835 93.1487141499566 NaN
-32768 102.08614461094261 75.55324422310306 103.91770294062867 NaN
+1024 257.5330773627173 241.22697860798513 260.6182970528276 NaN
+4096 181.5438648429859 175.64355262870123 183.73620978094706 NaN
+16384 104.39374733580507 103.87096936014234 104.81196836068052 NaN
+32768 85.8862424846108 84.29036123558718 86.82159457128779 NaN
 EOD
 $p1s1 << EOD
-1024 242.48175326953836 224.46221511297517 243.4652928035676 NaN
-4096 287.5557300684727 281.12985303208575 287.6361084694623 NaN
-16384 236.60943968765667 230.5201145885007 245.90483530335206 NaN
-32768 221.33545354865348 217.38546648832764 237.96449742728456 NaN
+1024 277.16677028874966 272.27301004215667 282.8564819083356 NaN
+4096 305.51231554528255 302.03190866733826 306.8139708595712 NaN
+16384 274.4705827532493 244.73597702957713 279.27595164963765 NaN
+32768 220.7223778314751 216.65512049876799 224.87776168357175 NaN
 EOD
 $p1s2 << EOD
-1024 277.65988054531834 247.38878919454572 281.7596318500537 NaN
-4096 301.47072071266905 298.7910107970645 303.50697710933474 NaN
-16384 205.30044402733924 201.6495520103143 229.34619305132122 NaN
-32768 171.2562814712467 170.92777814032345 172.56483704801337 NaN
+1024 277.9794540794561 273.1153133452904 280.509009964877 NaN
+4096 308.6786887719698 296.01775663254017 311.22915888945613 NaN
+16384 277.14411372790653 272.74500264171144 279.58615620886104 NaN
+32768 222.66584773559222 218.66352714973527 227.81125807296215 NaN
 EOD
 $p1s3 << EOD
-1024 323.2298926393868 312.74780977624266 333.78446452070654 NaN
-4096 467.1107407650627 450.1098187893081 469.5304595163211 NaN
-16384 429.2452724027584 424.1572549018621 433.233852347248 NaN
-32768 392.92820708987887 381.00971987735943 394.02268537343133 NaN
+1024 359.5914207640068 353.0715399750629 362.45375118760575 NaN
+4096 454.75509716601 448.1402599333258 460.4407542435346 NaN
+16384 445.43196760114455 440.9775167014185 447.8557340640967 NaN
+32768 423.7877993862925 408.3198431048481 425.8759170706654 NaN
 EOD
 $p1s4 << EOD
-1024 61.20179791754897 61.0427914657526 61.23344752135411 NaN
-4096 25.551895755330566 25.35246320039034 25.77187982123514 NaN
-16384 23.65753281993716 23.56105478827244 23.748100963119033 NaN
-32768 23.533634786159034 23.260398316529443 23.69551681204168 NaN
+1024 58.92966424054011 58.32795544902287 59.15919897858219 NaN
+4096 27.49735610384832 26.05715524457158 28.61511866068888 NaN
+16384 23.460568050779102 23.136402857028884 23.53731299018628 NaN
+32768 23.32918877860765 21.222075059349987 23.44813763898137 NaN
 EOD
 $p1s5 << EOD
-1024 12.2498224833253 0.4412781878861326 14.124702758887478 NaN
-4096 5.0735230857972216 4.589528825583474 8.487905889059553 NaN
-16384 4.8390832640579395 4.035208890946797 12.61335867670991 NaN
-32768 5.596938795447279 5.590111291443028 7.897128016888149 NaN
+1024 12.728072479272805 0.28928084633558376 13.530231134841133 NaN
+4096 4.696206838554704 2.547665970332364 9.448638589212374 NaN
+16384 3.7179414711130208 3.0582887413746023 8.922916714302334 NaN
+32768 6.710935054381065 6.202547687949638 11.190505933867161 NaN
 EOD
 $p2s0 << EOD
 1024 114.23161114600647 69.3188946334486 123.0608694957326 NaN
@@ -128,7 +128,7 @@ set arrow from first 4096, first 293.558 to first 16384, first 294.391 nohead lw
 set arrow from first 16384, first 294.391 to first 32768, first 294.53 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 290.272 offset 0,0.8 tc 'dark-red'
 set yrange [0:1029.28]
-set yrange [0:2278.889100]
+set yrange [0:2254.199903]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p0s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -141,14 +141,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 2071.72 to graph 1, first 2071.72 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 2071.72 offset 0,0.6
-set arrow from first 1024, first 392.466 to first 4096, first 396.909 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 396.909 to first 16384, first 398.036 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 398.036 to first 32768, first 398.224 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 392.466 offset 0,0.8 tc 'dark-red'
-set yrange [0:2278.89]
-set yrange [0:2278.889100]
+set arrow from graph 0, first 2049.27 to graph 1, first 2049.27 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 2049.27 offset 0,0.6
+set arrow from first 1024, first 427.067 to first 4096, first 431.902 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 431.902 to first 16384, first 433.128 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 433.128 to first 32768, first 433.333 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 427.067 offset 0,0.8 tc 'dark-red'
+set yrange [0:2254.2]
+set yrange [0:2254.199903]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -168,7 +168,7 @@ set arrow from first 4096, first 743.687 to first 16384, first 745.798 nohead lw
 set arrow from first 16384, first 745.798 to first 32768, first 746.151 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 735.362 offset 0,0.8 tc 'dark-red'
 set yrange [0:1841.44]
-set yrange [0:2278.889100]
+set yrange [0:2254.199903]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p2s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -192,7 +192,7 @@ set arrow from first 4096, first 293.558 to first 16384, first 294.391 nohead lw
 set arrow from first 16384, first 294.391 to first 32768, first 294.53 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 290.272 offset 0,0.8 tc 'dark-red'
 set yrange [0:1029.28]
-set yrange [0:2278.889100]
+set yrange [0:2254.199903]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p0s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -205,14 +205,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 2071.72 to graph 1, first 2071.72 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 2071.72 offset 0,0.6
-set arrow from first 1024, first 392.466 to first 4096, first 396.909 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 396.909 to first 16384, first 398.036 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 398.036 to first 32768, first 398.224 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 392.466 offset 0,0.8 tc 'dark-red'
-set yrange [0:2278.89]
-set yrange [0:2278.889100]
+set arrow from graph 0, first 2049.27 to graph 1, first 2049.27 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 2049.27 offset 0,0.6
+set arrow from first 1024, first 427.067 to first 4096, first 431.902 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 431.902 to first 16384, first 433.128 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 433.128 to first 32768, first 433.333 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 427.067 offset 0,0.8 tc 'dark-red'
+set yrange [0:2254.2]
+set yrange [0:2254.199903]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -232,6 +232,6 @@ set arrow from first 4096, first 743.687 to first 16384, first 745.798 nohead lw
 set arrow from first 16384, first 745.798 to first 32768, first 746.151 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 735.362 offset 0,0.8 tc 'dark-red'
 set yrange [0:1841.44]
-set yrange [0:2278.889100]
+set yrange [0:2254.199903]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p2s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset multiplot

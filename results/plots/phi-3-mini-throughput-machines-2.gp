@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 1.6022872769829006 1.2801822036647426 2.6252129059429143 NaN
 EOD
 $p1s0 << EOD
-1024 86.58233412085636 84.68851480621309 87.94566656533378 NaN
-4096 44.73078310550817 43.91270852815056 46.993127894478455 NaN
-16384 34.97633493736027 34.715158535411675 35.76531066305957 NaN
-32768 34.91727809668635 34.61906488942538 35.72035138168884 NaN
+1024 76.60902600660916 72.91670762839836 80.9679405108359 NaN
+4096 46.25200737083873 45.23280470152186 47.350211961474606 NaN
+16384 34.828701978441394 34.462483990890405 35.73061028145937 NaN
+32768 35.54093479426151 34.54410872300032 35.80481431140993 NaN
 EOD
 $p1s1 << EOD
-1024 27.590732245738767 27.172992892221163 27.980100788892166 NaN
-4096 20.307639102262065 20.21546463086447 20.454884112734202 NaN
-16384 16.81138420449563 16.74704642857862 16.891596743383626 NaN
-32768 17.06906476622361 16.971014139000285 17.120127153184065 NaN
+1024 26.35372229551756 25.180927741298703 28.427007034909376 NaN
+4096 19.516750199660184 19.038784380066804 20.07953985735654 NaN
+16384 16.295110491174484 15.349975063487287 16.476506035076557 NaN
+32768 16.708359921370096 16.614471482087197 16.825347008169864 NaN
 EOD
 $p1s2 << EOD
-1024 7.989365946931769 7.774316604089763 8.182975407402415 NaN
-4096 3.170465471873896 0.6523674463603552 5.243812259239772 NaN
-16384 3.048425912485742 1.1109379767904548 4.288924099009598 NaN
-32768 3.3441025401417446 2.5653313270778924 5.039098338335984 NaN
+1024 7.280709122624236 7.078171936400052 7.316311018017862 NaN
+4096 5.010512273306838 0.6614062868911871 5.05517604683665 NaN
+16384 2.1525511437204963 0.8994281411154346 4.798718432295021 NaN
+32768 3.786219788449153 1.7331399784905577 3.9984919353648487 NaN
 EOD
 $p2s0 << EOD
 1024 36.33216608995262 32.15832292221156 42.1129723849876 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 17.4982 to first 16384, first 17.5014 nohead lw
 set arrow from first 16384, first 17.5014 to first 32768, first 17.502 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 17.4854 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:575.817430]
+set yrange [0:565.767316]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 523.47 to graph 1, first 523.47 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 523.47 offset 0,0.6
-set arrow from first 1024, first 25.5428 to first 4096, first 25.5615 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 25.5615 to first 16384, first 25.5662 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 25.5662 to first 32768, first 25.567 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 25.5428 offset 0,0.8 tc 'dark-red'
-set yrange [0:575.817]
-set yrange [0:575.817430]
+set arrow from graph 0, first 514.334 to graph 1, first 514.334 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 514.334 offset 0,0.6
+set arrow from first 1024, first 27.6489 to first 4096, first 27.6691 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 27.6691 to first 16384, first 27.6742 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 27.6742 to first 32768, first 27.675 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 27.6489 offset 0,0.8 tc 'dark-red'
+set yrange [0:565.767]
+set yrange [0:565.767316]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 45.9801 to first 16384, first 45.9886 nohead lw
 set arrow from first 16384, first 45.9886 to first 32768, first 45.99 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 45.9465 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:575.817430]
+set yrange [0:565.767316]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 17.4982 to first 16384, first 17.5014 nohead lw
 set arrow from first 16384, first 17.5014 to first 32768, first 17.502 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 17.4854 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:575.817430]
+set yrange [0:565.767316]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 523.47 to graph 1, first 523.47 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 523.47 offset 0,0.6
-set arrow from first 1024, first 25.5428 to first 4096, first 25.5615 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 25.5615 to first 16384, first 25.5662 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 25.5662 to first 32768, first 25.567 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 25.5428 offset 0,0.8 tc 'dark-red'
-set yrange [0:575.817]
-set yrange [0:575.817430]
+set arrow from graph 0, first 514.334 to graph 1, first 514.334 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 514.334 offset 0,0.6
+set arrow from first 1024, first 27.6489 to first 4096, first 27.6691 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 27.6691 to first 16384, first 27.6742 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 27.6742 to first 32768, first 27.675 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 27.6489 offset 0,0.8 tc 'dark-red'
+set yrange [0:565.767]
+set yrange [0:565.767316]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 45.9801 to first 16384, first 45.9886 nohead lw
 set arrow from first 16384, first 45.9886 to first 32768, first 45.99 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 45.9465 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:575.817430]
+set yrange [0:565.767316]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

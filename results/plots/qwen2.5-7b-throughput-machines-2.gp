@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 10.916369094814934 9.793927253199161 13.676046252294764 NaN
 EOD
 $p1s0 << EOD
-1024 254.84435466916221 249.37893575561165 258.8236255995484 NaN
-4096 298.14970278602914 288.2240284115423 305.53980385461847 NaN
-16384 155.6400639505925 151.4653217196118 157.7450837387878 NaN
-32768 127.88575063536231 125.79132998960898 132.93193634928195 NaN
+1024 282.1009226552513 218.4976011976187 289.64372599474615 NaN
+4096 286.63222571674095 285.63250342705516 294.2181826120575 NaN
+16384 200.5334310914669 178.36810696087963 203.8763711358501 NaN
+32768 164.61302297157607 162.93161447422025 164.7550416198644 NaN
 EOD
 $p1s1 << EOD
-1024 63.18785749721162 62.48794374895282 63.55589100052967 NaN
-4096 41.393034781517464 39.81855944212515 43.484209850596095 NaN
-16384 33.495043374308025 33.3998327626091 33.89057225239827 NaN
-32768 33.00008942726678 30.999444498907586 33.30269455288723 NaN
+1024 62.27001506400789 62.067376487710014 62.72067549595301 NaN
+4096 53.158797068280336 52.309240772611346 54.97062663463225 NaN
+16384 33.660757674932384 33.53823830199094 34.1373293357519 NaN
+32768 33.14385912941541 32.75219642538945 33.17490961326734 NaN
 EOD
 $p1s2 << EOD
-1024 0.5237185729507653 0.46178460806923877 15.491930219102224 NaN
-4096 2.2586694091454587 1.6509237351513886 8.770348703046448 NaN
-16384 4.897042803052319 4.889708065099692 9.001691508005655 NaN
-32768 9.784132335561809 9.407071481259159 9.796132090048872 NaN
+1024 19.70597417039834 0.5266923694877725 21.540275649339343 NaN
+4096 2.9823922048270703 1.7337742488839025 22.04943000029336 NaN
+16384 10.971642366277624 5.33828110054385 19.31860863432194 NaN
+32768 11.749500765742187 9.569967805587487 18.9359745867115 NaN
 EOD
 $p2s0 << EOD
 1024 143.39788689013622 137.11814336819646 143.57558179281676 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 122.308 to first 16384, first 122.465 nohead lw
 set arrow from first 16384, first 122.465 to first 32768, first 122.491 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 121.686 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:575.817430]
+set yrange [0:565.767316]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 523.47 to graph 1, first 523.47 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 523.47 offset 0,0.6
-set arrow from first 1024, first 177.759 to first 4096, first 178.669 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 178.669 to first 16384, first 178.898 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 178.898 to first 32768, first 178.936 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 177.759 offset 0,0.8 tc 'dark-red'
-set yrange [0:575.817]
-set yrange [0:575.817430]
+set arrow from graph 0, first 514.334 to graph 1, first 514.334 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 514.334 offset 0,0.6
+set arrow from first 1024, first 192.416 to first 4096, first 193.401 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 193.401 to first 16384, first 193.648 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 193.648 to first 32768, first 193.69 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 192.416 offset 0,0.8 tc 'dark-red'
+set yrange [0:565.767]
+set yrange [0:565.767316]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 321.39 to first 16384, first 321.802 nohead lw 
 set arrow from first 16384, first 321.802 to first 32768, first 321.871 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 319.754 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:575.817430]
+set yrange [0:565.767316]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 122.308 to first 16384, first 122.465 nohead lw
 set arrow from first 16384, first 122.465 to first 32768, first 122.491 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 121.686 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:575.817430]
+set yrange [0:565.767316]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 523.47 to graph 1, first 523.47 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 523.47 offset 0,0.6
-set arrow from first 1024, first 177.759 to first 4096, first 178.669 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 178.669 to first 16384, first 178.898 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 178.898 to first 32768, first 178.936 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 177.759 offset 0,0.8 tc 'dark-red'
-set yrange [0:575.817]
-set yrange [0:575.817430]
+set arrow from graph 0, first 514.334 to graph 1, first 514.334 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 514.334 offset 0,0.6
+set arrow from first 1024, first 192.416 to first 4096, first 193.401 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 193.401 to first 16384, first 193.648 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 193.648 to first 32768, first 193.69 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 192.416 offset 0,0.8 tc 'dark-red'
+set yrange [0:565.767]
+set yrange [0:565.767316]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 321.39 to first 16384, first 321.802 nohead lw 
 set arrow from first 16384, first 321.802 to first 32768, first 321.871 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 319.754 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:575.817430]
+set yrange [0:565.767316]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
