@@ -130,9 +130,16 @@ HWY_INLINE V HoldIf(V x) {
 }
 
 // Rows of row_bytes each that kPrefetchBytes covers: how far ahead of its loads a pass over K or
-// V that reads memory prefetches (PrefetchAhead).
+// V that reads memory prefetches.
 inline std::int64_t RowsAhead(std::int64_t row_bytes) {
   return std::max<std::int64_t>(1, kPrefetchBytes / row_bytes);
+}
+
+// Whether vector `vec` of a row of elements of element_bytes each starts a cache line: the
+// vectors at which the row passes (ScoreChunkOf, ValueTileOf) prefetch, one line each.
+template <class P>
+constexpr bool StartsLine(std::int64_t vec, std::int64_t element_bytes) {
+  return vec * P::kLanes * element_bytes % std::int64_t(kCacheLine) == 0;
 }
 
 // The I-th vector of a pack: packs stand in for arrays of vectors, which SVE's sizeless vector
@@ -211,7 +218,7 @@ HWY_INLINE void ScoreChunkOf(const float* q, std::int64_t ld_q, const E* k, std:
       [&](auto... acc) HWY_ATTR __attribute__((always_inline)) {
         const auto column = [&](auto u) HWY_ATTR __attribute__((always_inline)) {
           constexpr std::size_t kU = decltype(u)::value;
-          if constexpr (kU * L * sizeof(E) % kCacheLine == 0)
+          if constexpr (StartsLine<P>(kU, sizeof(E)))
             if (ahead > 0) hwy::Prefetch(k + ahead * ld_k + std::int64_t(kU) * L);
           const auto x = HoldIf<(sizeof...(R) > 1)>(WideLoad(k + std::int64_t(kU) * L));
           ((acc = P::MulAdd(QueryVector<P, R, C, kU>(q, ld_q, qv...), x, acc)), ...);
@@ -509,7 +516,7 @@ HWY_INLINE void ValueTileOf(const float* p, PLayout lp, Rows v, std::int64_t ld_
        ...);
     for (std::int64_t j = j0; j < j0 + nk; ++j) {
       const auto column = [&](auto c) HWY_ATTR __attribute__((always_inline)) {
-        if constexpr (c() * L * ValueBytes(Rows{}) % std::int64_t(kCacheLine) == 0)
+        if constexpr (StartsLine<P>(c(), ValueBytes(Rows{})))
           if (ahead > 0) PrefetchValues(v, ld_v, j + ahead, (c0 + c()) * L, 1);
         const auto x = HoldIf<(MR > 1)>(ValueVector<P>(v, ld_v, j, c0 + c()));
         ((kVec[I] == c() ? void(acc = P::MulAdd(P::Set(p[kRow[I] * lp.row + j * lp.key]), x, acc))
