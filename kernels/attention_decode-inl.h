@@ -135,6 +135,22 @@ inline std::int64_t RowsAhead(std::int64_t row_bytes) {
   return std::max<std::int64_t>(1, kPrefetchBytes / row_bytes);
 }
 
+// How far ahead the pass from the block's row first_row over a group of keys or a chunk of values
+// prefetches, when the rows take several passes: the first, which reads it from memory, `ahead`
+// rows on; the later ones, which read it from L1 and would otherwise request nothing while they
+// multiply, twice as far, so the stream keeps going through them (what the first pass then
+// requests is mostly on its way already). Against the later passes requesting nothing, in one
+// process, the two alternating, 16k keys, one thread: Qwen2.5-7B's 28/4 heads (7 rows per K/V
+// head: 4 + 3) 0.75-0.89 of the time in five runs (two threads, near the triad bandwidth
+// already, 0.80-0.99; fp16 0.93, bf16 0.98, int8 1.00), 6 and 5 rows per K/V head 0.81 and 0.87,
+// 8-head MHA at 7 queries 0.86, `flash@avx2` (3 + 1 rows) at 32/8 heads 0.76-0.77 and at 28/4
+// 0.79, `flash@sse4` at 28/4 0.91; one pass (4 rows on AVX-512: Llama-3-8B, and Phi-3-mini and
+// GPT-2 at 4 queries; Gemma-2-9B's 2) unchanged. Tried on Qwen's scores alone, where twice as far
+// measured 0.91: as far as the first 0.94, three times as far 0.94, each pass half the keys 1.1.
+inline std::int64_t PassAhead(std::int64_t first_row, std::int64_t ahead) {
+  return first_row == 0 ? ahead : 2 * ahead;
+}
+
 // Whether vector `vec` of a row of elements of element_bytes each starts a cache line: the
 // vectors at which the row passes (ScoreChunkOf, ValueTileOf) prefetch, one line each.
 template <class P>
@@ -283,8 +299,8 @@ HWY_INLINE void GroupScoresRemainder(std::int64_t n, const float* q, std::int64_
 }
 
 // Scores of the block's rows against the L keys of `group` (rows ld_k apart, whole vectors
-// deep), at scores + j0: kPassRows rows per pass over the keys, the first pass prefetching the
-// keys `ahead` rows on (the later passes read the group from L1).
+// deep), at scores + j0: kPassRows rows per pass over the keys, the first pass reading the keys
+// from memory, the later ones from L1, each prefetching PassAhead rows on.
 template <class P, class E>
 HWY_INLINE void ScoreGroup(const DecodeScratch& w, std::int64_t rows, const E* group,
                            std::int64_t ld_k, std::int64_t d_vecs, std::int64_t ahead,
@@ -293,10 +309,10 @@ HWY_INLINE void ScoreGroup(const DecodeScratch& w, std::int64_t rows, const E* g
   static_assert(R <= kMaxScoreRows);
   std::int64_t i = 0;
   for (; i + R <= rows; i += R)
-    GroupScores<P, R>(w.q + i * w.ld_q, w.ld_q, group, ld_k, d_vecs, i == 0 ? ahead : 0, w.dots,
+    GroupScores<P, R>(w.q + i * w.ld_q, w.ld_q, group, ld_k, d_vecs, PassAhead(i, ahead), w.dots,
                       w.scores + i * w.tile + j0, w.tile);
   GroupScoresRemainder<P>(rows - i, w.q + i * w.ld_q, w.ld_q, group, ld_k, d_vecs,
-                          i == 0 ? ahead : 0, w.dots, w.scores + i * w.tile + j0, w.tile);
+                          PassAhead(i, ahead), w.dots, w.scores + i * w.tile + j0, w.tile);
 }
 
 // S [rows][w.tile] = q [rows][w.ld_q] K^T for keys [0, nk) of k, in whole vectors of keys:
@@ -574,14 +590,14 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
     // A block of fewer than kQueryLanesRows rows takes fp32 and 16-bit tiles one row taller than
     // the registers hold (kMrD + 1: 4 x 8 on 32 registers, where GCC keeps 5 of the 32
     // accumulators in L1, a load and a store each per key). Its first row group, the one that
-    // reads V from memory, then takes one row more, and a later pass over the chunk in L1, during
-    // which no line of V is requested, one fewer: 4 rows per K/V head are one group rather than
-    // 3 + 1, and 7 rows are 4 + 3 rather than 3 + 3 + 1. Measured in one process, calls of the
-    // two alternating, 16k keys, one thread: 32/8 heads 5 % faster (three runs; on two threads
-    // 3 %, fp16 6 %, bf16 3 %, AVX2's 2 x 8 against 1 x 8 10 %), 28/4 heads 5 %; the Arm
-    // targets take the same rule, untimed (qemu). Larger blocks spend most of their time in the
-    // groups that read L1, where the spills cost (16 rows: 7 % slower). The same products in the
-    // same order: the same bits.
+    // reads V from memory, then takes one row more, and a later pass over the chunk in L1 one
+    // fewer: 4 rows per K/V head are one group rather than 3 + 1, and 7 rows are 4 + 3 rather
+    // than 3 + 3 + 1. Measured in one process, calls of the two alternating, 16k keys, one
+    // thread: 32/8 heads 5 % faster (three runs; on two threads 3 %, fp16 6 %, bf16 3 %, AVX2's
+    // 2 x 8 against 1 x 8 10 %), 28/4 heads 5 %; again once the later passes prefetched
+    // (PassAhead): 3 % and 4 %. The Arm targets take the same rule, untimed (qemu). Larger
+    // blocks spend most of their time in the groups that read L1, where the spills cost (16
+    // rows: 7 % slower). The same products in the same order: the same bits.
     static constexpr auto kTallTiles = [] {
       if constexpr (kScaled)
         return kTiles;
@@ -593,13 +609,13 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
     const std::int64_t tile_rows = tall ? MR + 1 : MR;
     const std::int64_t n_vec = d_v / L;
     // Per strip of NV vectors, the first row group reads the chunk's values from memory, the
-    // others from L1. A block of few row groups has the first prefetch `ahead` keys on as it
-    // reads. A block of many (kQueryLanesRows rows or more) spends most of a chunk's time in the
-    // groups that read L1, when the stream would stand still: there each group first prefetches
-    // its share of the next chunk's values (at 32/8 heads, 4 queries per head, 16k keys, two
-    // runs of seven and five alternating rounds: 10.0 -> 9.5 and 9.9 -> 9.6 ms on one thread,
-    // 5.5 -> 5.3 and 5.2 -> 5.2 on two; for 4 rows per K/V head, 3 + 1, sharing measured slower
-    // than the first group's prefetch).
+    // others from L1. A block of few row groups has each prefetch as it reads (PassAhead). A block
+    // of many (kQueryLanesRows rows or more) spends most of a chunk's time in the groups that read
+    // L1, when the stream would stand still: there each group first prefetches its share of the
+    // next chunk's values (at 32/8 heads, 4 queries per head, 16k keys, two runs of seven and five
+    // alternating rounds: 10.0 -> 9.5 and 9.9 -> 9.6 ms on one thread, 5.5 -> 5.3 and 5.2 -> 5.2 on
+    // two; for 4 rows per K/V head, 3 + 1, sharing measured slower than the first group's
+    // prefetch).
     const std::int64_t groups = (rows + tile_rows - 1) / tile_rows;
     const bool share_prefetch = rows >= kQueryLanesRows;
     const std::int64_t ahead = share_prefetch ? 0 : RowsAhead(d_v * ValueBytes(values));
@@ -618,7 +634,7 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
               PrefetchValues(values, d_v, j, c0 * L, nv * L);
           }
           tiles[(mr - 1) * NV + (nv - 1)](p + i0 * lp.row, lp, values, d_v, c0, j0, kc,
-                                          i0 == 0 ? ahead : 0, acc + i0 * g.ld_acc + c0 * L,
+                                          PassAhead(i0, ahead), acc + i0 * g.ld_acc + c0 * L,
                                           g.ld_acc, j0 == 0 ? init : Gemm::Init::kLoad,
                                           w.rescale + i0);
         }
