@@ -198,11 +198,11 @@ HWY_INLINE typename P::V TransposeSum(const float* dots) {
   return TransposeSumOf<P>(dots, std::make_index_sequence<P::kLanes>());
 }
 
-// Vector U of query row R: from the pack qv for the first P::kScoreRows rows (in registers), from
-// L1 for the P::kScoreRowsL1 rows after them (a multiply-add's memory operand).
+// Vector U of query row R: from the pack qv (C vectors of each of its rows) for the rows it holds
+// (in registers), from L1 for the rows after them (a multiply-add's memory operand).
 template <class P, std::size_t R, std::size_t C, std::size_t U, class... Q>
 HWY_INLINE typename P::V QueryVector(const float* q, std::int64_t ld_q, Q... qv) {
-  if constexpr (R < P::kScoreRows)
+  if constexpr (R < sizeof...(Q) / C)
     return Pick<R * C + U>(qv...);
   else
     return P::Load(q + std::int64_t(R) * ld_q + std::int64_t(U) * P::kLanes);
@@ -248,12 +248,13 @@ HWY_INLINE void ScoreChunkOf(const float* q, std::int64_t ld_q, const E* k, std:
   (P::Load(q + std::int64_t(I / C) * ld_q + std::int64_t(I % C) * L)...);
 }
 
-template <class P, std::int64_t R, std::int64_t C, class E>
+// ScoreChunkOf with the first InRegisters of the R rows held in registers (P::kScoreRows).
+template <class P, std::int64_t R, std::int64_t C,
+          std::int64_t InRegisters = std::min<std::int64_t>(R, P::kScoreRows), class E>
 HWY_INLINE void ScoreChunk(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
                            bool first, std::int64_t ahead, float* dots) {
   ScoreChunkOf<P, C>(q, ld_q, k, ld_k, first, ahead, dots, std::make_index_sequence<R>(),
-                     std::make_index_sequence<C>(),
-                     std::make_index_sequence<std::min<std::int64_t>(R, P::kScoreRows) * C>());
+                     std::make_index_sequence<C>(), std::make_index_sequence<InRegisters * C>());
 }
 
 // The last d_vecs % kScoreChunk vectors of d: one instantiation per count.
@@ -269,13 +270,23 @@ HWY_INLINE void ScoreRemainder(std::int64_t n, const float* q, std::int64_t ld_q
 // Scores of R query rows (ld_q apart) against L keys (rows of k, ld_k apart), d_vecs whole
 // vectors deep: kScoreChunk vectors of each row at a time in registers, a vector of partial
 // sums per row and key in `dots` (R x L x L floats, in L1), then per row a transpose-reduce
-// folds its L vectors into one vector of L scores, stored at scores + r ld_s.
+// folds its L vectors into one vector of L scores, stored at scores + r ld_s. Keys exactly two
+// chunks deep (d = 256 on AVX-512, 64 on AVX2) are read whole in one chunk instead, front to back,
+// with one query row in registers and the others from L1, rather than in two halves, a pass over
+// the group's keys each (in one process, the two alternating, 16k keys, with the values' wide
+// tiles below: Gemma-2-9B's 16/8 heads 0.89 of the time on one and on two threads, at 2 queries
+// 0.89, fp16 0.73, 8-head MHA at d = 256 0.85; `flash@avx2` at GPT-2's d = 64 1.03 at one query,
+// 0.93 at four). The same products in the same order.
 template <class P, std::int64_t R, class E>
 HWY_INLINE void GroupScores(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
                             std::int64_t d_vecs, std::int64_t ahead, float* dots, float* scores,
                             std::int64_t ld_s) {
   constexpr std::int64_t L = P::kLanes, C = P::kScoreChunk;
   std::int64_t c = 0;
+  if (d_vecs == 2 * C) {
+    ScoreChunk<P, R, 2 * C, 1>(q, ld_q, k, ld_k, true, ahead, dots);
+    c = d_vecs;
+  }
   for (; c + C <= d_vecs; c += C)
     ScoreChunk<P, R, C>(q + c * L, ld_q, k + c * L, ld_k, c == 0, ahead, dots);
   ScoreRemainder<P, R>(d_vecs - c, q + c * L, ld_q, k + c * L, ld_k, c == 0, ahead, dots);
@@ -604,10 +615,27 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
       else
         return ValueTiles<P, MR + 1, NV, Values>(std::make_index_sequence<(MR + 1) * NV>());
     }();
+    // Values two tiles wide (d_v = 256 on AVX-512) in such a block: the tall tile's accumulators
+    // as whole rows of V, (MR + 1) / 2 x 2 NV (2 x 16 for 4 x 8), so each value row is read front
+    // to back in one pass rather than in two halves (with the scores' whole rows, GroupScores:
+    // Gemma-2-9B 0.89). On 16 registers the wide tile would be one row (1 x 16 for 2 x 8),
+    // measured 6-12 % slower at d = 128 on AVX2, so those targets keep the tall tiles.
+    constexpr bool kWide = !kScaled && (MR + 1) / 2 >= 2;
+    static constexpr auto kWideTiles = [] {
+      if constexpr (!kWide)
+        return kTiles;
+      else
+        return ValueTiles<P, (MR + 1) / 2, 2 * NV, Values>(
+            std::make_index_sequence<(MR + 1) / 2 * 2 * NV>());
+    }();
     const bool tall = !kScaled && rows < kQueryLanesRows;
-    const ValueTileFn<Values>* tiles = tall ? kTallTiles.data() : kTiles.data();
-    const std::int64_t tile_rows = tall ? MR + 1 : MR;
     const std::int64_t n_vec = d_v / L;
+    const bool wide = kWide && tall && n_vec == 2 * NV;
+    const ValueTileFn<Values>* tiles = wide   ? kWideTiles.data()
+                                       : tall ? kTallTiles.data()
+                                              : kTiles.data();
+    const std::int64_t tile_rows = wide ? (MR + 1) / 2 : tall ? MR + 1 : MR;
+    const std::int64_t tile_vecs = wide ? 2 * NV : NV;
     // Per strip of NV vectors, the first row group reads the chunk's values from memory, the
     // others from L1. A block of few row groups has each prefetch as it reads (PassAhead). A block
     // of many (kQueryLanesRows rows or more) spends most of a chunk's time in the groups that read
@@ -624,8 +652,8 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
     // while every row group passes over them, so only the first reads them from memory.
     for (std::int64_t j0 = 0; j0 < nk; j0 += kWidenKeys) {
       const std::int64_t kc = std::min(kWidenKeys, nk - j0);
-      for (std::int64_t c0 = 0; c0 < n_vec; c0 += NV) {
-        const std::int64_t nv = std::min<std::int64_t>(NV, n_vec - c0);
+      for (std::int64_t c0 = 0; c0 < n_vec; c0 += tile_vecs) {
+        const std::int64_t nv = std::min<std::int64_t>(tile_vecs, n_vec - c0);
         for (std::int64_t i0 = 0; i0 < rows; i0 += tile_rows) {
           const std::int64_t mr = std::min(tile_rows, rows - i0);
           if (share_prefetch) {
@@ -633,10 +661,10 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
             for (std::int64_t j = from; j < std::min(from + share, j0 + 2 * kWidenKeys); ++j)
               PrefetchValues(values, d_v, j, c0 * L, nv * L);
           }
-          tiles[(mr - 1) * NV + (nv - 1)](p + i0 * lp.row, lp, values, d_v, c0, j0, kc,
-                                          PassAhead(i0, ahead), acc + i0 * g.ld_acc + c0 * L,
-                                          g.ld_acc, j0 == 0 ? init : Gemm::Init::kLoad,
-                                          w.rescale + i0);
+          tiles[(mr - 1) * tile_vecs + (nv - 1)](p + i0 * lp.row, lp, values, d_v, c0, j0, kc,
+                                                 PassAhead(i0, ahead), acc + i0 * g.ld_acc + c0 * L,
+                                                 g.ld_acc, j0 == 0 ? init : Gemm::Init::kLoad,
+                                                 w.rescale + i0);
         }
       }
     }

@@ -376,6 +376,8 @@ TEST_CASE("every kernel matches the fp64 reference on grouped-query and decode s
       {1, 2, 2, 16, 40, 16, 8},      // 16 rows, the most of a decode block
       {1, 16, 4, 4, 2000, 128, 64},  // 16 rows, P V along the lanes: tiles and chunks cut short
       {1, 4, 1, 4, 600, 160, 32},    // 16 rows, d_k deeper than one depth chunk of the Gemm
+      {1, 4, 2, 1, 700, 256, 256},   // d = 256, 2 rows: key and value rows read whole (AVX-512)
+      {1, 4, 2, 2, 700, 256, 256},   // the same at 4 rows: two groups of the wide value tile
       {1, 4, 2, 5, 2, 8, 3},         // n_q > n_kv: rows 0..2 see no key
       {1, 2, 1, 2, 9000, 1, 8},      // 4 rows: 12 splits of 768 (one tile each), the last short
       {1, 8, 1, 1, 9000, 16, 8},     // 8 rows (queries along the lanes): tiles of 512 and 256
