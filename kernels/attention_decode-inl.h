@@ -141,12 +141,13 @@ inline std::int64_t RowsAhead(std::int64_t row_bytes) {
 // multiply, twice as far, so the stream keeps going through them (what the first pass then
 // requests is mostly on its way already). Against the later passes requesting nothing, in one
 // process, the two alternating, 16k keys, one thread: Qwen2.5-7B's 28/4 heads (7 rows per K/V
-// head: 4 + 3) 0.75-0.89 of the time in five runs (two threads, near the triad bandwidth
-// already, 0.80-0.99; fp16 0.93, bf16 0.98, int8 1.00), 6 and 5 rows per K/V head 0.81 and 0.87,
-// 8-head MHA at 7 queries 0.86, `flash@avx2` (3 + 1 rows) at 32/8 heads 0.76-0.77 and at 28/4
-// 0.79, `flash@sse4` at 28/4 0.91; one pass (4 rows on AVX-512: Llama-3-8B, and Phi-3-mini and
-// GPT-2 at 4 queries; Gemma-2-9B's 2) unchanged. Tried on Qwen's scores alone, where twice as far
-// measured 0.91: as far as the first 0.94, three times as far 0.94, each pass half the keys 1.1.
+// head: 4 + 3) 0.81 of the time (0.90 on two threads, near the triad bandwidth already; fp16,
+// bf16 and int8 0.98-1.01), 6 and 5 rows per K/V head 0.87 and 0.91, 8-head MHA at 7 queries
+// 0.81, `flash@avx2` (3 + 1 rows) at 32/8 heads 0.79 and at 28/4 0.89, `flash@sse4` at 28/4
+// 0.93; one pass (4 rows on AVX-512: Llama-3-8B, and Phi-3-mini and GPT-2 at 4 queries;
+// Gemma-2-9B's 2) unchanged (0.99). Tried on Qwen's scores alone (K and V not on cache lines
+// then), where twice as far measured 0.91: as far as the first 0.94, three times as far 0.94,
+// each pass half the keys 1.1.
 inline std::int64_t PassAhead(std::int64_t first_row, std::int64_t ahead) {
   return first_row == 0 ? ahead : 2 * ahead;
 }
@@ -274,9 +275,9 @@ HWY_INLINE void ScoreRemainder(std::int64_t n, const float* q, std::int64_t ld_q
 // chunks deep (d = 256 on AVX-512, 64 on AVX2) are read whole in one chunk instead, front to back,
 // with one query row in registers and the others from L1, rather than in two halves, a pass over
 // the group's keys each (in one process, the two alternating, 16k keys, with the values' wide
-// tiles below: Gemma-2-9B's 16/8 heads 0.89 of the time on one and on two threads, at 2 queries
-// 0.89, fp16 0.73, 8-head MHA at d = 256 0.85; `flash@avx2` at GPT-2's d = 64 1.03 at one query,
-// 0.93 at four). The same products in the same order.
+// tiles below: Gemma-2-9B's 16/8 heads 0.80 of the time on one thread and 0.88 on two, at 2
+// queries 0.88, fp16 0.73, 8-head MHA at d = 256 0.89; `flash@avx2` at GPT-2's d = 64 1.00 at
+// one query, 0.97 at four). The same products in the same order.
 template <class P, std::int64_t R, class E>
 HWY_INLINE void GroupScores(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
                             std::int64_t d_vecs, std::int64_t ahead, float* dots, float* scores,
@@ -606,7 +607,7 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
     // than 3 + 3 + 1. Measured in one process, calls of the two alternating, 16k keys, one
     // thread: 32/8 heads 5 % faster (three runs; on two threads 3 %, fp16 6 %, bf16 3 %, AVX2's
     // 2 x 8 against 1 x 8 10 %), 28/4 heads 5 %; again once the later passes prefetched
-    // (PassAhead): 3 % and 4 %. The Arm targets take the same rule, untimed (qemu). Larger
+    // (PassAhead; K and V not on cache lines): 3 % and 4 %. The Arm targets take the same rule, untimed (qemu). Larger
     // blocks spend most of their time in the groups that read L1, where the spills cost (16
     // rows: 7 % slower). The same products in the same order: the same bits.
     static constexpr auto kTallTiles = [] {
@@ -618,8 +619,9 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
     // Values two tiles wide (d_v = 256 on AVX-512) in such a block: the tall tile's accumulators
     // as whole rows of V, (MR + 1) / 2 x 2 NV (2 x 16 for 4 x 8), so each value row is read front
     // to back in one pass rather than in two halves (with the scores' whole rows, GroupScores:
-    // Gemma-2-9B 0.89). On 16 registers the wide tile would be one row (1 x 16 for 2 x 8),
-    // measured 6-12 % slower at d = 128 on AVX2, so those targets keep the tall tiles.
+    // Gemma-2-9B 0.80). On 16 registers the wide tile would be one row (1 x 16 for 2 x 8),
+    // measured 6-12 % slower at d = 128 on AVX2 (K and V not on cache lines), so those targets
+    // keep the tall tiles.
     constexpr bool kWide = !kScaled && (MR + 1) / 2 >= 2;
     static constexpr auto kWideTiles = [] {
       if constexpr (!kWide)
@@ -755,7 +757,7 @@ bool ValuesAlongLanes(std::int64_t rows, std::int64_t d_v) {
 // Keys per chunk of the strips: each strip's accumulators are loaded and stored once per chunk,
 // and a chunk's strips prefetch the next chunk. 64 rather than 32 (kWidenKeys, the row tiles'):
 // at 32/8 heads x 4 queries, 16k keys, one thread, 1.5 % less time (one process, the two
-// alternating); 16 was 6 % slower.
+// alternating; K and V not on cache lines then); 16 was 6 % slower.
 inline constexpr std::int64_t kStripKeys = 64;
 
 // w.acc_t (O^T: d_v rows of NQ vectors of the block's rows) = alpha O^T + V^T P^T over the
@@ -768,9 +770,9 @@ inline constexpr std::int64_t kStripKeys = 64;
 // prefetching its own column of the next chunk instead (one line per value row, 512 bytes apart
 // at d_v = 128) kept one request per value row in flight: in memory order the hardware's
 // prefetchers join in. Against that with 32-key chunks, in one process, the two alternating,
-// 16k keys: 32/8 heads x 4 queries 0.96 of the time on one and on two threads (the values alone
-// about 0.9), 28/4 heads 0.94, Falcon-7B 0.98, GPT-2 x 16 queries 0.98 (4k keys), AVX2 and SSE4
-// 0.96; the same bits.
+// 16k keys: 32/8 heads x 4 queries 0.90 of the time on one thread and 0.97 on two, 28/4 heads
+// 0.88, Falcon-7B 0.99 (32k keys), GPT-2 x 16 queries 0.98 (4k keys), `flash@avx2` 0.97 and
+// `flash@sse4` 0.96; the same bits.
 template <class P, int NQ>
 void ValueStrips(const float* v, std::int64_t d_v, std::int64_t nk, bool first,
                  const DecodeScratch& w) {
