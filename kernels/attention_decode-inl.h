@@ -607,9 +607,9 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
     // than 3 + 3 + 1. Measured in one process, calls of the two alternating, 16k keys, one
     // thread: 32/8 heads 5 % faster (three runs; on two threads 3 %, fp16 6 %, bf16 3 %, AVX2's
     // 2 x 8 against 1 x 8 10 %), 28/4 heads 5 %; again once the later passes prefetched
-    // (PassAhead; K and V not on cache lines): 3 % and 4 %. The Arm targets take the same rule, untimed (qemu). Larger
-    // blocks spend most of their time in the groups that read L1, where the spills cost (16
-    // rows: 7 % slower). The same products in the same order: the same bits.
+    // (PassAhead; K and V not on cache lines): 3 % and 4 %. The Arm targets take the same rule,
+    // untimed (qemu). Larger blocks spend most of their time in the groups that read L1, where
+    // the spills cost (16 rows: 7 % slower). The same products in the same order: the same bits.
     static constexpr auto kTallTiles = [] {
       if constexpr (kScaled)
         return kTiles;
