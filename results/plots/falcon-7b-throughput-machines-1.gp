@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 32.135772091388425 31.764529824521507 32.49462573147917 NaN
 EOD
 $p1s0 << EOD
-1024 141.50071848301604 141.01621027905134 141.90385015033252 NaN
-4096 149.9062854722815 148.91232458451722 151.42107492376797 NaN
-16384 158.11150038221513 156.89981844446717 159.04043451836097 NaN
-32768 159.36127509140704 158.99231446055327 160.3175644001027 NaN
+1024 151.82568806524245 151.5128744422209 152.88112749134618 NaN
+4096 157.13543268384979 156.12208110536852 158.3415007919315 NaN
+16384 171.27785091887986 170.77756615038822 171.35506159711215 NaN
+32768 171.6779271408457 171.33709120984332 173.35290268121273 NaN
 EOD
 $p1s1 << EOD
-1024 87.00378816107975 86.46028316249678 87.72616749240689 NaN
-4096 86.67344120146895 85.83685331551193 87.91657958431684 NaN
-16384 81.65306420575777 81.42353181394098 82.31968948196237 NaN
-32768 74.83818552775696 69.62239863275774 76.17063265259436 NaN
+1024 86.07703214052388 85.69835510569217 86.71598768507178 NaN
+4096 85.00486587635397 84.31020134291911 85.86311832723804 NaN
+16384 82.52677891855713 81.01015812636946 82.8442093632906 NaN
+32768 76.01150785277501 74.10922357748188 76.36751962031067 NaN
 EOD
 $p1s2 << EOD
-1024 42.712556639690305 42.46898669640257 42.87265625750181 NaN
-4096 42.1073374929801 40.96662867975558 42.42570348271874 NaN
-16384 41.44452943662825 41.06272911574783 41.83050651199942 NaN
-32768 40.89547364208909 40.671926580677905 41.22581304396143 NaN
+1024 44.541409339673294 44.34720945702105 44.982623742849384 NaN
+4096 44.161527002857994 44.00068114332512 44.41505922238729 NaN
+16384 43.55726997377509 43.454240152439624 43.98361652334037 NaN
+32768 42.3620893670822 41.91648620015323 43.25117105705555 NaN
 EOD
 $p2s0 << EOD
 1024 75.17949909114726 71.5575270046775 75.25780395636228 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 117.107 to first 16384, first 117.107 nohead lw
 set arrow from first 16384, first 117.107 to first 32768, first 117.107 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 117.107 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:283.447630]
+set yrange [0:293.145627]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 257.68 to graph 1, first 257.68 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 257.68 offset 0,0.6
-set arrow from first 1024, first 257.68 to first 4096, first 257.68 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 257.68 to first 16384, first 257.68 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 257.68 to first 32768, first 257.68 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: compute-bound' at first 1024, first 257.68 offset 0,0.8 tc 'dark-red'
-set yrange [0:283.448]
-set yrange [0:283.447630]
+set arrow from graph 0, first 266.496 to graph 1, first 266.496 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 266.496 offset 0,0.6
+set arrow from first 1024, first 266.496 to first 4096, first 266.496 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 266.496 to first 16384, first 266.496 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 266.496 to first 32768, first 266.496 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: compute-bound' at first 1024, first 266.496 offset 0,0.8 tc 'dark-red'
+set yrange [0:293.146]
+set yrange [0:293.145627]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 216.77 to first 16384, first 216.77 nohead lw 2
 set arrow from first 16384, first 216.77 to first 32768, first 216.77 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 216.77 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:283.447630]
+set yrange [0:293.145627]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 117.107 to first 16384, first 117.107 nohead lw
 set arrow from first 16384, first 117.107 to first 32768, first 117.107 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 117.107 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:283.447630]
+set yrange [0:293.145627]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 257.68 to graph 1, first 257.68 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 257.68 offset 0,0.6
-set arrow from first 1024, first 257.68 to first 4096, first 257.68 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 257.68 to first 16384, first 257.68 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 257.68 to first 32768, first 257.68 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: compute-bound' at first 1024, first 257.68 offset 0,0.8 tc 'dark-red'
-set yrange [0:283.448]
-set yrange [0:283.447630]
+set arrow from graph 0, first 266.496 to graph 1, first 266.496 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 266.496 offset 0,0.6
+set arrow from first 1024, first 266.496 to first 4096, first 266.496 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 266.496 to first 16384, first 266.496 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 266.496 to first 32768, first 266.496 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: compute-bound' at first 1024, first 266.496 offset 0,0.8 tc 'dark-red'
+set yrange [0:293.146]
+set yrange [0:293.145627]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 216.77 to first 16384, first 216.77 nohead lw 2
 set arrow from first 16384, first 216.77 to first 32768, first 216.77 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 216.77 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:283.447630]
+set yrange [0:293.145627]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 6.9076827411091255 6.513863603084825 6.972427108807708 NaN
 EOD
 $p1s0 << EOD
-1024 87.87067940247077 87.5672738287917 89.19683351262694 NaN
-4096 35.00378612912454 34.64006312762297 35.22187108767873 NaN
-16384 29.787015022259098 29.428365884515788 29.911660935846953 NaN
-32768 30.535181047638794 30.212726055665 30.65002858689241 NaN
+1024 90.36211262496758 83.92879030829405 91.31561787615473 NaN
+4096 50.56579985434789 50.13513458769442 50.951323527836145 NaN
+16384 41.90966764001194 41.52849594813119 42.40051871036587 NaN
+32768 40.325365286656584 38.15320414051503 40.5521696466438 NaN
 EOD
 $p1s1 << EOD
-1024 25.585076243214377 25.10922803550264 25.68011376033314 NaN
-4096 13.09069600741024 13.027899025609985 13.131326798209527 NaN
-16384 12.034947129232519 11.945551500971343 12.099118718414097 NaN
-32768 12.12940857505938 12.07882434697483 12.228584141257958 NaN
+1024 26.507647248690116 25.703594724645136 26.637448849114396 NaN
+4096 13.716512434743171 13.470004267144759 13.886876019591211 NaN
+16384 13.225951131827905 13.166804434576699 13.286163365322748 NaN
+32768 13.279187195114652 13.167622057289648 13.31292845994822 NaN
 EOD
 $p1s2 << EOD
-1024 16.156158076779473 15.933228438182388 16.358488726332155 NaN
-4096 13.035705345095918 12.99107412421969 13.093384669103182 NaN
-16384 12.079588754359259 12.015700888490771 12.116940292982544 NaN
-32768 12.118878941861878 12.102492906984576 12.181370213771647 NaN
+1024 17.082885361138132 16.87932665480815 17.261428735037217 NaN
+4096 12.810206074233271 12.39814459770887 13.030005829027532 NaN
+16384 12.300353844227548 12.104249273634442 12.358753751352848 NaN
+32768 12.46462398486833 12.450463290019751 12.507498574249581 NaN
 EOD
 $p2s0 << EOD
 1024 27.941682687395186 21.72244550124572 29.317968843739497 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 22.6881 to first 16384, first 22.6964 nohead lw
 set arrow from first 16384, first 22.6964 to first 32768, first 22.6978 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 22.6549 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:283.447630]
+set yrange [0:293.145627]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 257.68 to graph 1, first 257.68 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 257.68 offset 0,0.6
-set arrow from first 1024, first 46.6155 to first 4096, first 46.6837 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 46.6837 to first 16384, first 46.7008 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 46.7008 to first 32768, first 46.7037 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 46.6155 offset 0,0.8 tc 'dark-red'
-set yrange [0:283.448]
-set yrange [0:283.447630]
+set arrow from graph 0, first 266.496 to graph 1, first 266.496 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 266.496 offset 0,0.6
+set arrow from first 1024, first 42.9739 to first 4096, first 43.0368 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 43.0368 to first 16384, first 43.0525 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 43.0525 to first 32768, first 43.0552 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 42.9739 offset 0,0.8 tc 'dark-red'
+set yrange [0:293.146]
+set yrange [0:293.145627]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 41.7096 to first 16384, first 41.7248 nohead lw
 set arrow from first 16384, first 41.7248 to first 32768, first 41.7274 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 41.6486 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:283.447630]
+set yrange [0:293.145627]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 22.6881 to first 16384, first 22.6964 nohead lw
 set arrow from first 16384, first 22.6964 to first 32768, first 22.6978 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 22.6549 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:283.447630]
+set yrange [0:293.145627]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 257.68 to graph 1, first 257.68 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 257.68 offset 0,0.6
-set arrow from first 1024, first 46.6155 to first 4096, first 46.6837 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 46.6837 to first 16384, first 46.7008 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 46.7008 to first 32768, first 46.7037 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 46.6155 offset 0,0.8 tc 'dark-red'
-set yrange [0:283.448]
-set yrange [0:283.447630]
+set arrow from graph 0, first 266.496 to graph 1, first 266.496 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 266.496 offset 0,0.6
+set arrow from first 1024, first 42.9739 to first 4096, first 43.0368 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 43.0368 to first 16384, first 43.0525 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 43.0525 to first 32768, first 43.0552 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 42.9739 offset 0,0.8 tc 'dark-red'
+set yrange [0:293.146]
+set yrange [0:293.145627]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 41.7096 to first 16384, first 41.7248 nohead lw
 set arrow from first 16384, first 41.7248 to first 32768, first 41.7274 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 41.6486 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:283.447630]
+set yrange [0:293.145627]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

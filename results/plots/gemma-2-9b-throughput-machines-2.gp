@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 4.541017728195784 4.185265722206085 4.724844039284057 NaN
 EOD
 $p1s0 << EOD
-1024 173.77208028572454 169.5114169911569 174.38736753400673 NaN
-4096 59.257406732859565 57.58602439213825 60.096778852676984 NaN
-16384 42.999876174164214 41.859454871055426 43.2497089306352 NaN
-32768 40.51904195590723 38.998128611109294 40.74199773441412 NaN
+1024 163.66250513133366 150.71490113373315 166.23134070097535 NaN
+4096 93.76717010872134 90.26511572448207 96.77627026628927 NaN
+16384 77.12144371429243 75.9998042415664 79.1663762160979 NaN
+32768 51.83411439455221 49.146850589856 76.53866477326495 NaN
 EOD
 $p1s1 << EOD
-1024 25.188950119533263 24.133455457212218 26.66525554804554 NaN
-4096 13.38595237380118 13.2778783466381 13.465358240950605 NaN
-16384 11.906353552421873 11.761395778796226 11.933358241112183 NaN
-32768 12.266325424184856 12.224289777776102 12.298406383730738 NaN
+1024 23.11127258270243 22.42773669851011 24.156655449534753 NaN
+4096 13.40745937948267 13.326953242345944 13.438324976111135 NaN
+16384 13.161539333948674 13.062207244221813 13.281096329043548 NaN
+32768 13.410672283431202 13.354420946026266 13.473083860360969 NaN
 EOD
 $p1s2 << EOD
-1024 0.26503628298562143 0.24924993108320864 0.31851932813193007 NaN
-4096 1.1577884475137332 0.8527600967059745 2.6566419585910976 NaN
-16384 2.7983414155676054 2.600500939232439 4.78765806322942 NaN
-32768 5.83297743419122 5.369684308119495 6.429378628466174 NaN
+1024 8.676202404153848 0.32235400667457886 9.18355489788402 NaN
+4096 9.350061370336594 1.7344619334925075 9.575036670267348 NaN
+16384 3.7644106031538227 3.6959887379734373 3.796154909775335 NaN
+32768 5.9215285144166625 5.3506672583765935 9.379905588526627 NaN
 EOD
 $p2s0 << EOD
 1024 53.19834499775438 50.94507982933142 55.676948209912794 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 34.9879 to first 16384, first 35.0007 nohead lw
 set arrow from first 16384, first 35.0007 to first 32768, first 35.0028 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 34.9367 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:565.767316]
+set yrange [0:581.907598]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 514.334 to graph 1, first 514.334 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 514.334 offset 0,0.6
-set arrow from first 1024, first 55.2439 to first 4096, first 55.3248 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 55.3248 to first 16384, first 55.345 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 55.345 to first 32768, first 55.3484 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 55.2439 offset 0,0.8 tc 'dark-red'
-set yrange [0:565.767]
-set yrange [0:565.767316]
+set arrow from graph 0, first 529.007 to graph 1, first 529.007 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 529.007 offset 0,0.6
+set arrow from first 1024, first 85.971 to first 4096, first 86.0969 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 86.0969 to first 16384, first 86.1284 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 86.1284 to first 32768, first 86.1336 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 85.971 offset 0,0.8 tc 'dark-red'
+set yrange [0:581.908]
+set yrange [0:581.907598]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 91.9378 to first 16384, first 91.9715 nohead lw
 set arrow from first 16384, first 91.9715 to first 32768, first 91.9771 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 91.8034 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:565.767316]
+set yrange [0:581.907598]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 34.9879 to first 16384, first 35.0007 nohead lw
 set arrow from first 16384, first 35.0007 to first 32768, first 35.0028 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 34.9367 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:565.767316]
+set yrange [0:581.907598]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 514.334 to graph 1, first 514.334 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 514.334 offset 0,0.6
-set arrow from first 1024, first 55.2439 to first 4096, first 55.3248 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 55.3248 to first 16384, first 55.345 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 55.345 to first 32768, first 55.3484 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 55.2439 offset 0,0.8 tc 'dark-red'
-set yrange [0:565.767]
-set yrange [0:565.767316]
+set arrow from graph 0, first 529.007 to graph 1, first 529.007 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 529.007 offset 0,0.6
+set arrow from first 1024, first 85.971 to first 4096, first 86.0969 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 86.0969 to first 16384, first 86.1284 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 86.1284 to first 32768, first 86.1336 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 85.971 offset 0,0.8 tc 'dark-red'
+set yrange [0:581.908]
+set yrange [0:581.907598]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 91.9378 to first 16384, first 91.9715 nohead lw
 set arrow from first 16384, first 91.9715 to first 32768, first 91.9771 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 91.8034 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:565.767316]
+set yrange [0:581.907598]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 1.9700433269536195 0.8687692530653154 3.0286997975362775 NaN
 EOD
 $p1s0 << EOD
-1024 82.90475900481181 81.71807659287676 83.79926304441689 NaN
-4096 63.15893577032147 62.11102426952413 63.6947857413318 NaN
-16384 29.599893451714372 28.86115851856899 30.41532066311219 NaN
-32768 26.992946349939075 26.194435358693845 27.223575636916138 NaN
+1024 85.39990765661877 84.81904836393974 85.92887116006055 NaN
+4096 63.31547104534357 62.91356178171015 64.46997132443492 NaN
+16384 28.179613287739258 19.801323651720324 30.04652272488555 NaN
+32768 24.99754749519347 23.374130870392634 25.862686480507314 NaN
 EOD
 $p1s1 << EOD
-1024 41.10027177912465 40.96610467687857 41.3870919914921 NaN
-4096 25.366680614507974 24.93045994677892 25.695167410276188 NaN
-16384 17.20606890236788 17.185419600631516 17.37088530624475 NaN
-32768 16.162647491364424 16.051027393865876 16.6184867896432 NaN
+1024 36.65469311258441 36.51467975901014 36.92094581553418 NaN
+4096 27.62279626017468 27.314664360447598 28.00135952616341 NaN
+16384 17.504730087384708 17.23388130063441 17.57547375784747 NaN
+32768 16.546935310376586 14.815220223576901 16.66537366878048 NaN
 EOD
 $p1s2 << EOD
-1024 8.88409078545399 8.67450846935878 8.948089680875249 NaN
-4096 7.705319719463327 7.48960514870473 7.770250166940266 NaN
-16384 4.888017088467889 0.5869119172688939 4.939712839527859 NaN
-32768 1.0168363227223651 0.8509537318353015 4.773922657524341 NaN
+1024 9.210703818371595 8.809862831696924 9.263805356837569 NaN
+4096 7.801408730441951 7.694303543679252 8.032522038202735 NaN
+16384 2.8707709184973913 1.852552482500356 4.801442454279549 NaN
+32768 3.2865863673591225 2.134458329481557 4.934376284389499 NaN
 EOD
 $p2s0 << EOD
 1024 44.4755994059461 43.872355107918665 45.19600624694855 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 17.4982 to first 16384, first 17.5014 nohead lw
 set arrow from first 16384, first 17.5014 to first 32768, first 17.502 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 17.4854 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:565.767316]
+set yrange [0:581.907598]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 514.334 to graph 1, first 514.334 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 514.334 offset 0,0.6
-set arrow from first 1024, first 27.6489 to first 4096, first 27.6691 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 27.6691 to first 16384, first 27.6742 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 27.6742 to first 32768, first 27.675 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 27.6489 offset 0,0.8 tc 'dark-red'
-set yrange [0:565.767]
-set yrange [0:565.767316]
+set arrow from graph 0, first 529.007 to graph 1, first 529.007 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 529.007 offset 0,0.6
+set arrow from first 1024, first 43.0274 to first 4096, first 43.0589 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 43.0589 to first 16384, first 43.0668 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 43.0668 to first 32768, first 43.0681 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 43.0274 offset 0,0.8 tc 'dark-red'
+set yrange [0:581.908]
+set yrange [0:581.907598]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 45.9801 to first 16384, first 45.9886 nohead lw
 set arrow from first 16384, first 45.9886 to first 32768, first 45.99 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 45.9465 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:565.767316]
+set yrange [0:581.907598]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 17.4982 to first 16384, first 17.5014 nohead lw
 set arrow from first 16384, first 17.5014 to first 32768, first 17.502 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 17.4854 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:565.767316]
+set yrange [0:581.907598]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 514.334 to graph 1, first 514.334 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 514.334 offset 0,0.6
-set arrow from first 1024, first 27.6489 to first 4096, first 27.6691 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 27.6691 to first 16384, first 27.6742 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 27.6742 to first 32768, first 27.675 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 27.6489 offset 0,0.8 tc 'dark-red'
-set yrange [0:565.767]
-set yrange [0:565.767316]
+set arrow from graph 0, first 529.007 to graph 1, first 529.007 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 529.007 offset 0,0.6
+set arrow from first 1024, first 43.0274 to first 4096, first 43.0589 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 43.0589 to first 16384, first 43.0668 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 43.0668 to first 32768, first 43.0681 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 43.0274 offset 0,0.8 tc 'dark-red'
+set yrange [0:581.908]
+set yrange [0:581.907598]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 45.9801 to first 16384, first 45.9886 nohead lw
 set arrow from first 16384, first 45.9886 to first 32768, first 45.99 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 45.9465 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:565.767316]
+set yrange [0:581.907598]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

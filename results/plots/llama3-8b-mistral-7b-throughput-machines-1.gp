@@ -36,40 +36,40 @@ $p0s5 << EOD
 32768 10.320011942170858 9.171067579017686 10.610434888819293 NaN
 EOD
 $p1s0 << EOD
-1024 130.26676409320683 121.81192899902912 131.79189108195473 NaN
-4096 93.21532645618115 91.69772772762069 94.59826415154994 NaN
-16384 75.90100129538018 73.27507956627042 76.09217275311518 NaN
-32768 63.135579231311375 62.022588269889184 63.30107674858863 NaN
+1024 143.28625138737036 142.4882631979971 143.94783038236795 NaN
+4096 98.378620957656 97.69430250366872 99.73732111254347 NaN
+16384 75.16944416754058 74.21233513609289 76.51879102291278 NaN
+32768 59.93646987198606 59.19208128154269 60.230806146342125 NaN
 EOD
 $p1s1 << EOD
-1024 146.8860351639384 145.38889752572896 147.60578840613292 NaN
-4096 156.82736915873272 156.1801236212278 157.51099122083355 NaN
-16384 148.2487289548362 146.95268746516751 149.3111286588102 NaN
-32768 142.78320011968216 141.61654593300796 144.63019629740458 NaN
+1024 150.56945916300396 150.53674291815858 151.22762201299096 NaN
+4096 162.18000856142143 161.8109281177508 162.667380860147 NaN
+16384 148.04449990857043 147.04167557696147 149.9357424245345 NaN
+32768 140.81505204722393 138.25148781964555 143.858587033387 NaN
 EOD
 $p1s2 << EOD
-1024 146.90840482720517 146.2004353020321 147.49556619744556 NaN
-4096 156.47366199856378 154.76405263680613 156.6646528290271 NaN
-16384 148.28540463845096 145.5965865618865 148.6433349867693 NaN
-32768 146.78097214218107 145.95326756481134 146.9828140755399 NaN
+1024 153.50065799635064 152.5749509681948 154.1852547982299 NaN
+4096 161.29578126420262 159.90689568956367 161.67350073134872 NaN
+16384 148.7418446194251 142.1156579626537 149.57079412308198 NaN
+32768 137.50375844126918 135.02486756798663 144.87623856459098 NaN
 EOD
 $p1s3 << EOD
-1024 188.07786138593312 184.8350042194407 190.1920757846142 NaN
-4096 240.14016022348002 239.50826718620263 241.8496980032725 NaN
-16384 227.36442250309682 225.78745041796162 229.13315157588798 NaN
-32768 222.02600356736266 221.08399790994753 222.79797895256496 NaN
+1024 206.00959051567557 205.44870528048327 210.13549236041152 NaN
+4096 259.55377027202996 258.53970433778716 261.26096106031724 NaN
+16384 243.44859379775582 241.94437949742436 249.1442543812575 NaN
+32768 235.38467210665794 227.23499350704472 236.0988488086156 NaN
 EOD
 $p1s4 << EOD
-1024 59.2531923117961 58.68850418241629 59.634372568747516 NaN
-4096 26.655127307654695 25.618598159682183 27.91444457138282 NaN
-16384 23.238134673606616 23.162214292400492 23.412758922240556 NaN
-32768 23.381228364443093 23.07113244002498 23.46159842003054 NaN
+1024 56.736344903662584 56.08796419282166 57.10702828346248 NaN
+4096 29.392272004931083 27.617348056111968 29.482821950951863 NaN
+16384 24.555741587142872 24.510845569101367 24.707531715034598 NaN
+32768 24.039926081542102 23.22315819443382 24.22903960429912 NaN
 EOD
 $p1s5 << EOD
-1024 32.91734353199687 32.557984043835695 32.99061944673371 NaN
-4096 26.334515220261274 26.25980880879742 26.520761413469423 NaN
-16384 25.154686369089205 24.491200488550334 25.278574738183426 NaN
-32768 24.637192990766867 24.291690552217396 25.06726616936551 NaN
+1024 35.169976597820785 35.019090452381214 35.232497369369845 NaN
+4096 29.52390305565463 28.812887231176827 29.65010778103206 NaN
+16384 27.183265352308993 26.57668643204273 27.548501521927307 NaN
+32768 26.23888834882675 25.843081525183113 26.332371081980064 NaN
 EOD
 $p2s0 << EOD
 1024 66.52004388964856 66.32166967977948 66.69604618473463 NaN
@@ -128,7 +128,7 @@ set arrow from first 4096, first 177.048 to first 16384, first 177.551 nohead lw
 set arrow from first 16384, first 177.551 to first 32768, first 177.635 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 175.066 offset 0,0.8 tc 'dark-red'
 set yrange [0:514.765]
-set yrange [0:1145.383995]
+set yrange [0:1179.693361]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p0s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -141,14 +141,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 1041.26 to graph 1, first 1041.26 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 1041.26 offset 0,0.6
-set arrow from first 1024, first 359.888 to first 4096, first 363.963 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 363.963 to first 16384, first 364.996 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 364.996 to first 32768, first 365.168 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 359.888 offset 0,0.8 tc 'dark-red'
-set yrange [0:1145.38]
-set yrange [0:1145.383995]
+set arrow from graph 0, first 1072.45 to graph 1, first 1072.45 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 1072.45 offset 0,0.6
+set arrow from first 1024, first 329.617 to first 4096, first 333.349 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 333.349 to first 16384, first 334.295 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 334.295 to first 32768, first 334.453 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 329.617 offset 0,0.8 tc 'dark-red'
+set yrange [0:1179.69]
+set yrange [0:1179.693361]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -168,7 +168,7 @@ set arrow from first 4096, first 313.332 to first 16384, first 314.221 nohead lw
 set arrow from first 16384, first 314.221 to first 32768, first 314.37 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 309.824 offset 0,0.8 tc 'dark-red'
 set yrange [0:901.773]
-set yrange [0:1145.383995]
+set yrange [0:1179.693361]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p2s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -192,7 +192,7 @@ set arrow from first 4096, first 177.048 to first 16384, first 177.551 nohead lw
 set arrow from first 16384, first 177.551 to first 32768, first 177.635 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 175.066 offset 0,0.8 tc 'dark-red'
 set yrange [0:514.765]
-set yrange [0:1145.383995]
+set yrange [0:1179.693361]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p0s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -205,14 +205,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 1041.26 to graph 1, first 1041.26 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 1041.26 offset 0,0.6
-set arrow from first 1024, first 359.888 to first 4096, first 363.963 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 363.963 to first 16384, first 364.996 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 364.996 to first 32768, first 365.168 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 359.888 offset 0,0.8 tc 'dark-red'
-set yrange [0:1145.38]
-set yrange [0:1145.383995]
+set arrow from graph 0, first 1072.45 to graph 1, first 1072.45 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 1072.45 offset 0,0.6
+set arrow from first 1024, first 329.617 to first 4096, first 333.349 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 333.349 to first 16384, first 334.295 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 334.295 to first 32768, first 334.453 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 329.617 offset 0,0.8 tc 'dark-red'
+set yrange [0:1179.69]
+set yrange [0:1179.693361]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -232,6 +232,6 @@ set arrow from first 4096, first 313.332 to first 16384, first 314.221 nohead lw
 set arrow from first 16384, first 314.221 to first 32768, first 314.37 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 309.824 offset 0,0.8 tc 'dark-red'
 set yrange [0:901.773]
-set yrange [0:1145.383995]
+set yrange [0:1179.693361]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p2s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset multiplot

@@ -36,40 +36,40 @@ $p0s5 << EOD
 32768 5.5796244473786505 5.072400723275741 5.716812522832989 NaN
 EOD
 $p1s0 << EOD
-1024 257.5330773627173 241.22697860798513 260.6182970528276 NaN
-4096 181.5438648429859 175.64355262870123 183.73620978094706 NaN
-16384 104.39374733580507 103.87096936014234 104.81196836068052 NaN
-32768 85.8862424846108 84.29036123558718 86.82159457128779 NaN
+1024 233.7912825043883 231.96587126482675 237.89853782526984 NaN
+4096 215.20480325480844 207.1717525016254 226.46468007883286 NaN
+16384 132.81878617254617 131.7861436028524 136.64873781648066 NaN
+32768 122.21214707140034 119.03242986560048 126.33750322807788 NaN
 EOD
 $p1s1 << EOD
-1024 277.16677028874966 272.27301004215667 282.8564819083356 NaN
-4096 305.51231554528255 302.03190866733826 306.8139708595712 NaN
-16384 274.4705827532493 244.73597702957713 279.27595164963765 NaN
-32768 220.7223778314751 216.65512049876799 224.87776168357175 NaN
+1024 240.17778753360133 234.4263464408262 240.37526812856106 NaN
+4096 293.71737383120404 288.15287506383106 294.90884462559836 NaN
+16384 264.45935240317453 252.67758270086364 268.8624649483441 NaN
+32768 261.72838568675724 255.49448166000622 263.9627987003954 NaN
 EOD
 $p1s2 << EOD
-1024 277.9794540794561 273.1153133452904 280.509009964877 NaN
-4096 308.6786887719698 296.01775663254017 311.22915888945613 NaN
-16384 277.14411372790653 272.74500264171144 279.58615620886104 NaN
-32768 222.66584773559222 218.66352714973527 227.81125807296215 NaN
+1024 250.150538407781 249.43203469391338 250.99474201839382 NaN
+4096 299.0350662750444 294.1088926564762 301.3779410428921 NaN
+16384 280.2094021375814 270.6120704394681 286.3004135433657 NaN
+32768 267.6345366936041 264.43575937393837 273.4638825185887 NaN
 EOD
 $p1s3 << EOD
-1024 359.5914207640068 353.0715399750629 362.45375118760575 NaN
-4096 454.75509716601 448.1402599333258 460.4407542435346 NaN
-16384 445.43196760114455 440.9775167014185 447.8557340640967 NaN
-32768 423.7877993862925 408.3198431048481 425.8759170706654 NaN
+1024 304.9849434048474 283.13666429533856 305.8899833485171 NaN
+4096 446.3008444551961 441.9763420056961 448.4492593533828 NaN
+16384 457.1943614860371 439.88660309531355 464.0251416129227 NaN
+32768 427.02181574554504 425.2642154428399 435.02341620274757 NaN
 EOD
 $p1s4 << EOD
-1024 58.92966424054011 58.32795544902287 59.15919897858219 NaN
-4096 27.49735610384832 26.05715524457158 28.61511866068888 NaN
-16384 23.460568050779102 23.136402857028884 23.53731299018628 NaN
-32768 23.32918877860765 21.222075059349987 23.44813763898137 NaN
+1024 55.78485568952458 55.49255170177348 56.06897633236407 NaN
+4096 29.68468732265034 28.864851719482957 29.880431923993928 NaN
+16384 24.358348182971078 24.008849903954697 24.461357913852908 NaN
+32768 24.047561297082407 23.89360171007312 24.07485969430704 NaN
 EOD
 $p1s5 << EOD
-1024 12.728072479272805 0.28928084633558376 13.530231134841133 NaN
-4096 4.696206838554704 2.547665970332364 9.448638589212374 NaN
-16384 3.7179414711130208 3.0582887413746023 8.922916714302334 NaN
-32768 6.710935054381065 6.202547687949638 11.190505933867161 NaN
+1024 5.887851495038437 4.533305250525762 14.565350719976063 NaN
+4096 6.052771495175618 2.618720804746613 10.63749098673552 NaN
+16384 2.797373862881043 2.7961371321935844 3.9484889103009007 NaN
+32768 5.593646132147451 5.306264888483164 5.595754508952676 NaN
 EOD
 $p2s0 << EOD
 1024 114.23161114600647 69.3188946334486 123.0608694957326 NaN
@@ -128,7 +128,7 @@ set arrow from first 4096, first 293.558 to first 16384, first 294.391 nohead lw
 set arrow from first 16384, first 294.391 to first 32768, first 294.53 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 290.272 offset 0,0.8 tc 'dark-red'
 set yrange [0:1029.28]
-set yrange [0:2254.199903]
+set yrange [0:2328.888629]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p0s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -141,14 +141,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 2049.27 to graph 1, first 2049.27 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 2049.27 offset 0,0.6
-set arrow from first 1024, first 427.067 to first 4096, first 431.902 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 431.902 to first 16384, first 433.128 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 433.128 to first 32768, first 433.333 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 427.067 offset 0,0.8 tc 'dark-red'
-set yrange [0:2254.2]
-set yrange [0:2254.199903]
+set arrow from graph 0, first 2117.17 to graph 1, first 2117.17 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 2117.17 offset 0,0.6
+set arrow from first 1024, first 675.485 to first 4096, first 683.132 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 683.132 to first 16384, first 685.07 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 685.07 to first 32768, first 685.395 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 675.485 offset 0,0.8 tc 'dark-red'
+set yrange [0:2328.89]
+set yrange [0:2328.888629]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -168,7 +168,7 @@ set arrow from first 4096, first 743.687 to first 16384, first 745.798 nohead lw
 set arrow from first 16384, first 745.798 to first 32768, first 746.151 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 735.362 offset 0,0.8 tc 'dark-red'
 set yrange [0:1841.44]
-set yrange [0:2254.199903]
+set yrange [0:2328.888629]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p2s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -192,7 +192,7 @@ set arrow from first 4096, first 293.558 to first 16384, first 294.391 nohead lw
 set arrow from first 16384, first 294.391 to first 32768, first 294.53 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 290.272 offset 0,0.8 tc 'dark-red'
 set yrange [0:1029.28]
-set yrange [0:2254.199903]
+set yrange [0:2328.888629]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p0s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -205,14 +205,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 2049.27 to graph 1, first 2049.27 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 2049.27 offset 0,0.6
-set arrow from first 1024, first 427.067 to first 4096, first 431.902 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 431.902 to first 16384, first 433.128 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 433.128 to first 32768, first 433.333 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 427.067 offset 0,0.8 tc 'dark-red'
-set yrange [0:2254.2]
-set yrange [0:2254.199903]
+set arrow from graph 0, first 2117.17 to graph 1, first 2117.17 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 2117.17 offset 0,0.6
+set arrow from first 1024, first 675.485 to first 4096, first 683.132 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 683.132 to first 16384, first 685.07 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 685.07 to first 32768, first 685.395 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 675.485 offset 0,0.8 tc 'dark-red'
+set yrange [0:2328.89]
+set yrange [0:2328.888629]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -232,6 +232,6 @@ set arrow from first 4096, first 743.687 to first 16384, first 745.798 nohead lw
 set arrow from first 16384, first 745.798 to first 32768, first 746.151 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 735.362 offset 0,0.8 tc 'dark-red'
 set yrange [0:1841.44]
-set yrange [0:2254.199903]
+set yrange [0:2328.888629]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p2s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset multiplot

@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 3.183180657179015 3.1580087061650586 3.4363199392857404 NaN
 EOD
 $p1s0 << EOD
-1024 32.25520237185132 31.64454616669634 33.918715023115546 NaN
-4096 21.73061255059517 21.348176854627937 21.940900684420413 NaN
-16384 17.928890481278817 17.20954510879433 18.116862897842292 NaN
-32768 17.720442156805536 17.663097880205573 17.81369574178477 NaN
+1024 35.76562210759666 35.5672314810751 35.93251927345217 NaN
+4096 23.01047882855555 21.07027346340342 23.25437773581997 NaN
+16384 18.902111278728 18.821672609793755 19.050365695391733 NaN
+32768 18.38474238185315 18.177196401507253 18.52971785256834 NaN
 EOD
 $p1s1 << EOD
-1024 25.80528296846654 24.744322840069966 26.22571100903223 NaN
-4096 19.61848147219233 19.494251069916583 19.749756480627664 NaN
-16384 16.37271732978229 16.21162374530634 16.531162955739152 NaN
-32768 13.420465645936666 13.056834705855673 14.143780996526639 NaN
+1024 28.515941836962007 26.734852277136874 29.030401453947402 NaN
+4096 18.951490636622307 18.90350011033459 18.99644169096324 NaN
+16384 15.974973043631739 15.758921342695162 16.068944251347244 NaN
+32768 16.343207153484837 15.525257708995765 16.36806462398334 NaN
 EOD
 $p1s2 << EOD
-1024 7.223758518576873 7.165476760909117 7.369297783990581 NaN
-4096 5.9129133216025505 5.845695503643475 5.930770450030938 NaN
-16384 5.818413525147219 5.795952837754286 5.826683996483913 NaN
-32768 5.857511419427921 5.850450503152115 5.8710199678840915 NaN
+1024 7.874811240030936 7.70015274338847 8.042196675416815 NaN
+4096 6.0869699921353435 6.000802385939064 6.158058762587018 NaN
+16384 5.996118316425811 5.901666424899349 6.067331339689053 NaN
+32768 6.122590365654333 5.999183557161351 6.150490223363931 NaN
 EOD
 $p2s0 << EOD
 1024 16.72341408047538 15.864857069613906 17.346175529628898 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 11.3468 to first 16384, first 11.3489 nohead lw
 set arrow from first 16384, first 11.3489 to first 32768, first 11.3492 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 11.3385 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:283.447630]
+set yrange [0:293.145627]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 257.68 to graph 1, first 257.68 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 257.68 offset 0,0.6
-set arrow from first 1024, first 23.3305 to first 4096, first 23.3476 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 23.3476 to first 16384, first 23.3518 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 23.3518 to first 32768, first 23.3525 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 23.3305 offset 0,0.8 tc 'dark-red'
-set yrange [0:283.448]
-set yrange [0:283.447630]
+set arrow from graph 0, first 266.496 to graph 1, first 266.496 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 266.496 offset 0,0.6
+set arrow from first 1024, first 21.5079 to first 4096, first 21.5236 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 21.5236 to first 16384, first 21.5276 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 21.5276 to first 32768, first 21.5282 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 21.5079 offset 0,0.8 tc 'dark-red'
+set yrange [0:293.146]
+set yrange [0:293.145627]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 20.8599 to first 16384, first 20.8637 nohead lw
 set arrow from first 16384, first 20.8637 to first 32768, first 20.8643 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 20.8446 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:283.447630]
+set yrange [0:293.145627]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 11.3468 to first 16384, first 11.3489 nohead lw
 set arrow from first 16384, first 11.3489 to first 32768, first 11.3492 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 11.3385 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:283.447630]
+set yrange [0:293.145627]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 257.68 to graph 1, first 257.68 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 257.68 offset 0,0.6
-set arrow from first 1024, first 23.3305 to first 4096, first 23.3476 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 23.3476 to first 16384, first 23.3518 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 23.3518 to first 32768, first 23.3525 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 23.3305 offset 0,0.8 tc 'dark-red'
-set yrange [0:283.448]
-set yrange [0:283.447630]
+set arrow from graph 0, first 266.496 to graph 1, first 266.496 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 266.496 offset 0,0.6
+set arrow from first 1024, first 21.5079 to first 4096, first 21.5236 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 21.5236 to first 16384, first 21.5276 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 21.5276 to first 32768, first 21.5282 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 21.5079 offset 0,0.8 tc 'dark-red'
+set yrange [0:293.146]
+set yrange [0:293.145627]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 20.8599 to first 16384, first 20.8637 nohead lw
 set arrow from first 16384, first 20.8637 to first 32768, first 20.8643 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 20.8446 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:283.447630]
+set yrange [0:293.145627]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

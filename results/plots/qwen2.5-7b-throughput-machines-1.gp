@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 15.781097617436318 15.36997360195696 15.898687732651783 NaN
 EOD
 $p1s0 << EOD
-1024 145.46724843169122 145.0893021125439 147.56559803182805 NaN
-4096 146.5788008605574 145.9762883911356 148.44047746870427 NaN
-16384 107.9414315759208 106.44840668724464 109.15227768229585 NaN
-32768 101.4262634714599 100.70472161047684 101.70050604616874 NaN
+1024 160.49453500938756 159.18996231869943 161.48946766474722 NaN
+4096 166.50803475115126 165.24656223204008 168.3281403983497 NaN
+16384 142.59601609126526 140.6353976255849 143.2668876112178 NaN
+32768 128.51383932754038 127.04045431623346 130.34626173438798 NaN
 EOD
 $p1s1 << EOD
-1024 62.80282219920494 62.267932764872306 62.885855886525455 NaN
-4096 51.675401095579325 50.88671287810206 52.321453717102905 NaN
-16384 33.4285443997591 32.64280473327768 33.6884721744772 NaN
-32768 32.65878670383404 32.4258798268154 32.95230535391875 NaN
+1024 61.318207659345866 60.86186670274905 61.725491783018214 NaN
+4096 61.50792065450014 57.400988293490826 62.06356730337041 NaN
+16384 35.122619844402735 35.025251906440765 35.54136274650845 NaN
+32768 33.4116335438453 32.932769519113776 33.633946975254894 NaN
 EOD
 $p1s2 << EOD
-1024 29.164349611253392 29.024028496460144 29.291621430126764 NaN
-4096 28.59498138684634 28.474255797884375 28.912815283838693 NaN
-16384 25.38586675090965 21.21823283815921 25.514040007737687 NaN
-32768 25.099453762629857 23.69436122086179 25.423187008036198 NaN
+1024 31.24666660785044 31.00154634794257 31.470459623750788 NaN
+4096 30.151507498819107 29.720070665264423 30.50800877751442 NaN
+16384 26.831123940093235 26.53451515891799 26.983037108831844 NaN
+32768 26.381537790033185 25.890935955908 26.555742054149437 NaN
 EOD
 $p2s0 << EOD
 1024 77.21646159863386 76.3493507152604 77.67054945724412 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 79.3114 to first 16384, first 79.4131 nohead lw
 set arrow from first 16384, first 79.4131 to first 32768, first 79.43 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 78.9076 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:283.447630]
+set yrange [0:293.145627]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 257.68 to graph 1, first 257.68 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 257.68 offset 0,0.6
-set arrow from first 1024, first 162.363 to first 4096, first 163.194 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 163.194 to first 16384, first 163.403 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 163.403 to first 32768, first 163.438 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 162.363 offset 0,0.8 tc 'dark-red'
-set yrange [0:283.448]
-set yrange [0:283.447630]
+set arrow from graph 0, first 266.496 to graph 1, first 266.496 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 266.496 offset 0,0.6
+set arrow from first 1024, first 149.679 to first 4096, first 150.445 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 150.445 to first 16384, first 150.638 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 150.638 to first 32768, first 150.67 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 149.679 offset 0,0.8 tc 'dark-red'
+set yrange [0:293.146]
+set yrange [0:293.145627]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 145.806 to first 16384, first 145.992 nohead lw
 set arrow from first 16384, first 145.992 to first 32768, first 146.024 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 145.063 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:283.447630]
+set yrange [0:293.145627]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 79.3114 to first 16384, first 79.4131 nohead lw
 set arrow from first 16384, first 79.4131 to first 32768, first 79.43 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 78.9076 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:283.447630]
+set yrange [0:293.145627]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 257.68 to graph 1, first 257.68 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 257.68 offset 0,0.6
-set arrow from first 1024, first 162.363 to first 4096, first 163.194 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 163.194 to first 16384, first 163.403 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 163.403 to first 32768, first 163.438 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 162.363 offset 0,0.8 tc 'dark-red'
-set yrange [0:283.448]
-set yrange [0:283.447630]
+set arrow from graph 0, first 266.496 to graph 1, first 266.496 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 266.496 offset 0,0.6
+set arrow from first 1024, first 149.679 to first 4096, first 150.445 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 150.445 to first 16384, first 150.638 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 150.638 to first 32768, first 150.67 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 149.679 offset 0,0.8 tc 'dark-red'
+set yrange [0:293.146]
+set yrange [0:293.145627]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 145.806 to first 16384, first 145.992 nohead lw
 set arrow from first 16384, first 145.992 to first 32768, first 146.024 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 145.063 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:283.447630]
+set yrange [0:293.145627]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 10.916369094814934 9.793927253199161 13.676046252294764 NaN
 EOD
 $p1s0 << EOD
-1024 282.1009226552513 218.4976011976187 289.64372599474615 NaN
-4096 286.63222571674095 285.63250342705516 294.2181826120575 NaN
-16384 200.5334310914669 178.36810696087963 203.8763711358501 NaN
-32768 164.61302297157607 162.93161447422025 164.7550416198644 NaN
+1024 265.145752335139 261.90929998247987 267.91465953776435 NaN
+4096 297.50977060680975 292.093718485827 308.05723909877065 NaN
+16384 246.39527466851405 197.19699713095025 248.77720118725816 NaN
+32768 244.67580869149808 240.5661043425302 252.49897734950832 NaN
 EOD
 $p1s1 << EOD
-1024 62.27001506400789 62.067376487710014 62.72067549595301 NaN
-4096 53.158797068280336 52.309240772611346 54.97062663463225 NaN
-16384 33.660757674932384 33.53823830199094 34.1373293357519 NaN
-32768 33.14385912941541 32.75219642538945 33.17490961326734 NaN
+1024 62.04050561436837 34.912675297132985 62.0860353549175 NaN
+4096 49.225093114267985 46.875156112661806 50.16985576050468 NaN
+16384 34.36056170201412 34.355095663752046 34.48454369407317 NaN
+32768 33.67720610433015 33.29699107998127 33.68572886333761 NaN
 EOD
 $p1s2 << EOD
-1024 19.70597417039834 0.5266923694877725 21.540275649339343 NaN
-4096 2.9823922048270703 1.7337742488839025 22.04943000029336 NaN
-16384 10.971642366277624 5.33828110054385 19.31860863432194 NaN
-32768 11.749500765742187 9.569967805587487 18.9359745867115 NaN
+1024 0.5717921813231007 0.4447870982663143 22.42142834430393 NaN
+4096 2.0424712512689323 1.6315593324132722 20.59792995056008 NaN
+16384 7.737114880012018 7.3423891367548535 19.769975052205908 NaN
+32768 9.798202931805726 9.395846334394898 10.773979586121094 NaN
 EOD
 $p2s0 << EOD
 1024 143.39788689013622 137.11814336819646 143.57558179281676 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 122.308 to first 16384, first 122.465 nohead lw
 set arrow from first 16384, first 122.465 to first 32768, first 122.491 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 121.686 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:565.767316]
+set yrange [0:581.907598]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 514.334 to graph 1, first 514.334 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 514.334 offset 0,0.6
-set arrow from first 1024, first 192.416 to first 4096, first 193.401 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 193.401 to first 16384, first 193.648 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 193.648 to first 32768, first 193.69 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 192.416 offset 0,0.8 tc 'dark-red'
-set yrange [0:565.767]
-set yrange [0:565.767316]
+set arrow from graph 0, first 529.007 to graph 1, first 529.007 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 529.007 offset 0,0.6
+set arrow from first 1024, first 299.439 to first 4096, first 300.972 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 300.972 to first 16384, first 301.357 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 301.357 to first 32768, first 301.422 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 299.439 offset 0,0.8 tc 'dark-red'
+set yrange [0:581.908]
+set yrange [0:581.907598]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 321.39 to first 16384, first 321.802 nohead lw 
 set arrow from first 16384, first 321.802 to first 32768, first 321.871 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 319.754 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:565.767316]
+set yrange [0:581.907598]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 122.308 to first 16384, first 122.465 nohead lw
 set arrow from first 16384, first 122.465 to first 32768, first 122.491 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 121.686 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:565.767316]
+set yrange [0:581.907598]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 514.334 to graph 1, first 514.334 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 514.334 offset 0,0.6
-set arrow from first 1024, first 192.416 to first 4096, first 193.401 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 193.401 to first 16384, first 193.648 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 193.648 to first 32768, first 193.69 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 192.416 offset 0,0.8 tc 'dark-red'
-set yrange [0:565.767]
-set yrange [0:565.767316]
+set arrow from graph 0, first 529.007 to graph 1, first 529.007 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 529.007 offset 0,0.6
+set arrow from first 1024, first 299.439 to first 4096, first 300.972 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 300.972 to first 16384, first 301.357 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 301.357 to first 32768, first 301.422 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 299.439 offset 0,0.8 tc 'dark-red'
+set yrange [0:581.908]
+set yrange [0:581.907598]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 321.39 to first 16384, first 321.802 nohead lw 
 set arrow from first 16384, first 321.802 to first 32768, first 321.871 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 319.754 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:565.767316]
+set yrange [0:581.907598]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
