@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 32.135772091388425 31.764529824521507 32.49462573147917 NaN
 EOD
 $p1s0 << EOD
-1024 151.82568806524245 151.5128744422209 152.88112749134618 NaN
-4096 157.13543268384979 156.12208110536852 158.3415007919315 NaN
-16384 171.27785091887986 170.77756615038822 171.35506159711215 NaN
-32768 171.6779271408457 171.33709120984332 173.35290268121273 NaN
+1024 150.26463944143956 149.47774667993795 151.02229588696787 NaN
+4096 157.98846312106912 156.59189009240387 159.1190768257439 NaN
+16384 168.82807737521838 166.451842878787 169.43580484100414 NaN
+32768 166.91765212015923 121.773452594197 168.35120039284814 NaN
 EOD
 $p1s1 << EOD
-1024 86.07703214052388 85.69835510569217 86.71598768507178 NaN
-4096 85.00486587635397 84.31020134291911 85.86311832723804 NaN
-16384 82.52677891855713 81.01015812636946 82.8442093632906 NaN
-32768 76.01150785277501 74.10922357748188 76.36751962031067 NaN
+1024 84.78536739264293 84.15213639967178 85.35412452706892 NaN
+4096 83.87992604898317 76.77439728887141 84.07363051131836 NaN
+16384 77.5264965636728 75.70295433936398 79.30197063385891 NaN
+32768 72.77760875367765 72.24527464113451 73.63984671514065 NaN
 EOD
 $p1s2 << EOD
-1024 44.541409339673294 44.34720945702105 44.982623742849384 NaN
-4096 44.161527002857994 44.00068114332512 44.41505922238729 NaN
-16384 43.55726997377509 43.454240152439624 43.98361652334037 NaN
-32768 42.3620893670822 41.91648620015323 43.25117105705555 NaN
+1024 43.79407838761289 43.628671622536224 44.05753828121034 NaN
+4096 44.01277308716008 42.979266420580636 44.321058611827375 NaN
+16384 41.837881368358175 41.673859151462096 42.41277824581407 NaN
+32768 41.60089780826619 40.945565089053254 41.91551154464729 NaN
 EOD
 $p2s0 << EOD
 1024 75.17949909114726 71.5575270046775 75.25780395636228 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 117.107 to first 16384, first 117.107 nohead lw
 set arrow from first 16384, first 117.107 to first 32768, first 117.107 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 117.107 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 266.496 to graph 1, first 266.496 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 266.496 offset 0,0.6
-set arrow from first 1024, first 266.496 to first 4096, first 266.496 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 266.496 to first 16384, first 266.496 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 266.496 to first 32768, first 266.496 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: compute-bound' at first 1024, first 266.496 offset 0,0.8 tc 'dark-red'
-set yrange [0:293.146]
-set yrange [0:293.145627]
+set arrow from graph 0, first 274.448 to graph 1, first 274.448 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 274.448 offset 0,0.6
+set arrow from first 1024, first 274.448 to first 4096, first 274.448 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 274.448 to first 16384, first 274.448 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 274.448 to first 32768, first 274.448 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: compute-bound' at first 1024, first 274.448 offset 0,0.8 tc 'dark-red'
+set yrange [0:301.893]
+set yrange [0:301.893101]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 216.77 to first 16384, first 216.77 nohead lw 2
 set arrow from first 16384, first 216.77 to first 32768, first 216.77 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 216.77 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 117.107 to first 16384, first 117.107 nohead lw
 set arrow from first 16384, first 117.107 to first 32768, first 117.107 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 117.107 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 266.496 to graph 1, first 266.496 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 266.496 offset 0,0.6
-set arrow from first 1024, first 266.496 to first 4096, first 266.496 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 266.496 to first 16384, first 266.496 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 266.496 to first 32768, first 266.496 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: compute-bound' at first 1024, first 266.496 offset 0,0.8 tc 'dark-red'
-set yrange [0:293.146]
-set yrange [0:293.145627]
+set arrow from graph 0, first 274.448 to graph 1, first 274.448 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 274.448 offset 0,0.6
+set arrow from first 1024, first 274.448 to first 4096, first 274.448 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 274.448 to first 16384, first 274.448 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 274.448 to first 32768, first 274.448 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: compute-bound' at first 1024, first 274.448 offset 0,0.8 tc 'dark-red'
+set yrange [0:301.893]
+set yrange [0:301.893101]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 216.77 to first 16384, first 216.77 nohead lw 2
 set arrow from first 16384, first 216.77 to first 32768, first 216.77 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 216.77 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 32.390489346284525 30.529020828475886 39.158487660055556 NaN
 EOD
 $p1s0 << EOD
-1024 284.86089675886575 278.329567190589 286.13364363787633 NaN
-4096 307.9214178180736 292.2970827568256 308.32565497594857 NaN
-16384 324.59398776115916 319.909601090181 329.1418529241217 NaN
-32768 333.9286264067175 330.6089316012676 335.622241578191 NaN
+1024 285.41219684397487 280.6845148982415 286.0020816639545 NaN
+4096 304.5803697725355 287.790437519148 305.21297570636807 NaN
+16384 323.5012948399784 322.05189729313946 325.8072901642035 NaN
+32768 324.8996000248759 323.40021109640617 326.62587884300603 NaN
 EOD
 $p1s1 << EOD
-1024 92.20044747760575 91.55221904375593 92.92807573049319 NaN
-4096 94.08683699505455 93.56625292390365 94.78646666490432 NaN
-16384 90.34036326885659 87.61778566842439 91.23205975621225 NaN
-32768 87.65512055908624 85.6796297864038 88.79883290024081 NaN
+1024 93.95111975900669 93.06740994130678 94.32571609658322 NaN
+4096 94.83870446772029 92.22143077773022 95.30492693510558 NaN
+16384 90.36913247506318 89.83991131623456 91.21496707206238 NaN
+32768 83.1508995620533 81.72174742966551 83.90589242190113 NaN
 EOD
 $p1s2 << EOD
-1024 30.551478491081355 8.35699632094574 54.72318913274532 NaN
-4096 14.537200789326029 11.337003274453062 56.088639630674415 NaN
-16384 31.547417117412017 26.325780144198745 56.21914843056264 NaN
-32768 44.196871936676516 35.03585142424602 49.652209957005226 NaN
+1024 53.91784375607246 2.7920034235606015 54.05047940150108 NaN
+4096 7.879742570187601 6.445087923708785 54.02303106116958 NaN
+16384 31.38121407081683 27.931959232538926 52.75569335079828 NaN
+32768 44.138859677749224 38.36780313847644 47.49267060301649 NaN
 EOD
 $p2s0 << EOD
 1024 144.22386484100787 140.3969736529436 146.89481034213003 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 234.468 to first 16384, first 234.468 nohead lw
 set arrow from first 16384, first 234.468 to first 32768, first 234.468 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 234.468 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 529.007 to graph 1, first 529.007 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 529.007 offset 0,0.6
-set arrow from first 1024, first 529.007 to first 4096, first 529.007 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 529.007 to first 16384, first 529.007 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 529.007 to first 32768, first 529.007 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: compute-bound' at first 1024, first 529.007 offset 0,0.8 tc 'dark-red'
-set yrange [0:581.908]
-set yrange [0:581.907598]
+set arrow from graph 0, first 541.071 to graph 1, first 541.071 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 541.071 offset 0,0.6
+set arrow from first 1024, first 541.071 to first 4096, first 541.071 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 541.071 to first 16384, first 541.071 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 541.071 to first 32768, first 541.071 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: compute-bound' at first 1024, first 541.071 offset 0,0.8 tc 'dark-red'
+set yrange [0:595.179]
+set yrange [0:595.178580]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 421.163 to first 16384, first 421.163 nohead lw
 set arrow from first 16384, first 421.163 to first 32768, first 421.163 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 421.163 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 234.468 to first 16384, first 234.468 nohead lw
 set arrow from first 16384, first 234.468 to first 32768, first 234.468 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 234.468 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 529.007 to graph 1, first 529.007 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 529.007 offset 0,0.6
-set arrow from first 1024, first 529.007 to first 4096, first 529.007 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 529.007 to first 16384, first 529.007 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 529.007 to first 32768, first 529.007 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: compute-bound' at first 1024, first 529.007 offset 0,0.8 tc 'dark-red'
-set yrange [0:581.908]
-set yrange [0:581.907598]
+set arrow from graph 0, first 541.071 to graph 1, first 541.071 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 541.071 offset 0,0.6
+set arrow from first 1024, first 541.071 to first 4096, first 541.071 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 541.071 to first 16384, first 541.071 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 541.071 to first 32768, first 541.071 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: compute-bound' at first 1024, first 541.071 offset 0,0.8 tc 'dark-red'
+set yrange [0:595.179]
+set yrange [0:595.178580]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 421.163 to first 16384, first 421.163 nohead lw
 set arrow from first 16384, first 421.163 to first 32768, first 421.163 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: compute-bound' at first 1024, first 421.163 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 6.9076827411091255 6.513863603084825 6.972427108807708 NaN
 EOD
 $p1s0 << EOD
-1024 90.36211262496758 83.92879030829405 91.31561787615473 NaN
-4096 50.56579985434789 50.13513458769442 50.951323527836145 NaN
-16384 41.90966764001194 41.52849594813119 42.40051871036587 NaN
-32768 40.325365286656584 38.15320414051503 40.5521696466438 NaN
+1024 82.95222231421849 82.0408355205051 85.28362593534212 NaN
+4096 48.51140861883432 47.54764461527816 48.658988324728796 NaN
+16384 39.76753443223476 39.34106236835313 40.904999523016855 NaN
+32768 36.148359181955264 35.31851779304448 36.28478643530558 NaN
 EOD
 $p1s1 << EOD
-1024 26.507647248690116 25.703594724645136 26.637448849114396 NaN
-4096 13.716512434743171 13.470004267144759 13.886876019591211 NaN
-16384 13.225951131827905 13.166804434576699 13.286163365322748 NaN
-32768 13.279187195114652 13.167622057289648 13.31292845994822 NaN
+1024 27.660886159102294 27.180126356915444 27.953578882889293 NaN
+4096 13.44946852228587 13.322339048079437 13.482672877696416 NaN
+16384 12.154329086785348 12.145087845712053 12.21051291497959 NaN
+32768 12.184727342723553 12.113087130735199 12.204221536745575 NaN
 EOD
 $p1s2 << EOD
-1024 17.082885361138132 16.87932665480815 17.261428735037217 NaN
-4096 12.810206074233271 12.39814459770887 13.030005829027532 NaN
-16384 12.300353844227548 12.104249273634442 12.358753751352848 NaN
-32768 12.46462398486833 12.450463290019751 12.507498574249581 NaN
+1024 17.089699167589945 16.835510785695174 17.18932457692975 NaN
+4096 13.489579937537465 13.051535279511752 13.513391515909667 NaN
+16384 12.01999533452999 11.928378393094128 12.040769756763778 NaN
+32768 12.267810414334201 12.22723129818179 12.433966438772917 NaN
 EOD
 $p2s0 << EOD
 1024 27.941682687395186 21.72244550124572 29.317968843739497 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 22.6881 to first 16384, first 22.6964 nohead lw
 set arrow from first 16384, first 22.6964 to first 32768, first 22.6978 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 22.6549 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 266.496 to graph 1, first 266.496 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 266.496 offset 0,0.6
-set arrow from first 1024, first 42.9739 to first 4096, first 43.0368 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 43.0368 to first 16384, first 43.0525 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 43.0525 to first 32768, first 43.0552 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 42.9739 offset 0,0.8 tc 'dark-red'
-set yrange [0:293.146]
-set yrange [0:293.145627]
+set arrow from graph 0, first 274.448 to graph 1, first 274.448 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 274.448 offset 0,0.6
+set arrow from first 1024, first 46.9524 to first 4096, first 47.0211 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 47.0211 to first 16384, first 47.0384 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 47.0384 to first 32768, first 47.0412 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 46.9524 offset 0,0.8 tc 'dark-red'
+set yrange [0:301.893]
+set yrange [0:301.893101]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 41.7096 to first 16384, first 41.7248 nohead lw
 set arrow from first 16384, first 41.7248 to first 32768, first 41.7274 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 41.6486 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 22.6881 to first 16384, first 22.6964 nohead lw
 set arrow from first 16384, first 22.6964 to first 32768, first 22.6978 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 22.6549 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 266.496 to graph 1, first 266.496 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 266.496 offset 0,0.6
-set arrow from first 1024, first 42.9739 to first 4096, first 43.0368 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 43.0368 to first 16384, first 43.0525 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 43.0525 to first 32768, first 43.0552 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 42.9739 offset 0,0.8 tc 'dark-red'
-set yrange [0:293.146]
-set yrange [0:293.145627]
+set arrow from graph 0, first 274.448 to graph 1, first 274.448 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 274.448 offset 0,0.6
+set arrow from first 1024, first 46.9524 to first 4096, first 47.0211 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 47.0211 to first 16384, first 47.0384 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 47.0384 to first 32768, first 47.0412 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 46.9524 offset 0,0.8 tc 'dark-red'
+set yrange [0:301.893]
+set yrange [0:301.893101]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 41.7096 to first 16384, first 41.7248 nohead lw
 set arrow from first 16384, first 41.7248 to first 32768, first 41.7274 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 41.6486 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

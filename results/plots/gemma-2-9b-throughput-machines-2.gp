@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 4.541017728195784 4.185265722206085 4.724844039284057 NaN
 EOD
 $p1s0 << EOD
-1024 163.66250513133366 150.71490113373315 166.23134070097535 NaN
-4096 93.76717010872134 90.26511572448207 96.77627026628927 NaN
-16384 77.12144371429243 75.9998042415664 79.1663762160979 NaN
-32768 51.83411439455221 49.146850589856 76.53866477326495 NaN
+1024 167.22194156663483 163.0495102118114 170.31224978037605 NaN
+4096 68.18793534814168 65.86038727121807 70.84709291120562 NaN
+16384 51.381121483514356 49.79677201658145 52.231840606699556 NaN
+32768 49.375594534337566 47.39604787968461 51.40144293984772 NaN
 EOD
 $p1s1 << EOD
-1024 23.11127258270243 22.42773669851011 24.156655449534753 NaN
-4096 13.40745937948267 13.326953242345944 13.438324976111135 NaN
-16384 13.161539333948674 13.062207244221813 13.281096329043548 NaN
-32768 13.410672283431202 13.354420946026266 13.473083860360969 NaN
+1024 23.660234954387356 23.209218906200373 25.49900688821345 NaN
+4096 13.488662885939599 13.335409828380538 13.513595946674533 NaN
+16384 12.653297151852659 11.831819414429741 12.928978533778572 NaN
+32768 12.610345462249873 12.133367373321668 13.237682798351315 NaN
 EOD
 $p1s2 << EOD
-1024 8.676202404153848 0.32235400667457886 9.18355489788402 NaN
-4096 9.350061370336594 1.7344619334925075 9.575036670267348 NaN
-16384 3.7644106031538227 3.6959887379734373 3.796154909775335 NaN
-32768 5.9215285144166625 5.3506672583765935 9.379905588526627 NaN
+1024 0.2950041634425419 0.2500125734704735 0.34309437942912174 NaN
+4096 1.1545459256128103 0.9850215333836582 9.236505340670126 NaN
+16384 3.6973485263114316 3.1674968446670952 3.752769500601487 NaN
+32768 6.015886588271501 5.856901670404404 7.726210627183593 NaN
 EOD
 $p2s0 << EOD
 1024 53.19834499775438 50.94507982933142 55.676948209912794 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 34.9879 to first 16384, first 35.0007 nohead lw
 set arrow from first 16384, first 35.0007 to first 32768, first 35.0028 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 34.9367 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 529.007 to graph 1, first 529.007 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 529.007 offset 0,0.6
-set arrow from first 1024, first 85.971 to first 4096, first 86.0969 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 86.0969 to first 16384, first 86.1284 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 86.1284 to first 32768, first 86.1336 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 85.971 offset 0,0.8 tc 'dark-red'
-set yrange [0:581.908]
-set yrange [0:581.907598]
+set arrow from graph 0, first 541.071 to graph 1, first 541.071 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 541.071 offset 0,0.6
+set arrow from first 1024, first 52.643 to first 4096, first 52.7201 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 52.7201 to first 16384, first 52.7394 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 52.7394 to first 32768, first 52.7426 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 52.643 offset 0,0.8 tc 'dark-red'
+set yrange [0:595.179]
+set yrange [0:595.178580]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 91.9378 to first 16384, first 91.9715 nohead lw
 set arrow from first 16384, first 91.9715 to first 32768, first 91.9771 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 91.8034 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 34.9879 to first 16384, first 35.0007 nohead lw
 set arrow from first 16384, first 35.0007 to first 32768, first 35.0028 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 34.9367 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 529.007 to graph 1, first 529.007 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 529.007 offset 0,0.6
-set arrow from first 1024, first 85.971 to first 4096, first 86.0969 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 86.0969 to first 16384, first 86.1284 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 86.1284 to first 32768, first 86.1336 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 85.971 offset 0,0.8 tc 'dark-red'
-set yrange [0:581.908]
-set yrange [0:581.907598]
+set arrow from graph 0, first 541.071 to graph 1, first 541.071 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 541.071 offset 0,0.6
+set arrow from first 1024, first 52.643 to first 4096, first 52.7201 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 52.7201 to first 16384, first 52.7394 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 52.7394 to first 32768, first 52.7426 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 52.643 offset 0,0.8 tc 'dark-red'
+set yrange [0:595.179]
+set yrange [0:595.178580]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 91.9378 to first 16384, first 91.9715 nohead lw
 set arrow from first 16384, first 91.9715 to first 32768, first 91.9771 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 91.8034 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 3.316933874177738 3.236183058223778 3.508576971367787 NaN
 EOD
 $p1s0 << EOD
-1024 48.85847026413507 48.68325402239729 49.05386494607431 NaN
-4096 34.6394097799363 34.39925748509612 34.857969876096256 NaN
-16384 21.134778494091 17.909295704381798 22.249306653161558 NaN
-32768 19.546210343823773 18.504899751133433 20.06121985836474 NaN
+1024 47.91471970925914 47.66974717837849 48.58228190906709 NaN
+4096 32.18918012468727 31.60071395504283 32.786812891982535 NaN
+16384 21.230865392810397 20.608674091597436 21.819556174117253 NaN
+32768 19.44554228708248 16.639081332695948 19.897179146402678 NaN
 EOD
 $p1s1 << EOD
-1024 36.22240708957203 36.08235958558948 36.44805008294851 NaN
-4096 27.185710183193045 24.190892259818 27.844647969301967 NaN
-16384 17.229900419510287 17.114400192287256 17.337730505409706 NaN
-32768 16.405879360238597 15.996831654035066 16.54527901590733 NaN
+1024 35.48439142172825 35.33571911150901 35.63571552531407 NaN
+4096 25.22412910907458 24.70355533497916 25.277237075415943 NaN
+16384 17.301644215318106 16.90496328607566 17.419091875788514 NaN
+32768 15.811318145678769 15.6492560360661 16.206920259895995 NaN
 EOD
 $p1s2 << EOD
-1024 9.299287753856781 9.041897962687754 9.341788427288844 NaN
-4096 8.22510390169892 7.633512171883351 8.279203658470317 NaN
-16384 6.030146390062235 5.906249581753974 6.109592853211157 NaN
-32768 6.038820074747249 6.02517021334963 6.113727922922855 NaN
+1024 9.312343666133746 9.210369833283195 9.407049267595452 NaN
+4096 7.502188874276229 7.4299117512372534 7.568765160144778 NaN
+16384 6.400268023417679 6.2703480923136645 6.458830399950468 NaN
+32768 6.3180805892835314 6.297221204125258 6.371030973123815 NaN
 EOD
 $p2s0 << EOD
 1024 28.601144133379044 28.044443285734975 29.9748675583415 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 11.3468 to first 16384, first 11.3489 nohead lw
 set arrow from first 16384, first 11.3489 to first 32768, first 11.3492 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 11.3385 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 266.496 to graph 1, first 266.496 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 266.496 offset 0,0.6
-set arrow from first 1024, first 21.5079 to first 4096, first 21.5236 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 21.5236 to first 16384, first 21.5276 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 21.5276 to first 32768, first 21.5282 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 21.5079 offset 0,0.8 tc 'dark-red'
-set yrange [0:293.146]
-set yrange [0:293.145627]
+set arrow from graph 0, first 274.448 to graph 1, first 274.448 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 274.448 offset 0,0.6
+set arrow from first 1024, first 23.4991 to first 4096, first 23.5163 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 23.5163 to first 16384, first 23.5206 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 23.5206 to first 32768, first 23.5213 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 23.4991 offset 0,0.8 tc 'dark-red'
+set yrange [0:301.893]
+set yrange [0:301.893101]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 20.8599 to first 16384, first 20.8637 nohead lw
 set arrow from first 16384, first 20.8637 to first 32768, first 20.8643 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 20.8446 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 11.3468 to first 16384, first 11.3489 nohead lw
 set arrow from first 16384, first 11.3489 to first 32768, first 11.3492 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 11.3385 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 266.496 to graph 1, first 266.496 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 266.496 offset 0,0.6
-set arrow from first 1024, first 21.5079 to first 4096, first 21.5236 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 21.5236 to first 16384, first 21.5276 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 21.5276 to first 32768, first 21.5282 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 21.5079 offset 0,0.8 tc 'dark-red'
-set yrange [0:293.146]
-set yrange [0:293.145627]
+set arrow from graph 0, first 274.448 to graph 1, first 274.448 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 274.448 offset 0,0.6
+set arrow from first 1024, first 23.4991 to first 4096, first 23.5163 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 23.5163 to first 16384, first 23.5206 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 23.5206 to first 32768, first 23.5213 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 23.4991 offset 0,0.8 tc 'dark-red'
+set yrange [0:301.893]
+set yrange [0:301.893101]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 20.8599 to first 16384, first 20.8637 nohead lw
 set arrow from first 16384, first 20.8637 to first 32768, first 20.8643 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 20.8446 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 1.9700433269536195 0.8687692530653154 3.0286997975362775 NaN
 EOD
 $p1s0 << EOD
-1024 85.39990765661877 84.81904836393974 85.92887116006055 NaN
-4096 63.31547104534357 62.91356178171015 64.46997132443492 NaN
-16384 28.179613287739258 19.801323651720324 30.04652272488555 NaN
-32768 24.99754749519347 23.374130870392634 25.862686480507314 NaN
+1024 89.90611908864588 89.37904137929688 90.09515606552094 NaN
+4096 65.63044452477693 64.5876095059843 66.00267707144523 NaN
+16384 29.464036196458558 28.434961767631602 30.015116626296784 NaN
+32768 24.764422215150223 24.01527849453961 24.996139543922204 NaN
 EOD
 $p1s1 << EOD
-1024 36.65469311258441 36.51467975901014 36.92094581553418 NaN
-4096 27.62279626017468 27.314664360447598 28.00135952616341 NaN
-16384 17.504730087384708 17.23388130063441 17.57547375784747 NaN
-32768 16.546935310376586 14.815220223576901 16.66537366878048 NaN
+1024 35.51092771043684 35.30344565205285 36.051197435896896 NaN
+4096 25.58546928463579 24.945755866815727 25.710079724206942 NaN
+16384 17.07405460446574 17.010947121859367 17.681577613833205 NaN
+32768 15.797993190472821 15.61568469873707 15.859515243767179 NaN
 EOD
 $p1s2 << EOD
-1024 9.210703818371595 8.809862831696924 9.263805356837569 NaN
-4096 7.801408730441951 7.694303543679252 8.032522038202735 NaN
-16384 2.8707709184973913 1.852552482500356 4.801442454279549 NaN
-32768 3.2865863673591225 2.134458329481557 4.934376284389499 NaN
+1024 9.21377459624974 8.961942921163239 9.252505302993034 NaN
+4096 7.3614665046740075 7.124041985617402 7.51796668731926 NaN
+16384 4.902780261741866 0.8149962430293048 4.948336456482542 NaN
+32768 3.279493269444559 2.466126983293488 4.939769484043047 NaN
 EOD
 $p2s0 << EOD
 1024 44.4755994059461 43.872355107918665 45.19600624694855 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 17.4982 to first 16384, first 17.5014 nohead lw
 set arrow from first 16384, first 17.5014 to first 32768, first 17.502 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 17.4854 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 529.007 to graph 1, first 529.007 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 529.007 offset 0,0.6
-set arrow from first 1024, first 43.0274 to first 4096, first 43.0589 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 43.0589 to first 16384, first 43.0668 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 43.0668 to first 32768, first 43.0681 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 43.0274 offset 0,0.8 tc 'dark-red'
-set yrange [0:581.908]
-set yrange [0:581.907598]
+set arrow from graph 0, first 541.071 to graph 1, first 541.071 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 541.071 offset 0,0.6
+set arrow from first 1024, first 26.3472 to first 4096, first 26.3665 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 26.3665 to first 16384, first 26.3713 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 26.3713 to first 32768, first 26.3721 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 26.3472 offset 0,0.8 tc 'dark-red'
+set yrange [0:595.179]
+set yrange [0:595.178580]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 45.9801 to first 16384, first 45.9886 nohead lw
 set arrow from first 16384, first 45.9886 to first 32768, first 45.99 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 45.9465 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 17.4982 to first 16384, first 17.5014 nohead lw
 set arrow from first 16384, first 17.5014 to first 32768, first 17.502 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 17.4854 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 529.007 to graph 1, first 529.007 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 529.007 offset 0,0.6
-set arrow from first 1024, first 43.0274 to first 4096, first 43.0589 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 43.0589 to first 16384, first 43.0668 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 43.0668 to first 32768, first 43.0681 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 43.0274 offset 0,0.8 tc 'dark-red'
-set yrange [0:581.908]
-set yrange [0:581.907598]
+set arrow from graph 0, first 541.071 to graph 1, first 541.071 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 541.071 offset 0,0.6
+set arrow from first 1024, first 26.3472 to first 4096, first 26.3665 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 26.3665 to first 16384, first 26.3713 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 26.3713 to first 32768, first 26.3721 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 26.3472 offset 0,0.8 tc 'dark-red'
+set yrange [0:595.179]
+set yrange [0:595.178580]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 45.9801 to first 16384, first 45.9886 nohead lw
 set arrow from first 16384, first 45.9886 to first 32768, first 45.99 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 45.9465 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

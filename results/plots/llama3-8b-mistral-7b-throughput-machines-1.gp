@@ -36,40 +36,40 @@ $p0s5 << EOD
 32768 10.320011942170858 9.171067579017686 10.610434888819293 NaN
 EOD
 $p1s0 << EOD
-1024 143.28625138737036 142.4882631979971 143.94783038236795 NaN
-4096 98.378620957656 97.69430250366872 99.73732111254347 NaN
-16384 75.16944416754058 74.21233513609289 76.51879102291278 NaN
-32768 59.93646987198606 59.19208128154269 60.230806146342125 NaN
+1024 144.2322299378463 143.31726675031553 145.02752656577766 NaN
+4096 98.7200974494804 88.55509241267328 101.70562130338922 NaN
+16384 77.93194118420867 59.425678145437296 78.69917565780142 NaN
+32768 61.2895373509965 56.172484930458964 63.457630896680186 NaN
 EOD
 $p1s1 << EOD
-1024 150.56945916300396 150.53674291815858 151.22762201299096 NaN
-4096 162.18000856142143 161.8109281177508 162.667380860147 NaN
-16384 148.04449990857043 147.04167557696147 149.9357424245345 NaN
-32768 140.81505204722393 138.25148781964555 143.858587033387 NaN
+1024 150.5603125754152 149.9219268149323 151.20579829643296 NaN
+4096 159.10964619306753 158.88287831669825 160.68998371783124 NaN
+16384 150.5708084849797 137.58913092139701 151.54574648285234 NaN
+32768 148.09814262940768 147.17291850141504 149.1985939198808 NaN
 EOD
 $p1s2 << EOD
-1024 153.50065799635064 152.5749509681948 154.1852547982299 NaN
-4096 161.29578126420262 159.90689568956367 161.67350073134872 NaN
-16384 148.7418446194251 142.1156579626537 149.57079412308198 NaN
-32768 137.50375844126918 135.02486756798663 144.87623856459098 NaN
+1024 152.68734415664792 135.69113774972692 154.13251783250226 NaN
+4096 162.95023618625459 162.55438524139956 164.83980448392552 NaN
+16384 149.59546902762045 146.10278088720472 152.32501231220522 NaN
+32768 146.44643000653002 139.60044990490573 148.53079719411028 NaN
 EOD
 $p1s3 << EOD
-1024 206.00959051567557 205.44870528048327 210.13549236041152 NaN
-4096 259.55377027202996 258.53970433778716 261.26096106031724 NaN
-16384 243.44859379775582 241.94437949742436 249.1442543812575 NaN
-32768 235.38467210665794 227.23499350704472 236.0988488086156 NaN
+1024 202.65195972295052 200.61552153503933 203.85077774924616 NaN
+4096 249.67177817013115 228.1386289458764 253.7427990823746 NaN
+16384 232.45853773884227 231.34845218497068 233.12969303962416 NaN
+32768 226.20431871519156 217.80426072719763 227.46151185106612 NaN
 EOD
 $p1s4 << EOD
-1024 56.736344903662584 56.08796419282166 57.10702828346248 NaN
-4096 29.392272004931083 27.617348056111968 29.482821950951863 NaN
-16384 24.555741587142872 24.510845569101367 24.707531715034598 NaN
-32768 24.039926081542102 23.22315819443382 24.22903960429912 NaN
+1024 59.969141695934645 59.668828772261534 60.080802460253786 NaN
+4096 26.50361223083907 25.6551812611279 27.415761276848187 NaN
+16384 23.502451234170533 23.407534494388088 23.95878205714268 NaN
+32768 23.31135743643327 23.17942380143962 23.568565039017198 NaN
 EOD
 $p1s5 << EOD
-1024 35.169976597820785 35.019090452381214 35.232497369369845 NaN
-4096 29.52390305565463 28.812887231176827 29.65010778103206 NaN
-16384 27.183265352308993 26.57668643204273 27.548501521927307 NaN
-32768 26.23888834882675 25.843081525183113 26.332371081980064 NaN
+1024 35.9918479303464 35.89024320240197 36.13374547274998 NaN
+4096 27.669911866098094 27.397481181374097 27.849342507705117 NaN
+16384 25.72911719120057 25.156010347293194 26.650729852183957 NaN
+32768 26.505355815669308 26.146487646969366 26.599760567964985 NaN
 EOD
 $p2s0 << EOD
 1024 66.52004388964856 66.32166967977948 66.69604618473463 NaN
@@ -128,7 +128,7 @@ set arrow from first 4096, first 177.048 to first 16384, first 177.551 nohead lw
 set arrow from first 16384, first 177.551 to first 32768, first 177.635 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 175.066 offset 0,0.8 tc 'dark-red'
 set yrange [0:514.765]
-set yrange [0:1179.693361]
+set yrange [0:1203.624948]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p0s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -141,14 +141,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 1072.45 to graph 1, first 1072.45 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 1072.45 offset 0,0.6
-set arrow from first 1024, first 329.617 to first 4096, first 333.349 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 333.349 to first 16384, first 334.295 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 334.295 to first 32768, first 334.453 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 329.617 offset 0,0.8 tc 'dark-red'
-set yrange [0:1179.69]
-set yrange [0:1179.693361]
+set arrow from graph 0, first 1094.2 to graph 1, first 1094.2 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 1094.2 offset 0,0.6
+set arrow from first 1024, first 361.666 to first 4096, first 365.76 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 365.76 to first 16384, first 366.798 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 366.798 to first 32768, first 366.972 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 361.666 offset 0,0.8 tc 'dark-red'
+set yrange [0:1203.62]
+set yrange [0:1203.624948]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -168,7 +168,7 @@ set arrow from first 4096, first 313.332 to first 16384, first 314.221 nohead lw
 set arrow from first 16384, first 314.221 to first 32768, first 314.37 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 309.824 offset 0,0.8 tc 'dark-red'
 set yrange [0:901.773]
-set yrange [0:1179.693361]
+set yrange [0:1203.624948]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p2s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -192,7 +192,7 @@ set arrow from first 4096, first 177.048 to first 16384, first 177.551 nohead lw
 set arrow from first 16384, first 177.551 to first 32768, first 177.635 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 175.066 offset 0,0.8 tc 'dark-red'
 set yrange [0:514.765]
-set yrange [0:1179.693361]
+set yrange [0:1203.624948]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p0s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -205,14 +205,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 1072.45 to graph 1, first 1072.45 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 1072.45 offset 0,0.6
-set arrow from first 1024, first 329.617 to first 4096, first 333.349 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 333.349 to first 16384, first 334.295 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 334.295 to first 32768, first 334.453 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 329.617 offset 0,0.8 tc 'dark-red'
-set yrange [0:1179.69]
-set yrange [0:1179.693361]
+set arrow from graph 0, first 1094.2 to graph 1, first 1094.2 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 1094.2 offset 0,0.6
+set arrow from first 1024, first 361.666 to first 4096, first 365.76 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 365.76 to first 16384, first 366.798 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 366.798 to first 32768, first 366.972 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 361.666 offset 0,0.8 tc 'dark-red'
+set yrange [0:1203.62]
+set yrange [0:1203.624948]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -232,6 +232,6 @@ set arrow from first 4096, first 313.332 to first 16384, first 314.221 nohead lw
 set arrow from first 16384, first 314.221 to first 32768, first 314.37 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 309.824 offset 0,0.8 tc 'dark-red'
 set yrange [0:901.773]
-set yrange [0:1179.693361]
+set yrange [0:1203.624948]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p2s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset multiplot

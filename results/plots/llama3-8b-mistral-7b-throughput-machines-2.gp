@@ -36,40 +36,40 @@ $p0s5 << EOD
 32768 5.5796244473786505 5.072400723275741 5.716812522832989 NaN
 EOD
 $p1s0 << EOD
-1024 233.7912825043883 231.96587126482675 237.89853782526984 NaN
-4096 215.20480325480844 207.1717525016254 226.46468007883286 NaN
-16384 132.81878617254617 131.7861436028524 136.64873781648066 NaN
-32768 122.21214707140034 119.03242986560048 126.33750322807788 NaN
+1024 266.2532269611963 260.6719934150573 268.3396786879612 NaN
+4096 184.81608567757286 180.95866787534192 187.61188885849964 NaN
+16384 100.7718116267325 96.18872355166062 104.02803170184775 NaN
+32768 95.30508903010856 86.9151041986139 98.09385618598156 NaN
 EOD
 $p1s1 << EOD
-1024 240.17778753360133 234.4263464408262 240.37526812856106 NaN
-4096 293.71737383120404 288.15287506383106 294.90884462559836 NaN
-16384 264.45935240317453 252.67758270086364 268.8624649483441 NaN
-32768 261.72838568675724 255.49448166000622 263.9627987003954 NaN
+1024 286.4520376863782 279.0147260911522 289.90643243616086 NaN
+4096 313.7756542012757 312.91648225664375 315.93426562126166 NaN
+16384 254.81649072749818 252.3376895555268 274.39856313515645 NaN
+32768 211.79158806625685 207.61738478442632 215.39203240946392 NaN
 EOD
 $p1s2 << EOD
-1024 250.150538407781 249.43203469391338 250.99474201839382 NaN
-4096 299.0350662750444 294.1088926564762 301.3779410428921 NaN
-16384 280.2094021375814 270.6120704394681 286.3004135433657 NaN
-32768 267.6345366936041 264.43575937393837 273.4638825185887 NaN
+1024 292.13893451715893 286.69575703318986 294.65429317901305 NaN
+4096 313.6470960908971 302.90530266631026 315.2525118653957 NaN
+16384 246.3120108728059 239.01410621422076 252.01097267623115 NaN
+32768 203.62143096247635 193.4782312611644 217.6934082975067 NaN
 EOD
 $p1s3 << EOD
-1024 304.9849434048474 283.13666429533856 305.8899833485171 NaN
-4096 446.3008444551961 441.9763420056961 448.4492593533828 NaN
-16384 457.1943614860371 439.88660309531355 464.0251416129227 NaN
-32768 427.02181574554504 425.2642154428399 435.02341620274757 NaN
+1024 378.9052588407207 377.64470247590333 383.39000124775896 NaN
+4096 480.6842458042004 473.92178460327125 482.14094145824527 NaN
+16384 445.37326168163423 438.18321984031866 451.6221382010896 NaN
+32768 434.10465420661035 423.8458563253734 434.85394676440995 NaN
 EOD
 $p1s4 << EOD
-1024 55.78485568952458 55.49255170177348 56.06897633236407 NaN
-4096 29.68468732265034 28.864851719482957 29.880431923993928 NaN
-16384 24.358348182971078 24.008849903954697 24.461357913852908 NaN
-32768 24.047561297082407 23.89360171007312 24.07485969430704 NaN
+1024 54.3242434509098 53.939987714605415 54.69735314487165 NaN
+4096 25.930665548856968 25.7984896778115 26.274185555495695 NaN
+16384 23.517985969698955 23.210391659736107 23.575578651460713 NaN
+32768 23.529523575848113 23.270940072045175 23.580369832405513 NaN
 EOD
 $p1s5 << EOD
-1024 5.887851495038437 4.533305250525762 14.565350719976063 NaN
-4096 6.052771495175618 2.618720804746613 10.63749098673552 NaN
-16384 2.797373862881043 2.7961371321935844 3.9484889103009007 NaN
-32768 5.593646132147451 5.306264888483164 5.595754508952676 NaN
+1024 13.337670796323044 0.313367236087743 14.536079563571802 NaN
+4096 6.182227724540238 4.593497086167134 13.224675076293632 NaN
+16384 7.3840487757911495 2.910476713841544 13.050413498212016 NaN
+32768 6.416751878714881 5.977789632738997 11.401621770038311 NaN
 EOD
 $p2s0 << EOD
 1024 114.23161114600647 69.3188946334486 123.0608694957326 NaN
@@ -128,7 +128,7 @@ set arrow from first 4096, first 293.558 to first 16384, first 294.391 nohead lw
 set arrow from first 16384, first 294.391 to first 32768, first 294.53 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 290.272 offset 0,0.8 tc 'dark-red'
 set yrange [0:1029.28]
-set yrange [0:2328.888629]
+set yrange [0:2360.694582]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p0s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -141,14 +141,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 2117.17 to graph 1, first 2117.17 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 2117.17 offset 0,0.6
-set arrow from first 1024, first 675.485 to first 4096, first 683.132 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 683.132 to first 16384, first 685.07 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 685.07 to first 32768, first 685.395 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 675.485 offset 0,0.8 tc 'dark-red'
-set yrange [0:2328.89]
-set yrange [0:2328.888629]
+set arrow from graph 0, first 2146.09 to graph 1, first 2146.09 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 2146.09 offset 0,0.6
+set arrow from first 1024, first 388.508 to first 4096, first 392.906 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 392.906 to first 16384, first 394.021 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 394.021 to first 32768, first 394.207 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 388.508 offset 0,0.8 tc 'dark-red'
+set yrange [0:2360.69]
+set yrange [0:2360.694582]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -168,7 +168,7 @@ set arrow from first 4096, first 743.687 to first 16384, first 745.798 nohead lw
 set arrow from first 16384, first 745.798 to first 32768, first 746.151 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 735.362 offset 0,0.8 tc 'dark-red'
 set yrange [0:1841.44]
-set yrange [0:2328.888629]
+set yrange [0:2360.694582]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p2s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -192,7 +192,7 @@ set arrow from first 4096, first 293.558 to first 16384, first 294.391 nohead lw
 set arrow from first 16384, first 294.391 to first 32768, first 294.53 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 290.272 offset 0,0.8 tc 'dark-red'
 set yrange [0:1029.28]
-set yrange [0:2328.888629]
+set yrange [0:2360.694582]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p0s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p0s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p0s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -205,14 +205,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 2117.17 to graph 1, first 2117.17 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 2117.17 offset 0,0.6
-set arrow from first 1024, first 675.485 to first 4096, first 683.132 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 683.132 to first 16384, first 685.07 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 685.07 to first 32768, first 685.395 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 675.485 offset 0,0.8 tc 'dark-red'
-set yrange [0:2328.89]
-set yrange [0:2328.888629]
+set arrow from graph 0, first 2146.09 to graph 1, first 2146.09 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 2146.09 offset 0,0.6
+set arrow from first 1024, first 388.508 to first 4096, first 392.906 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 392.906 to first 16384, first 394.021 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 394.021 to first 32768, first 394.207 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 388.508 offset 0,0.8 tc 'dark-red'
+set yrange [0:2360.69]
+set yrange [0:2360.694582]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p1s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p1s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p1s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset arrow
 unset label
@@ -232,6 +232,6 @@ set arrow from first 4096, first 743.687 to first 16384, first 745.798 nohead lw
 set arrow from first 16384, first 745.798 to first 32768, first 746.151 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 735.362 offset 0,0.8 tc 'dark-red'
 set yrange [0:1841.44]
-set yrange [0:2328.888629]
+set yrange [0:2360.694582]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'flash-kv-f16', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'flash-kv-bf16', $p2s3 using 1:2:3:4 with yerrorlines lw 2 lc 4 title 'flash-kv-int8', $p2s4 using 1:2:3:4 with yerrorlines lw 2 lc 5 title 'eigen', $p2s5 using 1:2:3:4 with yerrorlines lw 2 lc 6 title 'blas'
 unset multiplot

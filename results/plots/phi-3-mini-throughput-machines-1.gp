@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 3.183180657179015 3.1580087061650586 3.4363199392857404 NaN
 EOD
 $p1s0 << EOD
-1024 35.76562210759666 35.5672314810751 35.93251927345217 NaN
-4096 23.01047882855555 21.07027346340342 23.25437773581997 NaN
-16384 18.902111278728 18.821672609793755 19.050365695391733 NaN
-32768 18.38474238185315 18.177196401507253 18.52971785256834 NaN
+1024 34.9878868609867 34.234619987130436 35.45135627351297 NaN
+4096 23.13135151635469 23.08884990923683 23.365320174072597 NaN
+16384 18.064059722259046 17.941534364139162 18.469898576803036 NaN
+32768 18.135865905636955 18.08382510827479 18.51317650326044 NaN
 EOD
 $p1s1 << EOD
-1024 28.515941836962007 26.734852277136874 29.030401453947402 NaN
-4096 18.951490636622307 18.90350011033459 18.99644169096324 NaN
-16384 15.974973043631739 15.758921342695162 16.068944251347244 NaN
-32768 16.343207153484837 15.525257708995765 16.36806462398334 NaN
+1024 28.36779926201264 25.44776255241421 29.34125362094672 NaN
+4096 19.311081949310758 19.09341186469511 19.556474469468753 NaN
+16384 16.49317309350327 16.412446861312848 16.723174597243645 NaN
+32768 16.313767909754223 16.113384827825694 16.41030995957212 NaN
 EOD
 $p1s2 << EOD
-1024 7.874811240030936 7.70015274338847 8.042196675416815 NaN
-4096 6.0869699921353435 6.000802385939064 6.158058762587018 NaN
-16384 5.996118316425811 5.901666424899349 6.067331339689053 NaN
-32768 6.122590365654333 5.999183557161351 6.150490223363931 NaN
+1024 7.224549581420776 7.019048382825786 7.623107301699615 NaN
+4096 5.89685280034246 5.811396175386126 5.9161395287623 NaN
+16384 5.8631123986055185 5.830533639596065 5.951387048790437 NaN
+32768 5.911459703251657 5.8273932676001055 5.952459347913055 NaN
 EOD
 $p2s0 << EOD
 1024 16.72341408047538 15.864857069613906 17.346175529628898 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 11.3468 to first 16384, first 11.3489 nohead lw
 set arrow from first 16384, first 11.3489 to first 32768, first 11.3492 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 11.3385 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 266.496 to graph 1, first 266.496 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 266.496 offset 0,0.6
-set arrow from first 1024, first 21.5079 to first 4096, first 21.5236 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 21.5236 to first 16384, first 21.5276 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 21.5276 to first 32768, first 21.5282 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 21.5079 offset 0,0.8 tc 'dark-red'
-set yrange [0:293.146]
-set yrange [0:293.145627]
+set arrow from graph 0, first 274.448 to graph 1, first 274.448 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 274.448 offset 0,0.6
+set arrow from first 1024, first 23.4991 to first 4096, first 23.5163 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 23.5163 to first 16384, first 23.5206 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 23.5206 to first 32768, first 23.5213 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 23.4991 offset 0,0.8 tc 'dark-red'
+set yrange [0:301.893]
+set yrange [0:301.893101]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 20.8599 to first 16384, first 20.8637 nohead lw
 set arrow from first 16384, first 20.8637 to first 32768, first 20.8643 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 20.8446 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 11.3468 to first 16384, first 11.3489 nohead lw
 set arrow from first 16384, first 11.3489 to first 32768, first 11.3492 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 11.3385 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 266.496 to graph 1, first 266.496 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 266.496 offset 0,0.6
-set arrow from first 1024, first 21.5079 to first 4096, first 21.5236 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 21.5236 to first 16384, first 21.5276 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 21.5276 to first 32768, first 21.5282 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 21.5079 offset 0,0.8 tc 'dark-red'
-set yrange [0:293.146]
-set yrange [0:293.145627]
+set arrow from graph 0, first 274.448 to graph 1, first 274.448 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 274.448 offset 0,0.6
+set arrow from first 1024, first 23.4991 to first 4096, first 23.5163 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 23.5163 to first 16384, first 23.5206 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 23.5206 to first 32768, first 23.5213 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 23.4991 offset 0,0.8 tc 'dark-red'
+set yrange [0:301.893]
+set yrange [0:301.893101]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 20.8599 to first 16384, first 20.8637 nohead lw
 set arrow from first 16384, first 20.8637 to first 32768, first 20.8643 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 20.8446 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 1.6022872769829006 1.2801822036647426 2.6252129059429143 NaN
 EOD
 $p1s0 << EOD
-1024 70.40337959248178 68.40392818300434 71.0340645849944 NaN
-4096 30.96804752210796 30.515338702404076 31.560187345313945 NaN
-16384 24.58383399542501 23.943632503415408 24.598284689232642 NaN
-32768 23.68908389405214 23.417091921378194 24.058548117556498 NaN
+1024 72.76523531056401 70.06906681183084 74.11423186558149 NaN
+4096 31.152954136601974 29.945213056254087 31.796666961995555 NaN
+16384 24.121480723095832 23.04683134693493 25.138718569695452 NaN
+32768 24.312987094639176 23.278104316220613 24.80163256456962 NaN
 EOD
 $p1s1 << EOD
-1024 28.975745036121385 25.144317061027373 30.58740702281139 NaN
-4096 19.274560888180297 19.185397670035343 19.527972773921928 NaN
-16384 16.419151699633865 16.219709444160483 17.816971654736427 NaN
-32768 16.102366920063194 16.01112927396009 16.370734970898038 NaN
+1024 27.7863634141325 27.12339037040607 28.79688655947479 NaN
+4096 19.368904833271774 19.207131284409773 19.511478753484383 NaN
+16384 16.263451970984924 16.029705631413606 16.52108231798613 NaN
+32768 16.35461302767035 16.272353573819586 16.46047754709683 NaN
 EOD
 $p1s2 << EOD
-1024 7.952612100698185 7.540129011490486 8.38033208972752 NaN
-4096 2.4240828944100885 0.5557771752243642 5.23285410041881 NaN
-16384 2.55044122885373 1.21989722963339 5.093151621679812 NaN
-32768 1.0713702217333938 1.0487593471763708 5.166136769039957 NaN
+1024 7.449464863437678 6.648617809836239 7.607730405048156 NaN
+4096 2.472985953972435 2.035822107693338 4.966860546304015 NaN
+16384 2.476823591799527 1.7337772330369967 5.123259104362717 NaN
+32768 3.329923416074532 2.486448785230507 3.6521286158605824 NaN
 EOD
 $p2s0 << EOD
 1024 36.33216608995262 32.15832292221156 42.1129723849876 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 17.4982 to first 16384, first 17.5014 nohead lw
 set arrow from first 16384, first 17.5014 to first 32768, first 17.502 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 17.4854 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 529.007 to graph 1, first 529.007 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 529.007 offset 0,0.6
-set arrow from first 1024, first 43.0274 to first 4096, first 43.0589 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 43.0589 to first 16384, first 43.0668 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 43.0668 to first 32768, first 43.0681 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 43.0274 offset 0,0.8 tc 'dark-red'
-set yrange [0:581.908]
-set yrange [0:581.907598]
+set arrow from graph 0, first 541.071 to graph 1, first 541.071 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 541.071 offset 0,0.6
+set arrow from first 1024, first 26.3472 to first 4096, first 26.3665 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 26.3665 to first 16384, first 26.3713 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 26.3713 to first 32768, first 26.3721 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 26.3472 offset 0,0.8 tc 'dark-red'
+set yrange [0:595.179]
+set yrange [0:595.178580]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 45.9801 to first 16384, first 45.9886 nohead lw
 set arrow from first 16384, first 45.9886 to first 32768, first 45.99 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 45.9465 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 17.4982 to first 16384, first 17.5014 nohead lw
 set arrow from first 16384, first 17.5014 to first 32768, first 17.502 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 17.4854 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 529.007 to graph 1, first 529.007 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 529.007 offset 0,0.6
-set arrow from first 1024, first 43.0274 to first 4096, first 43.0589 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 43.0589 to first 16384, first 43.0668 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 43.0668 to first 32768, first 43.0681 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 43.0274 offset 0,0.8 tc 'dark-red'
-set yrange [0:581.908]
-set yrange [0:581.907598]
+set arrow from graph 0, first 541.071 to graph 1, first 541.071 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 541.071 offset 0,0.6
+set arrow from first 1024, first 26.3472 to first 4096, first 26.3665 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 26.3665 to first 16384, first 26.3713 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 26.3713 to first 32768, first 26.3721 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 26.3472 offset 0,0.8 tc 'dark-red'
+set yrange [0:595.179]
+set yrange [0:595.178580]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 45.9801 to first 16384, first 45.9886 nohead lw
 set arrow from first 16384, first 45.9886 to first 32768, first 45.99 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 45.9465 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

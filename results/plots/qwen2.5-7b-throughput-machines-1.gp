@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 15.781097617436318 15.36997360195696 15.898687732651783 NaN
 EOD
 $p1s0 << EOD
-1024 160.49453500938756 159.18996231869943 161.48946766474722 NaN
-4096 166.50803475115126 165.24656223204008 168.3281403983497 NaN
-16384 142.59601609126526 140.6353976255849 143.2668876112178 NaN
-32768 128.51383932754038 127.04045431623346 130.34626173438798 NaN
+1024 160.93325342522806 146.7949280844871 163.66255460454727 NaN
+4096 169.45032217348785 168.97542034129688 170.0443249814066 NaN
+16384 134.1193323167494 131.9719129452942 136.79508418792994 NaN
+32768 132.90475350231927 126.02779757807534 133.44612134371093 NaN
 EOD
 $p1s1 << EOD
-1024 61.318207659345866 60.86186670274905 61.725491783018214 NaN
-4096 61.50792065450014 57.400988293490826 62.06356730337041 NaN
-16384 35.122619844402735 35.025251906440765 35.54136274650845 NaN
-32768 33.4116335438453 32.932769519113776 33.633946975254894 NaN
+1024 64.13019946296625 63.19193607397426 64.43874805854742 NaN
+4096 54.45857685472964 53.05900695762174 56.04483717314909 NaN
+16384 33.98215371803758 33.526842284326825 34.23715760844992 NaN
+32768 33.01016464817087 30.94867554722971 33.181884289528455 NaN
 EOD
 $p1s2 << EOD
-1024 31.24666660785044 31.00154634794257 31.470459623750788 NaN
-4096 30.151507498819107 29.720070665264423 30.50800877751442 NaN
-16384 26.831123940093235 26.53451515891799 26.983037108831844 NaN
-32768 26.381537790033185 25.890935955908 26.555742054149437 NaN
+1024 30.227263813778702 30.08584838707414 30.664964401696924 NaN
+4096 28.84507125614407 27.382084847326887 29.413522627914325 NaN
+16384 25.62283878834531 25.463680056214386 25.741179232313005 NaN
+32768 25.53462850601982 25.210423378520645 25.79861366292862 NaN
 EOD
 $p2s0 << EOD
 1024 77.21646159863386 76.3493507152604 77.67054945724412 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 79.3114 to first 16384, first 79.4131 nohead lw
 set arrow from first 16384, first 79.4131 to first 32768, first 79.43 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 78.9076 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 266.496 to graph 1, first 266.496 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 266.496 offset 0,0.6
-set arrow from first 1024, first 149.679 to first 4096, first 150.445 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 150.445 to first 16384, first 150.638 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 150.638 to first 32768, first 150.67 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 149.679 offset 0,0.8 tc 'dark-red'
-set yrange [0:293.146]
-set yrange [0:293.145627]
+set arrow from graph 0, first 274.448 to graph 1, first 274.448 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 274.448 offset 0,0.6
+set arrow from first 1024, first 163.536 to first 4096, first 164.373 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 164.373 to first 16384, first 164.584 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 164.584 to first 32768, first 164.619 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 163.536 offset 0,0.8 tc 'dark-red'
+set yrange [0:301.893]
+set yrange [0:301.893101]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 145.806 to first 16384, first 145.992 nohead lw
 set arrow from first 16384, first 145.992 to first 32768, first 146.024 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 145.063 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 79.3114 to first 16384, first 79.4131 nohead lw
 set arrow from first 16384, first 79.4131 to first 32768, first 79.43 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 78.9076 offset 0,0.8 tc 'dark-red'
 set yrange [0:128.817]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 266.496 to graph 1, first 266.496 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 266.496 offset 0,0.6
-set arrow from first 1024, first 149.679 to first 4096, first 150.445 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 150.445 to first 16384, first 150.638 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 150.638 to first 32768, first 150.67 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 149.679 offset 0,0.8 tc 'dark-red'
-set yrange [0:293.146]
-set yrange [0:293.145627]
+set arrow from graph 0, first 274.448 to graph 1, first 274.448 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 274.448 offset 0,0.6
+set arrow from first 1024, first 163.536 to first 4096, first 164.373 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 164.373 to first 16384, first 164.584 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 164.584 to first 32768, first 164.619 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 163.536 offset 0,0.8 tc 'dark-red'
+set yrange [0:301.893]
+set yrange [0:301.893101]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 145.806 to first 16384, first 145.992 nohead lw
 set arrow from first 16384, first 145.992 to first 32768, first 146.024 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 145.063 offset 0,0.8 tc 'dark-red'
 set yrange [0:238.447]
-set yrange [0:293.145627]
+set yrange [0:301.893101]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot

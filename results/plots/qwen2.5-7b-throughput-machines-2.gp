@@ -18,22 +18,22 @@ $p0s2 << EOD
 32768 10.916369094814934 9.793927253199161 13.676046252294764 NaN
 EOD
 $p1s0 << EOD
-1024 265.145752335139 261.90929998247987 267.91465953776435 NaN
-4096 297.50977060680975 292.093718485827 308.05723909877065 NaN
-16384 246.39527466851405 197.19699713095025 248.77720118725816 NaN
-32768 244.67580869149808 240.5661043425302 252.49897734950832 NaN
+1024 298.8035877745978 285.9428930010935 301.1100203037691 NaN
+4096 318.960140372524 303.93988907603887 319.9149911745431 NaN
+16384 218.7601941682251 208.9135423318609 222.22284061634645 NaN
+32768 165.99722552946173 164.7529112648634 169.4513577811283 NaN
 EOD
 $p1s1 << EOD
-1024 62.04050561436837 34.912675297132985 62.0860353549175 NaN
-4096 49.225093114267985 46.875156112661806 50.16985576050468 NaN
-16384 34.36056170201412 34.355095663752046 34.48454369407317 NaN
-32768 33.67720610433015 33.29699107998127 33.68572886333761 NaN
+1024 59.57215363295421 55.85495909636738 59.97505665380013 NaN
+4096 56.72412022130183 55.767087717044085 59.02628708609462 NaN
+16384 34.14575402217753 33.626756907468504 34.333298572729426 NaN
+32768 32.728393531520084 32.45735979462998 33.0207571291992 NaN
 EOD
 $p1s2 << EOD
-1024 0.5717921813231007 0.4447870982663143 22.42142834430393 NaN
-4096 2.0424712512689323 1.6315593324132722 20.59792995056008 NaN
-16384 7.737114880012018 7.3423891367548535 19.769975052205908 NaN
-32768 9.798202931805726 9.395846334394898 10.773979586121094 NaN
+1024 7.3757951781363795 4.184595704084612 22.42053338989551 NaN
+4096 1.9340213724718451 1.5717360969036873 21.912132185803785 NaN
+16384 19.91759047907013 5.013455599157088 20.498768972539423 NaN
+32768 13.127213506719984 10.674548686721161 20.023779754401836 NaN
 EOD
 $p2s0 << EOD
 1024 143.39788689013622 137.11814336819646 143.57558179281676 NaN
@@ -74,7 +74,7 @@ set arrow from first 4096, first 122.308 to first 16384, first 122.465 nohead lw
 set arrow from first 16384, first 122.465 to first 32768, first 122.491 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 121.686 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -87,14 +87,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 529.007 to graph 1, first 529.007 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 529.007 offset 0,0.6
-set arrow from first 1024, first 299.439 to first 4096, first 300.972 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 300.972 to first 16384, first 301.357 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 301.357 to first 32768, first 301.422 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 299.439 offset 0,0.8 tc 'dark-red'
-set yrange [0:581.908]
-set yrange [0:581.907598]
+set arrow from graph 0, first 541.071 to graph 1, first 541.071 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 541.071 offset 0,0.6
+set arrow from first 1024, first 183.357 to first 4096, first 184.295 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 184.295 to first 16384, first 184.532 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 184.532 to first 32768, first 184.571 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 183.357 offset 0,0.8 tc 'dark-red'
+set yrange [0:595.179]
+set yrange [0:595.178580]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -114,7 +114,7 @@ set arrow from first 4096, first 321.39 to first 16384, first 321.802 nohead lw 
 set arrow from first 16384, first 321.802 to first 32768, first 321.871 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 319.754 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
 set terminal pngcairo size 1920,600 font 'sans,11'
@@ -138,7 +138,7 @@ set arrow from first 4096, first 122.308 to first 16384, first 122.465 nohead lw
 set arrow from first 16384, first 122.465 to first 32768, first 122.491 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 121.686 offset 0,0.8 tc 'dark-red'
 set yrange [0:257.915]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p0s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p0s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p0s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -151,14 +151,14 @@ set logscale x 2
 set format y '%g'
 set key below noenhanced
 set grid
-set arrow from graph 0, first 529.007 to graph 1, first 529.007 nohead dt 2 lc 'black'
-set label 'measured FMA peak' at graph 0.02, first 529.007 offset 0,0.6
-set arrow from first 1024, first 299.439 to first 4096, first 300.972 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 4096, first 300.972 to first 16384, first 301.357 nohead lw 2 dt 3 lc 'dark-red'
-set arrow from first 16384, first 301.357 to first 32768, first 301.422 nohead lw 2 dt 3 lc 'dark-red'
-set label 'roof: memory-bound' at first 1024, first 299.439 offset 0,0.8 tc 'dark-red'
-set yrange [0:581.908]
-set yrange [0:581.907598]
+set arrow from graph 0, first 541.071 to graph 1, first 541.071 nohead dt 2 lc 'black'
+set label 'measured FMA peak' at graph 0.02, first 541.071 offset 0,0.6
+set arrow from first 1024, first 183.357 to first 4096, first 184.295 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 4096, first 184.295 to first 16384, first 184.532 nohead lw 2 dt 3 lc 'dark-red'
+set arrow from first 16384, first 184.532 to first 32768, first 184.571 nohead lw 2 dt 3 lc 'dark-red'
+set label 'roof: memory-bound' at first 1024, first 183.357 offset 0,0.8 tc 'dark-red'
+set yrange [0:595.179]
+set yrange [0:595.178580]
 plot $p1s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p1s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p1s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset arrow
 unset label
@@ -178,6 +178,6 @@ set arrow from first 4096, first 321.39 to first 16384, first 321.802 nohead lw 
 set arrow from first 16384, first 321.802 to first 32768, first 321.871 nohead lw 2 dt 3 lc 'dark-red'
 set label 'roof: memory-bound' at first 1024, first 319.754 offset 0,0.8 tc 'dark-red'
 set yrange [0:463.279]
-set yrange [0:581.907598]
+set yrange [0:595.178580]
 plot $p2s0 using 1:2:3:4 with yerrorlines lw 2 lc 1 title 'flash', $p2s1 using 1:2:3:4 with yerrorlines lw 2 lc 2 title 'eigen', $p2s2 using 1:2:3:4 with yerrorlines lw 2 lc 3 title 'blas'
 unset multiplot
