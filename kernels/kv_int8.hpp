@@ -54,13 +54,16 @@ inline float quantise_row(const float* x, std::int64_t n, std::int8_t* y) {
     std::fill(y, y + n, std::int8_t{0});
     return finite ? 0.0f : NAN;
   }
-  const float scale = m / float(kInt8Max), inverse = float(kInt8Max) / m;
+  // A row whose max is below 127 / FLT_MAX (subnormals, say) would make 127 / m infinite: it is
+  // scaled by 2^64 first, exactly, so its ints are still those of x / scale.
+  const float up = m < 0x1p-64f ? 0x1p64f : 1.0f;
+  const float scale = m / float(kInt8Max), inverse = float(kInt8Max) / (m * up);
   // x / scale is within fp32 rounding of [-127, 127]; adding and taking off 1.5 x 2^23 rounds
   // it to an integer, to nearest even (the default rounding; nearbyint without the call), and
   // the clamp only undoes the fp32 rounding.
   constexpr float kRound = 0x1.8p23f;
   for (std::int64_t c = 0; c < n; ++c) {
-    const float r = (x[c] * inverse + kRound) - kRound;
+    const float r = (x[c] * up * inverse + kRound) - kRound;
     y[c] = std::int8_t(r < -float(kInt8Max)  ? -float(kInt8Max)
                        : r > float(kInt8Max) ? float(kInt8Max)
                                              : r);
