@@ -21,6 +21,7 @@ run: build
 
 test: build
 	ctest --preset $(PRESET) -j $(JOBS)
+	@$(BUILD)/tests/isa_summary
 
 # The test suite cross-built for aarch64 (the arm64 preset, Debian's cross toolchain) and run
 # under qemu user emulation: NEON as a Neoverse N1, and the kernels again on SVE and SVE2.
@@ -29,6 +30,9 @@ test-arm64:
 	@cmake --preset arm64 >/dev/null
 	@cmake --build build/arm64 -j $(JOBS)
 	ctest --preset arm64 -j $(JOBS)
+	@for cpu in neoverse-n1 max,sve-default-vector-length=32 max,sve-default-vector-length=16; do \
+	  echo "QEMU_CPU=$$cpu:"; QEMU_CPU=$$cpu /usr/bin/qemu-aarch64-static build/arm64/tests/isa_summary; \
+	done
 
 bench: build
 	$(BUILD)/tests/bench_kernels

@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -45,6 +46,7 @@
 #include "kernels_under_test.hpp"
 #include "kv_formats.hpp"
 #include "kv_int8.hpp"
+#include "run_report.hpp"
 #include "sdpa/aligned.hpp"
 #include "sdpa/kernels.hpp"
 
@@ -110,24 +112,84 @@ struct Rounding {
 // The bf16 kernels: q and k rounded (each <= u), p and v rounded.
 constexpr Rounding kBf16Rounding{2 * kU + kU * kU, 2 * kU + kU* kU};
 
+// ---- int8 rounding from its definition, sharing no code with kernels/kv_int8.hpp (the oracle
+// of the int8 tests): a row's scale is max|x| / 127 (one fp32 division), each element the
+// integer nearest 127 x / max|x|, ties to even; a row of zeros has scale 0, a row with an
+// infinity or NaN scale NaN, and all-zero integers. In long double, where 127 x and the tie
+// test 2 (127 x) = (2 k + 1) max|x| are exact (at most 33 significant bits of 64).
+struct Int8Row {
+  float scale = 0;
+  std::vector<int> ints;
+  // Where 127 x / max|x| is within 2^-12 of a half-integer but not on it: the kernel's fp32
+  // arithmetic (x times 127 / max|x|, rounded) may round either way there.
+  std::vector<std::int64_t> near_ties;
+};
+
+Int8Row int8_oracle(const float* x, std::int64_t n) {
+  Int8Row row;
+  row.ints.assign(std::size_t(n), 0);
+  long double m = 0;
+  bool finite = true;
+  for (std::int64_t c = 0; c < n; ++c) {
+    finite = finite && std::isfinite(x[c]);
+    m = std::max(m, std::fabs((long double)x[c]));
+  }
+  if (!finite) row.scale = NAN;
+  if (!finite || m == 0) return row;
+  row.scale = float(m) / 127.0f;
+  for (std::int64_t c = 0; c < n; ++c) {
+    const long double t = 127.0L * x[c], q = t / m, k = std::floor(q);
+    long double nearest = q - k < 0.5L ? k : k + 1;
+    if (2 * t == (2 * k + 1) * m)
+      nearest = std::fmod(k, 2.0L) == 0 ? k : k + 1;  // a tie
+    else if (std::fabs(q - k - 0.5L) < 0x1p-12L)
+      row.near_ties.push_back(c);
+    row.ints[std::size_t(c)] = int(nearest);
+  }
+  return row;
+}
+
+// Moves each element of the rows of x (d each) whose 127 (pre x) / max|pre x| is near a tie
+// (Int8Row::near_ties) by a factor 1 + 2^-9 (less than 1/4 of a step; the row's max stays): the
+// test's inputs stay where the definition has one answer in fp32.
+void off_near_ties(float* x, std::int64_t rows, std::int64_t d, float pre = 1) {
+  std::vector<float> scaled(static_cast<std::size_t>(d));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * d;
+    for (;;) {
+      for (std::int64_t c = 0; c < d; ++c) scaled[std::size_t(c)] = row[c] * pre;
+      const Int8Row q = int8_oracle(scaled.data(), d);
+      if (q.near_ties.empty()) break;
+      for (const std::int64_t c : q.near_ties) row[c] *= 1 + 0x1p-9f;
+    }
+  }
+}
+
+// Rows of x quantised by the oracle and dequantised in fp32: y = scale x int (one rounding).
+void int8_dequantised(const float* x, std::int64_t rows, std::int64_t d, float* y) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const Int8Row q = int8_oracle(x + r * d, d);
+    for (std::int64_t c = 0; c < d; ++c) y[r * d + c] = q.scale * float(q.ints[std::size_t(c)]);
+  }
+}
+
 // The inputs flash-kv-int8 computes with (kernels/flash_kv_int8.cpp): K and V rounded per row to
-// int8 (sdpa::detail::int8_round_rows), Q too; on the decode path the rounded row is scale Q's,
-// so the scale is then 1.
+// int8, Q too, by the oracle above; on the decode path the rounded row is scale Q's, so the scale
+// is then 1.
 struct RoundedInputs {
   std::vector<float> q, k, v;
   float scale;
 };
 RoundedInputs int8_inputs(const Shape& s, const std::vector<float>& q, const std::vector<float>& k,
                           const std::vector<float>& v, float scale) {
-  using sdpa::detail::int8_round_rows;
   RoundedInputs r{q, k, v, scale};
   if (sdpa::detail::is_decode_shape(s)) {
     for (float& x : r.q) x *= scale;
     r.scale = 1;
   }
-  int8_round_rows(r.q.data(), s.rows(), s.d_k, r.q.data());
-  int8_round_rows(k.data(), s.kv_batch_heads() * s.n_kv, s.d_k, r.k.data());
-  int8_round_rows(v.data(), s.kv_batch_heads() * s.n_kv, s.d_v, r.v.data());
+  int8_dequantised(r.q.data(), s.rows(), s.d_k, r.q.data());
+  int8_dequantised(k.data(), s.kv_batch_heads() * s.n_kv, s.d_k, r.k.data());
+  int8_dequantised(v.data(), s.kv_batch_heads() * s.n_kv, s.d_v, r.v.data());
   return r;
 }
 
@@ -142,6 +204,11 @@ Problem make_problem(const Case& c, const Rounding& rounding = kBf16Rounding, bo
   pr.k = normals(s.k_elements(), rng);
   pr.v = normals(s.v_elements(), rng);
   pr.scale = float(c.scale ? c.scale : 1.0 / std::sqrt(double(s.d_k)));
+  if (int8) {
+    off_near_ties(pr.q.data(), s.rows(), s.d_k, sdpa::detail::is_decode_shape(s) ? pr.scale : 1);
+    off_near_ties(pr.k.data(), s.kv_batch_heads() * s.n_kv, s.d_k);
+    off_near_ties(pr.v.data(), s.kv_batch_heads() * s.n_kv, s.d_v);
+  }
   const RoundedInputs in =
       int8 ? int8_inputs(s, pr.q, pr.k, pr.v, pr.scale) : RoundedInputs{pr.q, pr.k, pr.v, pr.scale};
   const double scale = in.scale;
@@ -279,7 +346,7 @@ double max_error(const std::vector<float>& got, const std::vector<double>& want)
   return worst;
 }
 
-double g_worst_ratio = 0;  // worst err / tolerance over every check, reported at the end
+WorstRatio g_worst_ratio{"err / tolerance of the bf16, K/V storage and int8 kernels"};
 
 // A kernel's probes within their bounds of the fp64 ones (make_problem), on rows that see a key.
 void check_probes(const Problem& pr, const sdpa::RowProbes& got) {
@@ -301,7 +368,7 @@ void check_probes(const Problem& pr, const sdpa::RowProbes& got) {
       bad += !(ratio <= 1);
       worst = std::max(worst, ratio);
     }
-    g_worst_ratio = std::max(g_worst_ratio, worst);
+    g_worst_ratio.add(worst);
     CHECK_MESSAGE(bad == 0, bad, " rows' ", p.name, " outside the bound; worst err/tol ", worst);
   }
 }
@@ -325,7 +392,7 @@ void check_bound(const Outputs& got, const Problem& pr) {
     bad += !(ratio <= 1);
     worst = std::max(worst, ratio);
   }
-  g_worst_ratio = std::max(g_worst_ratio, worst);
+  g_worst_ratio.add(worst);
   CHECK_MESSAGE(bad == 0, bad, " outputs or lse outside the bound; worst err/tol ", worst);
 }
 
@@ -352,6 +419,10 @@ void check_case(const Case& c) {
     check_probes(pr, probes);
     // The widened products on the best target are the native ones' twin.
     const sdpa::Kernel* native = sdpa::find_kernel("flash-bf16@avx512-bf16");
+    if (!native)
+      note_not_run(
+          "flash-bf16's native (vdpbf16ps) outputs equal to the widened ones: needs "
+          "avx512-bf16");
     if (kern->name == "flash-bf16@" + sdpa::find_kernel("flash")->isa && native) {
       const Outputs twin = run(*native, pr, c.threads);
       CHECK_MESSAGE(same_bits(got.out, twin.out), "native and widened outputs differ");
@@ -379,17 +450,90 @@ TEST_CASE("the registry has bf16 entries, the native one where the CPU runs it")
                   k.name);
 }
 
-TEST_CASE("bf16 rounding is the CPU's vcvtneps2bf16") {
-  if (!sdpa::detail::bf16_native_available()) return;  // nothing to compare with
-  // Every sign and exponent (subnormals, infinities and NaNs included) with random significands,
-  // ties (low 16 bits 0x8000) and the values just around them.
+namespace {
+
+// bf16 rounding from its definition, sharing no code with kernels/bf16.hpp: the nearest value of
+// 8 significant bits, a tie to the one whose last bit is 0; from half a step past the largest
+// bf16 (2^128 - 2^120) on, infinity; a subnormal input, zero of its sign (vcvtneps2bf16 reads
+// them as zero); a NaN stays a NaN. In double, where every step below is exact.
+float bf16_model(float x) {
+  if (std::isnan(x) || std::isinf(x) || x == 0) return x;
+  if (std::fpclassify(x) == FP_SUBNORMAL) return std::copysign(0.0f, x);
+  const double a = std::fabs(double(x)), step = std::ldexp(1.0, std::ilogb(a) - 7);
+  const double below = std::floor(a / step) * step, above = below + step;
+  const double r = a - below < above - a               ? below
+                   : a - below > above - a             ? above
+                   : std::fmod(below / step, 2.0) == 0 ? below
+                                                       : above;
+  return r >= 0x1p128 ? std::copysign(INFINITY, x) : float(std::copysign(r, double(x)));
+}
+
+// Every sign and exponent (subnormals, infinities and NaNs included), with the kept significand
+// bits even and odd, and the dropped bits at, around and away from the tie; a multiple of 16.
+std::vector<float> bf16_patterns() {
   std::mt19937 rng(5);
   std::vector<float> x;
+  constexpr std::uint32_t kRandom = 0x10000u;
   for (std::uint32_t top = 0; top < 512; ++top)
-    for (std::uint32_t low : {0x0000u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu, 0u, 0u, 0u}) {
-      const std::uint32_t significand = (rng() & 0x007f0000u) | (low ? low : rng() & 0xffffu);
-      x.push_back(std::bit_cast<float>((top << 23) | significand));
+    for (std::uint32_t kept : {0x00u, 0x01u, 0x7eu, 0x7fu, kRandom})
+      for (std::uint32_t low : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu, kRandom}) {
+        const std::uint32_t k = kept == kRandom ? rng() & 0x7fu : kept;
+        const std::uint32_t l = low == kRandom ? rng() & 0xffffu : low;
+        x.push_back(std::bit_cast<float>((top << 23) | (k << 16) | l));
+      }
+  return x;
+}
+
+bool same_value(float got, float want) {
+  return (std::isnan(got) && std::isnan(want)) || got == want;
+}
+
+}  // namespace
+
+TEST_CASE("bf16 rounding is the definition's at every sign and exponent") {
+  std::int64_t bad = 0;
+  for (const float x : bf16_patterns()) {
+    const std::uint32_t ours = sdpa::detail::bf16_round_bits(x);
+    const float want = bf16_model(x);
+    // The bits, so a zero's sign counts; a NaN only as a NaN.
+    const bool ok = std::isnan(want) ? std::isnan(std::bit_cast<float>(ours))
+                                     : ours == std::bit_cast<std::uint32_t>(want);
+    if (!ok && bad++ < 5)
+      MESSAGE(std::hex, "x bits ", std::bit_cast<std::uint32_t>(x), ": bf16_round_bits ", ours,
+              ", the definition's ", std::bit_cast<std::uint32_t>(want));
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("every bf16 kernel rounds V as the definition does, at every sign and exponent") {
+  // One query, one key, q = k = 0: the weight is 1, so the output is V rounded to bf16 (a
+  // zero's sign aside: 0 + 1 x -0 is +0). Each vectorised rounding and its scalar tail (d_v - 3:
+  // not whole vectors) run on the same patterns.
+  const std::vector<float> v = bf16_patterns();
+  for (const sdpa::Kernel& kern : kernels_under_test()) {
+    if (kern.precision != "bf16" && kern.precision != "kv-bf16") continue;
+    for (const std::int64_t d_v : {std::int64_t(v.size()), std::int64_t(v.size()) - 3}) {
+      INFO(kern.name, " d_v=", d_v);
+      const Shape s{.batch_heads = 1, .n_q = 1, .n_kv = 1, .d_k = 2, .d_v = d_v};
+      const std::vector<float> zeros(2, 0.0f);
+      std::vector<float> out(std::size_t(d_v), -1.0f);
+      kern.forward(
+          {.shape = s, .q = zeros.data(), .k = zeros.data(), .v = v.data(), .out = out.data()});
+      std::int64_t bad = 0;
+      for (std::int64_t c = 0; c < d_v; ++c)
+        if (!same_value(out[std::size_t(c)], bf16_model(v[std::size_t(c)])) && bad++ < 5)
+          MESSAGE(std::hex, "v bits ", std::bit_cast<std::uint32_t>(v[std::size_t(c)]), ": out ",
+                  std::bit_cast<std::uint32_t>(out[std::size_t(c)]), ", the definition's ",
+                  std::bit_cast<std::uint32_t>(bf16_model(v[std::size_t(c)])));
+      CHECK(bad == 0);
     }
+  }
+}
+
+TEST_CASE("bf16 rounding is the CPU's vcvtneps2bf16" *
+          run_if(sdpa::detail::bf16_native_available(),
+                 "bf16 rounding against vcvtneps2bf16: needs avx512-bf16")) {
+  const std::vector<float> x = bf16_patterns();
   std::vector<std::uint16_t> native(x.size());
   sdpa::detail::bf16_round_native(x.data(), native.data(), std::int64_t(x.size()));
   std::int64_t bad = 0;
@@ -734,6 +878,10 @@ void check_int8_case(const Case& c) {
       CHECK_MESSAGE(same_bits(o.lse, got.lse), threads, " threads, stored K/V, probes");
     }
     // vpdpbusd and the portable dots are exact integer sums: on one Highway target, one result.
+    if (!sdpa::detail::int8_native_available())
+      note_not_run(
+          "flash-kv-int8's native (vpdpbusd) outputs equal to the portable dots': needs "
+          "avx512-vnni");
     if (kern->isa == "avx512-vnni") {
       const Outputs portable =
           run_args(*sdpa::find_kernel("flash-kv-int8@" + fp32_isa(*kern)), args);
@@ -756,6 +904,65 @@ TEST_CASE("int8 rows: scale max|x| / 127, ints within 127, a zero row scale 0, N
   CHECK((y[0] == 0 && y[1] == 0 && y[2] == 0));
   const float bad[2] = {1.0f, INFINITY};
   CHECK(std::isnan(quantise_row(bad, 2, y)));
+}
+
+TEST_CASE("int8 rows: the library's quantiser is the definition's on random and adversarial rows") {
+  std::vector<std::vector<float>> rows = {
+      {127, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 126.5f, -126.5f, 3.5f, 125.5f},  // ties, scale 1
+      {-127, 0.5f, -125.5f, 64.5f, 63.5f},
+      {0, -0.0f, 0},                                        // zeros
+      {-3, 3, 1, -1, 0},                                    // both signs of the max
+      {-5, 2},                                              // the max negative only
+      {7},                                                  // one element
+      {FLT_MAX, -FLT_MAX, 1, FLT_MAX / 254},                // the largest
+      {1, 0x1p-149f, -0x1p-140f, 0x1p-126f},                // subnormals under a normal max
+      {127 * 0x1p-149f, 63.5f * 0x1p-149f, -0x1p-149f, 0},  // subnormal max: scale 2^-149
+      {0x1p-149f, -0x1p-149f, 0},                           // the smallest subnormal
+      {3e-38f, -1e-38f, 1.5e-38f},  // tiny normals: 127 / max|x| past fp32's range
+      {1, INFINITY},                // not finite: scale NaN
+      {NAN, 1},
+  };
+  // Ties at other scales: a power of two times the first row is still exactly on its ties.
+  for (float p : {0x1p-20f, 0x1p-120f, 0x1p20f, 0x1p100f}) {
+    const std::vector<float> ties = rows[0];
+    rows.push_back(ties);
+    for (float& x : rows.back()) x *= p;
+  }
+  std::mt19937 rng(17);
+  for (std::int64_t d : {1, 2, 3, 16, 64, 127, 256})
+    for (float magnitude : {1e-30f, 1e-3f, 1.0f, 1e3f, 1e30f})
+      for (int i = 0; i < 20; ++i) {
+        std::vector<float> row = normals(d, rng);
+        for (float& x : row) x *= magnitude;
+        rows.push_back(row);
+      }
+  std::int64_t near_ties = 0, differ_at_near_ties = 0;
+  std::vector<std::int8_t> got;
+  for (const auto& row : rows) {
+    const std::int64_t d = std::int64_t(row.size());
+    got.assign(row.size(), 99);
+    const float scale = sdpa::detail::quantise_row(row.data(), d, got.data());
+    const Int8Row want = int8_oracle(row.data(), d);
+    std::string shown;
+    for (float x : row) shown += std::to_string(x) + " ";
+    INFO("row ", shown);
+    CHECK((scale == want.scale || (std::isnan(scale) && std::isnan(want.scale))));
+    for (std::int64_t c = 0; c < d; ++c) {
+      const int g = got[std::size_t(c)], w = want.ints[std::size_t(c)];
+      const bool near =
+          std::find(want.near_ties.begin(), want.near_ties.end(), c) != want.near_ties.end();
+      near_ties += near;
+      if (near && std::abs(g - w) == 1) {
+        ++differ_at_near_ties;
+        continue;
+      }
+      CHECK_MESSAGE(g == w, "element ", c, ": ", row[std::size_t(c)], " quantised to ", g,
+                    ", the definition's ", w);
+    }
+  }
+  // Near a tie fp32's 127 / max|x| may round either way; the kernel tests' inputs avoid them.
+  MESSAGE(rows.size(), " rows; ", near_ties, " elements within 2^-12 of a tie, ",
+          differ_at_near_ties, " of them rounded the other way");
 }
 
 TEST_CASE("the int8 K/V kernel: registry entries and bytes") {
@@ -810,9 +1017,4 @@ TEST_CASE("stored K and V start on a cache line, as AlignedVector's elements do"
   const auto& kv8 = dynamic_cast<const sdpa::detail::StoredKvInt8&>(*int8);
   CHECK(on_line(kv8.k.data()));
   CHECK(on_line(kv8.v.data()));
-}
-
-TEST_CASE("worst low-precision error relative to its bound, over the cases above") {
-  MESSAGE("max err / tolerance over bf16, K/V storage and int8 kernels and cases: ", g_worst_ratio);
-  CHECK(g_worst_ratio <= 1.0);
 }
