@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <map>
@@ -88,6 +89,34 @@ extern "C" void on_interrupt(int signal) {
   static const char msg[] =
       "\nsdpa-bench: interrupted; finishing the current cell (interrupt again to stop at once)\n";
   [[maybe_unused]] const auto n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+}
+
+// A test hook, so that tests interrupt or kill a run at a known point instead of after a sleep
+// (tests/test_resume.cpp, tests/test_hardening.cpp): with SDPA_TEST_HOLD="k:n", the run, having
+// computed the record of the k-th cell it computes (from 0) and before journaling it, says so
+// on stderr and waits until n interrupts arrived. n = 1: the first releases it, the cell is
+// journaled, and the run stops between cells; n = 2: the second stops it at once, as ever.
+struct TestHold {
+  long cell = -1;
+  int interrupts = 0;
+};
+
+TestHold test_hold() {
+  TestHold hold;
+  if (const char* value = std::getenv("SDPA_TEST_HOLD"))
+    if (std::sscanf(value, "%ld:%d", &hold.cell, &hold.interrupts) != 2) hold.cell = -1;
+  return hold;
+}
+
+void hold_for_test(long cell, int interrupts) {
+  sigset_t blocked, old;
+  sigemptyset(&blocked);
+  sigaddset(&blocked, SIGINT);
+  sigaddset(&blocked, SIGTERM);
+  sigprocmask(SIG_BLOCK, &blocked, &old);  // no interrupt between the test and the wait
+  std::fprintf(stderr, "sdpa-bench: held after computing cell %ld (SDPA_TEST_HOLD)\n", cell);
+  while (interrupts > 1 || g_signal == 0) sigsuspend(&old);
+  sigprocmask(SIG_SETMASK, &old, nullptr);
 }
 
 // Installs the handler for SIGINT and SIGTERM while a run is in progress.
@@ -245,6 +274,8 @@ std::string run_config(const Config& config, const RunOptions& options) {
   result["experiments"] = json::array();
 
   const auto run_start = Clock::now();
+  const TestHold hold = test_hold();
+  long computed = 0;             // cells this process computed
   double journaled_seconds = 0;  // cells computed before this resumption
   std::size_t finished = done.size();
   for (const auto& plan : plans) {
@@ -280,6 +311,7 @@ std::string run_config(const Config& config, const RunOptions& options) {
       for (const auto& axis : plan.kind->axes) record["params"][axis] = cell.params[axis];
       record.update(plan.kind->run_cell({cell, config.seed, plan.index, header.threads, &shared}));
       const double cell_seconds = seconds_since(cell_start);
+      if (computed++ == hold.cell) hold_for_test(hold.cell, hold.interrupts);
       journal->append({plan.index, cell.index, cell_seconds, record});
       seconds += cell_seconds;
       ++finished;

@@ -5,12 +5,14 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sdpa/record.hpp"
@@ -57,10 +59,11 @@ struct Child {
   std::filesystem::path out, err;
 };
 
-// Starts sdpa-bench with `args` in folder `cwd` (empty: this one) without waiting for it;
-// its output goes to files in `dir`.
+// Starts sdpa-bench with `args` in folder `cwd` (empty: this one) without waiting for it, with
+// `env` ("NAME=value") added to the environment; its output goes to files in `dir`.
 inline Child spawn_cli(const std::vector<std::string>& args, const TempDir& dir,
-                       const std::filesystem::path& cwd = {}) {
+                       const std::filesystem::path& cwd = {},
+                       const std::vector<std::string>& env = {}) {
   static int count = 0;
   Child child;
   child.out = dir / (".out" + std::to_string(++count));
@@ -78,7 +81,12 @@ inline Child spawn_cli(const std::vector<std::string>& args, const TempDir& dir,
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
-  const int rc = posix_spawn(&child.pid, argv[0], &actions, nullptr, argv.data(), environ);
+  std::vector<std::string> env_words = env;
+  std::vector<char*> envp;
+  for (auto& w : env_words) envp.push_back(w.data());
+  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  envp.push_back(nullptr);
+  const int rc = posix_spawn(&child.pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw std::runtime_error("posix_spawn failed");
   return child;
@@ -101,6 +109,21 @@ inline CommandResult wait_cli(const Child& child) {
 inline CommandResult run_cli(const std::vector<std::string>& args, const TempDir& dir,
                              const std::filesystem::path& cwd = {}) {
   return wait_cli(spawn_cli(args, dir, cwd));
+}
+
+// Waits until `path` (a spawned run's stderr, say) holds `text`, or `child` ended; true if it
+// does. An event to wait for, not a time: the deadline only ends a test that would hang.
+inline bool wait_for_text(const std::filesystem::path& path, const std::string& text,
+                          const Child& child) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (slurp(path).find(text) != std::string::npos) return true;
+    siginfo_t info{};
+    if (waitid(P_PID, id_t(child.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0)
+      return false;  // it ended (and can still be waited for)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
 }
 
 // The records of every experiment of a result file: what must not depend on how the run went.

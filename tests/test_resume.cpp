@@ -4,9 +4,8 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 
-#include <chrono>
+#include <algorithm>
 #include <random>
-#include <thread>
 
 #include "cli_runner.hpp"
 #include "sdpa/experiments.hpp"
@@ -14,7 +13,6 @@
 
 using namespace sdpa::testing;  // the CLI runner and file helpers of cli_runner.hpp
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -29,16 +27,13 @@ struct Fixture {
   std::string config = (dir / "kill.json").string();
   std::string result = (dir / "r.json").string();
   std::string journal = result + ".journal";
-  sdpa::json reference;     // records of an uninterrupted run
-  double cell_seconds = 0;  // the mean time of its cells
+  sdpa::json reference;  // records of an uninterrupted run
 
   Fixture() {
     dir.write("kill.json", kConfig);
     const auto r = run_cli({"run", config, "-j", "1", "-o", (dir / "ref.json").string()}, dir);
     REQUIRE(r.exit_code == 0);
-    const auto result = sdpa::json::parse(slurp(dir / "ref.json"));
-    reference = records_of(result.dump());
-    for (const auto& e : result["experiments"]) cell_seconds += e["duration_s"].get<double>() / 28;
+    reference = records_of(slurp(dir / "ref.json"));
   }
 
   CommandResult resume() const { return run_cli({"run", config, "--resume", "-o", result}, dir); }
@@ -75,25 +70,17 @@ struct Fixture {
   }
 };
 
-// Waits until the journal holds at least `lines` lines (the header is one), or the run has
-// written `result` (it finished first).
-bool wait_for_journal(const std::string& journal, std::size_t lines,
-                      const std::string& result = "") {
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (Clock::now() < deadline) {
-    const std::string text = slurp(journal);
-    if (std::size_t(std::count(text.begin(), text.end(), '\n')) >= lines) return true;
-    if (!result.empty() && fs::exists(result)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return false;
+// The environment that holds a run after computing its `cell`-th cell until `interrupts`
+// interrupts arrive (experiments/runner.cpp, SDPA_TEST_HOLD), and the line it says so with.
+std::vector<std::string> hold_at(std::size_t cell, int interrupts) {
+  return {"SDPA_TEST_HOLD=" + std::to_string(cell) + ":" + std::to_string(interrupts)};
 }
+const std::string kHeld = "sdpa-bench: held after computing cell ";
 
 }  // namespace
 
-// The release build covers the kill moments (24 points); the sanitized build, whose runs start
-// several times slower, checks the same paths at fewer of them (the first is killed while
-// starting, every other one is killed again while resuming).
+// The release build covers the kill points (24); the sanitized build, whose runs start several
+// times slower, checks the same paths at fewer of them.
 #ifdef SDPA_SANITIZE
 constexpr int kKillPoints = 8;
 #else
@@ -102,39 +89,39 @@ constexpr int kKillPoints = 24;
 
 TEST_CASE("killed with SIGKILL at random points, a resumed run ends with the same records") {
   Fixture f;
-  // Kill points from a fixed seed: the same on every run of the test. Most are a random cell
-  // and a random moment within it (found through the journal, so that a loaded machine
-  // moves them less); every eighth run is killed while it starts, before or as its journal
-  // is created.
+  // Kill points from a fixed seed: the same on every run of the test. Most are a random cell,
+  // killed when its record is computed and not yet journaled (the run holds there, told to by
+  // SDPA_TEST_HOLD, so no kill depends on how fast the machine is); every eighth run is killed
+  // as soon as it is started, wherever its start has got to.
   std::mt19937 rng(20261122);
-  std::uniform_int_distribution<std::size_t> cell(0, 27);
-  std::uniform_real_distribution<double> within_cell(0.0, f.cell_seconds), starting(0.0, 0.03);
-  int killed_mid_run = 0;
   for (int i = 0; i < kKillPoints; ++i) {
     CAPTURE(i);
     fs::remove(f.result);
     fs::remove(f.journal);
+    std::size_t journaled = 0;  // cells in the journal
     // Every other time the resumed run is killed too, so a journal is resumed twice.
     for (int kill = 0; kill < 1 + i % 2; ++kill) {
-      const auto child = kill == 0
-                             ? spawn_cli({"run", f.config, "-j", "1", "-o", f.result}, f.dir)
-                             : spawn_cli({"run", f.config, "--resume", "-o", f.result}, f.dir);
       const bool while_starting = kill == 0 && i % 8 == 0;
-      if (!while_starting) REQUIRE(wait_for_journal(f.journal, 1 + cell(rng), f.result));
-      std::this_thread::sleep_for(
-          std::chrono::duration<double>(while_starting ? starting(rng) : within_cell(rng)));
+      const std::size_t cell = std::uniform_int_distribution<std::size_t>(0, 27 - journaled)(rng);
+      CAPTURE(cell);
+      const std::vector<std::string> args =
+          kill == 0 ? std::vector<std::string>{"run", f.config, "-j", "1", "-o", f.result}
+                    : std::vector<std::string>{"run", f.config, "--resume", "-o", f.result};
+      const auto child = spawn_cli(args, f.dir, {},
+                                   while_starting ? std::vector<std::string>{} : hold_at(cell, 2));
+      if (!while_starting) REQUIRE(wait_for_text(child.err, kHeld + std::to_string(cell), child));
       ::kill(child.pid, SIGKILL);
       const auto r = wait_cli(child);
-      if (kill == 0 && !while_starting && r.signal == SIGKILL && !fs::exists(f.result))
-        ++killed_mid_run;
-      // A result file, when there is one, is whole: it appears only as the run completes.
-      if (fs::exists(f.result)) CHECK(records_of(slurp(f.result)) == f.reference);
+      CHECK(r.signal == SIGKILL);
+      CHECK_FALSE(fs::exists(f.result));  // a result file appears only as the run completes
+      if (!while_starting) {
+        journaled += cell;  // the held cell was computed, not journaled
+        const std::string text = slurp(f.journal);
+        CHECK(std::size_t(std::count(text.begin(), text.end(), '\n')) == 1 + journaled);
+      }
     }
     f.check_complete(f.resume());
   }
-  // Of the kills aimed at a running cell (21 of 24), at least 4 in 7 hit one.
-  const int aimed = kKillPoints - (kKillPoints + 7) / 8;
-  CHECK(killed_mid_run >= aimed * 4 / 7);
 }
 
 TEST_CASE("a cut-off last journal line is detected and its cell computed again") {
@@ -181,16 +168,18 @@ TEST_CASE("SIGINT and SIGTERM stop between cells with exit 130 and 143 and the r
   for (const int signal : {SIGINT, SIGTERM}) {
     CAPTURE(signal);
     fs::remove(f.result);
-    const auto child = spawn_cli({"run", f.config, "-j", "1", "-o", f.result}, f.dir);
-    REQUIRE(wait_for_journal(f.journal, 3));
+    // The signal arrives while cell 3 runs (held there until it does): cell 3 is finished.
+    const auto child =
+        spawn_cli({"run", f.config, "-j", "1", "-o", f.result}, f.dir, {}, hold_at(3, 1));
+    REQUIRE(wait_for_text(child.err, kHeld + "3", child));
     ::kill(child.pid, signal);
     const auto r = wait_cli(child);
     CAPTURE(r.err);
     CHECK(r.exit_code == 128 + signal);
     CHECK_FALSE(fs::exists(f.result));
     const std::string command = std::string(SDPA_BENCH) + " run --resume " + f.journal;
-    CHECK(r.err.find(" cells are in the journal; resume with:\n  " + command + "\n") !=
-          std::string::npos);
+    CHECK(r.err.find("interrupted; 4 of 28 cells are in the journal; resume with:\n  " + command +
+                     "\n") != std::string::npos);
     // The printed command is the one that finishes the run.
     const int status = std::system((emulated(command) + " >/dev/null 2>&1").c_str());
     CHECK(WIFEXITED(status));
@@ -201,34 +190,25 @@ TEST_CASE("SIGINT and SIGTERM stop between cells with exit 130 and 143 and the r
 }
 
 TEST_CASE("a second interrupt stops at once and leaves a journal that resumes") {
-  TempDir dir;
-  // One cell of about a second, so both interrupts arrive while it runs.
-#ifdef SDPA_SANITIZE
-  const std::string trials = "100";
-#else
-  const std::string trials = "400";
-#endif
-  dir.write("slow.json", R"({"name": "slow", "seed": 1, "experiments": [{"name": "v",
-    "kind": "variance", "d_k": 256, "n_q": 128, "n_kv": 128, "scale": "none", "trials": )" +
-                             trials + "}]}");
-  const std::string config = (dir / "slow.json").string(), result = (dir / "r.json").string();
-  const auto child = spawn_cli({"run", config, "-j", "1", "-o", result}, dir);
-  REQUIRE(wait_for_journal(result + ".journal", 1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  Fixture f;
+  // Held in cell 2 until the process ends: only the second interrupt can end it.
+  const auto child =
+      spawn_cli({"run", f.config, "-j", "1", "-o", f.result}, f.dir, {}, hold_at(2, 2));
+  REQUIRE(wait_for_text(child.err, kHeld + "2", child));
   ::kill(child.pid, SIGINT);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  const auto second = Clock::now();
+  REQUIRE(wait_for_text(child.err, "interrupted; finishing the current cell", child));
   ::kill(child.pid, SIGINT);
   const auto r = wait_cli(child);
   CAPTURE(r.err);
   CHECK(r.exit_code == 130);
-  CHECK(std::chrono::duration<double>(Clock::now() - second).count() < 0.5);
   CHECK(r.err.find("stopped; the journal keeps every finished cell; resume with:\n  ") !=
         std::string::npos);
-  CHECK_FALSE(fs::exists(result));
-  const auto resumed = run_cli({"run", "--resume", result + ".journal"}, dir);
+  CHECK_FALSE(fs::exists(f.result));
+  const std::string text = slurp(f.journal);
+  CHECK(std::count(text.begin(), text.end(), '\n') == 1 + 2);  // cells 0 and 1
+  const auto resumed = run_cli({"run", "--resume", f.journal}, f.dir);
   CHECK(resumed.exit_code == 0);
-  CHECK(fs::exists(result));
+  CHECK(records_of(slurp(f.result)) == f.reference);
 }
 
 TEST_CASE("a resume whose config changed is refused, and the journal kept") {

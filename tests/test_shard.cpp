@@ -5,9 +5,6 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 
-#include <chrono>
-#include <thread>
-
 #include "cli_runner.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/shard.hpp"
@@ -29,9 +26,9 @@ const char* kTimingConfig = R"({"name": "timed", "seed": 4, "experiments": [
   "d_k": 8, "d_v": 8, "threads": 1, "repetitions": 3, "min_time": 0.002, "warmup_time": 0.001},
  {"name": "v", "kind": "variance", "d_k": [4, 8], "n_q": 4, "n_kv": 4, "trials": 10}]})";
 
-// Cells of tens of milliseconds, so that a run can be interrupted between two of them.
-const char* kSlowConfig = R"({"name": "slow", "seed": 6, "experiments": [
- {"name": "v", "kind": "variance", "d_k": [64, 96, 128], "n_q": 64, "n_kv": 64, "trials": 600,
+// Six cells, two a shard of three, so that a shard's run can be interrupted between two.
+const char* kTwoCellShards = R"({"name": "slow", "seed": 6, "experiments": [
+ {"name": "v", "kind": "variance", "d_k": [64, 96, 128], "n_q": 64, "n_kv": 64, "trials": 60,
   "scale": ["none", "sqrt_dk"]}]})";
 
 struct Sweep {
@@ -231,18 +228,15 @@ TEST_CASE("timing shards of different machines are refused: compared, not merged
 }
 
 TEST_CASE("a shard resumes on its own: interrupted, then continued to the same records") {
-  Sweep s(kSlowConfig);
+  Sweep s(kTwoCellShards);
   s.ok("run " + s.config + " -j 1 --shard 1/3 -o " + s.path("s1.json"));  // the reference
   const std::string out = s.path("r1.json"), journal = out + ".journal";
-  const auto child = spawn_cli({"run", s.config, "-j", "1", "--shard", "1/3", "-o", out}, s.dir);
-  // Interrupted as soon as its journal has its header: the run stops after the cell it is in,
-  // so the journal holds a cell and the rest is left. Waiting for a journaled cell instead
-  // would leave only the shard's last cell as the window, which a loaded machine can miss.
-  for (int i = 0; i < 20000; ++i) {
-    const std::string text = fs::exists(journal) ? slurp(journal) : "";
-    if (std::count(text.begin(), text.end(), '\n') >= 1) break;
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
+  // Interrupted while its first cell runs (held there until the signal: experiments/runner.cpp,
+  // SDPA_TEST_HOLD): the run stops after that cell, so the journal holds a cell and the rest is
+  // left, however fast the machine.
+  const auto child = spawn_cli({"run", s.config, "-j", "1", "--shard", "1/3", "-o", out}, s.dir, {},
+                               {"SDPA_TEST_HOLD=0:1"});
+  REQUIRE(wait_for_text(child.err, "sdpa-bench: held after computing cell 0", child));
   ::kill(child.pid, SIGINT);
   const auto r = wait_cli(child);
   CAPTURE(r.err);
