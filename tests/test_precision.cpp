@@ -22,6 +22,15 @@ json precision_cell(const std::string& fields, int threads = 2) {
 
 double value(const json& stat) { return stat["value"].get<double>(); }
 
+// An "agrees" (the prediction inside the 95 % CI of the trials' mean) says something only if
+// the interval is narrow: within 20 % of the value, as test_gradient.cpp requires.
+void check_agrees(const json& stat) {
+  CHECK(stat["agrees"] == true);
+  const auto& ci = stat["ci95"];
+  CHECK_MESSAGE(ci[1].get<double>() - ci[0].get<double>() < 0.2 * value(stat), "95 % CI [",
+                ci[0].get<double>(), ", ", ci[1].get<double>(), "] of ", value(stat));
+}
+
 }  // namespace
 
 TEST_CASE("precision: fp32 inputs cost nothing to store; the fp64 oracle is exact to fp32") {
@@ -40,14 +49,16 @@ TEST_CASE("precision: fp32 inputs cost nothing to store; the fp64 oracle is exac
 
 TEST_CASE("precision: bf16's error is mostly its inputs', and the first-order prediction holds") {
   // Scaled, d_k = 64, N = 256: the scores are resolved by bf16 (u |s| ~ 0.01), so the
-  // first-order model applies; its prediction must lie in the 95 % CI of 8 trials' mean (a
-  // fixed seed: the outcome is deterministic, not a 5 % gamble per run).
+  // first-order model applies; its prediction must lie in the 95 % CI of 16 trials' mean (a
+  // fixed seed: the outcome is deterministic, not a 5 % gamble per run), a CI 9 % of the mean
+  // wide. The model is good to about 2 %: at 64 trials (a CI 4 % wide) the total's prediction
+  // lies 2 % above the mean, just outside.
   const json r = precision_cell(R"("kernel": "flash-bf16", "d_k": 64, "n_kv": 256, "n_q": 8,
-                                   "trials": 8, "scale": "sqrt_dk")");
+                                   "trials": 16, "scale": "sqrt_dk")");
   CHECK(r["precision"] == "bf16");
   const json& e = r["error"];
-  CHECK(e["total"]["o_rms"]["agrees"] == true);
-  CHECK(e["inputs"]["o_rms"]["agrees"] == true);
+  check_agrees(e["total"]["o_rms"]);
+  check_agrees(e["inputs"]["o_rms"]);
   // Both parts are of bf16's order (u = 2^-8), the inputs' the larger (Q, K and V rounded;
   // the kernel rounds only P).
   const double u = 0x1p-8;
@@ -58,14 +69,15 @@ TEST_CASE("precision: bf16's error is mostly its inputs', and the first-order pr
 
 TEST_CASE("precision: int8 K/V's error is its inputs', and the prediction holds") {
   // flash-kv-int8 rounds Q, K and V per row (the scale sigma = max|x| / 127 of each); its
-  // arithmetic is fp32's with exact integer scores, far below the rounding's part.
+  // arithmetic is fp32's with exact integer scores, far below the rounding's part. 64 trials:
+  // the lse's CI is then 18 % of its mean wide, the outputs' 4 %.
   const json r = precision_cell(R"("kernel": "flash-kv-int8", "d_k": 64, "n_kv": 256, "n_q": 8,
-                                   "trials": 8, "scale": "sqrt_dk")");
+                                   "trials": 64, "scale": "sqrt_dk")");
   CHECK(r["precision"] == "kv-int8");
   const json& e = r["error"];
-  CHECK(e["total"]["o_rms"]["agrees"] == true);
-  CHECK(e["inputs"]["o_rms"]["agrees"] == true);
-  CHECK(e["inputs"]["lse_rms"]["agrees"] == true);
+  check_agrees(e["total"]["o_rms"]);
+  check_agrees(e["inputs"]["o_rms"]);
+  check_agrees(e["inputs"]["lse_rms"]);
   CHECK(value(e["kernel"]["o_rms"]) < 0.1 * value(e["inputs"]["o_rms"]));
 }
 

@@ -1,5 +1,6 @@
-// The committed tables can never drift from the committed data: regenerate them from the
-// result files in results/ and compare byte for byte.
+// The committed tables and plots can never drift from the committed data: regenerate them from
+// the result files in results/ and compare byte for byte, and no file is left that the
+// regeneration would not write.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -36,7 +37,17 @@ std::vector<std::string> committed_result_files() {
 
 }  // namespace
 
-TEST_CASE("results/README.md and results/csv regenerate byte for byte from results/*/*.json") {
+// The file names of a folder, sorted.
+std::vector<std::string> names_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  if (fs::is_directory(dir))
+    for (const auto& f : fs::directory_iterator(dir)) names.push_back(f.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST_CASE(
+    "results/: README.md, csv/ and plots/ regenerate byte for byte, and nothing else is there") {
   const auto files = committed_result_files();
   REQUIRE_FALSE(files.empty());
   TempDir dir;
@@ -46,9 +57,39 @@ TEST_CASE("results/README.md and results/csv regenerate byte for byte from resul
       run_cli("report" + args + " --format both --plots --out " + dir.path.string(), dir);
   REQUIRE(r.exit_code == 0);
   CHECK(slurp(dir / "README.md") == slurp("results/README.md"));
-  for (const auto& csv : fs::directory_iterator(dir / "csv")) {
-    CAPTURE(csv.path().filename().string());
-    CHECK(slurp(csv.path()) == slurp(fs::path("results/csv") / csv.path().filename()));
+  // The same files, none stale and none missing, each the same bytes: the tables, and each
+  // plot's script, SVG and PNG (gnuplot's and cairo's output is deterministic on one system).
+  for (const char* sub : {"csv", "plots"}) {
+    CAPTURE(sub);
+    const auto generated = names_in(dir / sub), committed = names_in(fs::path("results") / sub);
+    const auto not_in = [](const std::vector<std::string>& a, const std::vector<std::string>& b) {
+      std::string out;
+      for (const auto& name : a)
+        if (!std::binary_search(b.begin(), b.end(), name)) out += " " + name;
+      return out;
+    };
+    const std::string stale = not_in(committed, generated), missing = not_in(generated, committed);
+    CHECK_MESSAGE(stale.empty(), "committed, but not generated (stale):", stale);
+    CHECK_MESSAGE(missing.empty(), "generated, but not committed:", missing);
+    for (const auto& name : generated) {
+      CAPTURE(name);
+      CHECK(slurp(dir / sub / name) == slurp(fs::path("results") / sub / name));
+    }
+  }
+  // At the top of results/: the generated pages and tables, the schema (tests/test_kinds.cpp
+  // checks it) and one folder of result files per machine; nothing stale beside them.
+  for (const auto& name : names_in("results")) {
+    CAPTURE(name);
+    const fs::path path = fs::path("results") / name;
+    if (fs::is_directory(path)) {
+      if (name == "csv" || name == "plots") continue;
+      for (const auto& f : names_in(path)) {
+        CAPTURE(f);
+        CHECK(fs::path(f).extension() == ".json");
+      }
+    } else {
+      CHECK((name == "README.md" || name == "claims.md" || name == "schema.json"));
+    }
   }
 }
 
