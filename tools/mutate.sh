@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Mutation checks of the kernel tests: each mutation below changes one line of the kernels' code,
+# rebuilds the tests that should notice (in build/mutate, apart from build/release) and expects
+# them to fail. A mutation is found by a fragment of code, not by a line number, and only where
+# it is code (the part of a line before any //), so comments may change freely; it must match
+# exactly one line, or the script stops. The file is restored whatever happens.
+#
+#   tools/mutate.sh --list          the mutations' names
+#   tools/mutate.sh [NAME...]       run them (all by default); one at a time is kinder to a
+#                                   shared machine: flock /tmp/sdpa-cpu.lock tools/mutate.sh NAME
+#
+# Prints one line per mutation: caught (the tests failed) or MISSED (they passed); exits 1 if
+# any was missed. Before the first mutation, the same tests must pass unmutated.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD=${MUTATE_BUILD:-build/mutate}
+JOBS=${JOBS:-$(nproc)}
+export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
+export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
+
+# name | file | code fragment | replacement | test program and its doctest options
+MUTATIONS=(
+  "mask|kernels/query_blocks.cpp|std::max(visible, key0)|std::max(visible + 1, key0)|test_kernels"
+  "rescale|kernels/attention_tiles-inl.h|P::MulAdd(P::Load(w.sum + g), alpha, l)|P::Add(P::Load(w.sum + g), l)|test_kernels"
+  "int8-scale|kernels/kv_int8.hpp|scale = m / float(kInt8Max)|scale = m / float(kInt8Max + 1)|test_low_precision -tc=*int8*"
+  "int8-max|kernels/kv_int8.hpp|kInt8Max = 127;|kInt8Max = 126;|test_low_precision -tc=*int8*"
+  "bf16-ties|kernels/bf16.hpp|(b + 0x7fffu + ((b >> 16) & 1u))|(b + 0x7fffu)|test_low_precision -tc=*bf16*"
+  "bf16-ties-simd|kernels/flash_bf16.cpp|hn::Add(hn::Add(b, hn::Set(du, 0x7fffu)), hn::And(hn::ShiftRight<16>(b), hn::Set(du, 1u)))|hn::Add(b, hn::Set(du, 0x7fffu))|test_low_precision -tc=*bf16*"
+  "decode-merge|kernels/attention_decode-inl.h|row.sum += weight * part.sum[i];|row.sum += part.sum[i];|test_kernels"
+)
+
+field() { cut -d'|' -f"$2" <<<"$1"; }
+
+if [[ ${1:-} == --list ]]; then
+  for m in "${MUTATIONS[@]}"; do echo "$(field "$m" 1): $(field "$m" 2)"; done
+  exit 0
+fi
+
+selected=()
+if [[ $# -eq 0 ]]; then
+  selected=("${MUTATIONS[@]}")
+else
+  for name in "$@"; do
+    found=""
+    for m in "${MUTATIONS[@]}"; do [[ $(field "$m" 1) == "$name" ]] && found=$m; done
+    [[ -n $found ]] || { echo "tools/mutate.sh: no mutation named $name (--list)" >&2; exit 2; }
+    selected+=("$found")
+  done
+fi
+
+# The line numbers where `fragment` is in the code part of `file`'s lines.
+code_lines() {
+  awk -v from="$2" '{ code = $0; c = index(code, "//"); if (c) code = substr(code, 1, c - 1) }
+                    index(code, from) { print NR }' "$1"
+}
+
+backup=""
+mutated=""
+restore() {
+  if [[ -n $mutated ]]; then cp "$backup" "$mutated"; rm -f "$backup"; mutated=""; fi
+}
+trap restore EXIT
+trap 'restore; exit 130' INT TERM
+
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+
+# Runs a test program (its name, then doctest options); prints doctest's summary line.
+run_test() {
+  local program=$1
+  shift
+  local log=$BUILD/mutate-$program.log
+  local status=0
+  timeout 900 "$BUILD/tests/$program" "$@" >"$log" 2>&1 || status=$?
+  grep -E '^\[doctest\] (test cases|assertions):' "$log" | tr -s ' ' | paste -sd' ' || true
+  return $status
+}
+
+# The unmutated tests first: a mutation is caught only if they pass without it.
+programs=$(for m in "${selected[@]}"; do field "$m" 5; done | sort -u)
+while read -r test; do
+  read -r -a words <<<"$test"
+  cmake --build "$BUILD" -j "$JOBS" --target "${words[0]}" >/dev/null
+  if ! summary=$(run_test "${words[@]}"); then
+    echo "tools/mutate.sh: $test fails without a mutation: $summary" >&2
+    exit 1
+  fi
+done <<<"$programs"
+
+missed=0
+printf '%-15s %-30s %-32s %s\n' mutation file tests result
+for m in "${selected[@]}"; do
+  name=$(field "$m" 1) file=$(field "$m" 2) from=$(field "$m" 3) to=$(field "$m" 4)
+  test=$(field "$m" 5)
+  lines=$(code_lines "$file" "$from")
+  if [[ $(wc -w <<<"$lines") -ne 1 ]]; then
+    echo "tools/mutate.sh: $name: '$from' is on $(wc -w <<<"$lines") code lines of $file," \
+      "not one: update the mutation" >&2
+    exit 2
+  fi
+  backup=$(mktemp)
+  cp "$file" "$backup"
+  mutated=$file
+  awk -v n="$lines" -v from="$from" -v to="$to" \
+    'NR == n { i = index($0, from); $0 = substr($0, 1, i - 1) to substr($0, i + length(from)) }
+     { print }' "$backup" >"$file"
+  if cmp -s "$file" "$backup" || [[ -z $(code_lines "$file" "$to") ]]; then
+    echo "tools/mutate.sh: $name did not apply to $file" >&2
+    exit 2
+  fi
+  read -r -a words <<<"$test"
+  if ! cmake --build "$BUILD" -j "$JOBS" --target "${words[0]}" >"$BUILD/mutate-build.log" 2>&1; then
+    result="caught (does not compile)"
+  elif summary=$(run_test "${words[@]}"); then
+    result="MISSED: $summary"
+    missed=$((missed + 1))
+  else
+    result="caught: $summary"
+  fi
+  restore
+  printf '%-15s %-30s %-32s %s\n' "$name" "$file:$lines" "$test" "$result"
+done
+# Rebuilt unmutated, so the next user of build/mutate starts from the code as it is.
+while read -r test; do
+  read -r -a words <<<"$test"
+  cmake --build "$BUILD" -j "$JOBS" --target "${words[0]}" >/dev/null
+done <<<"$programs"
+exit $((missed > 0))
