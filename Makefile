@@ -5,7 +5,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 BIN    := $(BUILD)/cli/sdpa-bench
 
-.PHONY: setup configure build run test test-arm64 bench results report schemas fuzz lint clean
+.PHONY: setup configure build run test test-arm64 bench results report schemas seal fuzz lint clean
 
 setup:
 	@tools/setup.sh
@@ -63,9 +63,14 @@ report: build
 schemas: build
 	$(BUILD)/tools/write_schemas configs/schema.json results/schema.json
 
+# The reference result files rewritten with the checksum of their contents (contents_sha256),
+# after an edit made on purpose (tools/seal_results.cpp); `make report` reads them unchanged.
+seal: build
+	$(BUILD)/tools/seal_results $(REFERENCE_RESULTS)
+
 # libFuzzer targets (fuzz/), each run for FUZZ_SECONDS from its seeds in fuzz/corpus/<target>/;
 # what they learn goes to build/fuzz/corpus/, a crash to build/fuzz/crash-* (and fails).
-FUZZERS      ?= config result npy journal
+FUZZERS      ?= config result npy journal report
 FUZZ_SECONDS ?= 120
 fuzz: setup
 	@cmake --preset fuzz >/dev/null

@@ -6,8 +6,8 @@
 #include <optional>
 #include <tuple>
 
-#include "csv.hpp"
 #include "kind_report.hpp"
+#include "sdpa/escape.hpp"
 #include "sdpa/nonparametric.hpp"
 
 namespace sdpa::compare {
@@ -100,6 +100,11 @@ std::string speedup(const Timing& a, const Timing& b) {
   return number(ratio) + " " + interval(ci.low, ci.high);
 }
 
+// A file as titles name it: its path, marked when it was read with --allow-edited.
+std::string file_label(const ResultFile& f) {
+  return f.path + (report::edited(f.doc) ? " (edited)" : "");
+}
+
 std::string config_label(const ResultFile& f) {
   return f.doc["config"]["sha256"].get<std::string>().substr(0, 12);
 }
@@ -112,7 +117,7 @@ std::vector<Table> timing_tables(const ResultFile& base, const ResultFile& other
   std::vector<Timing> as = timings_of(base.doc), bs = timings_of(other.doc);
   if (as.empty() && bs.empty()) return {};
   Table t;
-  t.title = "timing: B = " + other.path + " against A = " + base.path;
+  t.title = "timing: B = " + file_label(other) + " against A = " + file_label(base);
   t.header = {"kernel",
               "shape",
               "threads",
@@ -163,7 +168,8 @@ std::vector<Table> timing_tables(const ResultFile& base, const ResultFile& other
 
   const std::string kNoMatch = "no cell with this kernel, shape, threads and direction in ";
   Table unmatched;
-  unmatched.title = "timing cells without a match: " + other.path + " against " + base.path;
+  unmatched.title =
+      "timing cells without a match: " + file_label(other) + " against " + file_label(base);
   unmatched.header = {"file", "kernel", "shape", "threads", "direction", "reason"};
   for (const auto& [file, list, where] :
        {std::tuple{&base, &as, &other}, std::tuple{&other, &bs, &base}})
@@ -296,7 +302,7 @@ std::string reproduced(const json& experiment, std::size_t index, const ResultFi
 // Each statistics experiment of `base` (is_statistics) against `other`'s of the same name.
 Table reproducibility_table(const ResultFile& base, const ResultFile& other) {
   Table t;
-  t.title = "reproducibility of statistics: " + other.path + " against " + base.path;
+  t.title = "reproducibility of statistics: " + file_label(other) + " against " + file_label(base);
   t.header = {"experiment", "kind", "records", "result"};
   const json& experiments = base.doc["experiments"];
   for (std::size_t i = 0; i < experiments.size(); ++i) {
@@ -334,7 +340,7 @@ std::string csv(const Table& table) {
   auto line = [&](const std::vector<std::string>& cells) {
     for (std::size_t i = 0; i < cells.size(); ++i) {
       if (i > 0) out += ',';
-      out += report::csv_field(cells[i]);
+      out += csv_field(cells[i]);
     }
     out += '\n';
   };

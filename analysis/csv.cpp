@@ -1,23 +1,15 @@
 // Tidy CSV of result files (sdpa/report.hpp): one file per experiment, one row per record, one
 // column per field of the records (their layout is each kind's record.schema.json).
-#include "csv.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <sstream>
 
+#include "sdpa/escape.hpp"
 #include "sdpa/report.hpp"
 
 namespace sdpa::report {
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string quoted = "\"";
-  for (char c : s) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
-}
 
 namespace {
 
@@ -49,15 +41,18 @@ std::vector<CsvFile> csv_files(const std::vector<ResultFile>& results) {
     std::vector<std::map<std::string, std::string>> rows;
   };
   std::vector<std::pair<std::string, Sheet>> sheets;  // in order of first appearance
+  const bool any_edited = std::any_of(results.begin(), results.end(),
+                                      [](const ResultFile& f) { return edited(f.doc); });
   for (const auto& file : results) {
     for (const auto& e : file.doc["experiments"]) {
-      const std::string name = e["name"].get<std::string>() + ".csv";
+      const std::string name = safe_file_name(e["name"].get<std::string>()) + ".csv";
       auto it =
           std::find_if(sheets.begin(), sheets.end(), [&](auto& s) { return s.first == name; });
       if (it == sheets.end()) it = sheets.insert(sheets.end(), {name, Sheet{}});
       Sheet& sheet = it->second;
       for (const auto& r : e["records"]) {
         std::vector<std::pair<std::string, std::string>> fields;
+        if (any_edited) fields.emplace_back("edited", edited(file.doc) ? "true" : "false");
         if (results.size() > 1) {
           fields.emplace_back("machine_id", file.doc.value("machine_id", std::string()));
           fields.emplace_back("file", file.path);

@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "sdpa/escape.hpp"
 #include "sdpa/report.hpp"
 
 namespace sdpa::report {
@@ -12,7 +13,7 @@ std::string markdown_table(const std::vector<std::string>& header,
   std::ostringstream out;
   const auto line = [&](const std::vector<std::string>& cells) {
     out << "|";
-    for (const auto& cell : cells) out << " " << cell << " |";
+    for (const auto& cell : cells) out << " " << markdown_text(cell) << " |";
     out << "\n";
   };
   line(header);
@@ -27,10 +28,10 @@ std::string markdown_table(const std::vector<std::string>& header,
 std::string markdown(const std::vector<Table>& tables) {
   std::ostringstream out;
   for (const auto& t : tables) {
-    out << "### " << t.title << "\n\n";
+    out << "### " << markdown_text(t.title) << "\n\n";
     // A table with no columns is a note alone (an experiment without records).
     if (!t.header.empty()) out << markdown_table(t.header, t.rows, true);
-    if (!t.note.empty()) out << (t.header.empty() ? "" : "\n") << t.note << "\n";
+    if (!t.note.empty()) out << (t.header.empty() ? "" : "\n") << markdown_text(t.note) << "\n";
     out << "\n";
   }
   return out.str();

@@ -1,8 +1,10 @@
 #include "sdpa/plots.hpp"
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +16,8 @@
 #include "grouping.hpp"
 #include "kind_report.hpp"
 #include "plotting.hpp"
+#include "sdpa/escape.hpp"
+#include "sdpa/input_error.hpp"
 
 namespace sdpa::plots {
 
@@ -53,17 +57,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
-  return q + "'";
-}
-
 std::string draw(const Panel& p, std::size_t index, bool side_by_side) {
   std::ostringstream gp;
   gp << "unset arrow\nunset label\nunset logscale\nset autoscale\n"
-     << "set title " << quote(p.title) << " noenhanced\n"
-     << "set xlabel " << quote(p.xlabel) << "\nset ylabel " << quote(p.ylabel) << "\n"
+     << "set title " << gnuplot_quoted(p.title) << " noenhanced\n"
+     << "set xlabel " << gnuplot_quoted(p.xlabel) << "\nset ylabel " << gnuplot_quoted(p.ylabel)
+     << "\n"
      << (p.logx ? "set logscale x 2\n" : "") << (p.logy ? "set logscale y\n" : "")
      << "set format y '%g'\n"
      << (side_by_side ? "set key below noenhanced\n" : "set key outside right top noenhanced\n")
@@ -79,10 +78,10 @@ std::string draw(const Panel& p, std::size_t index, bool side_by_side) {
          << " notitle, " << block << " using 1:2 with lines lw 2 lc " << color;
     else
       gp << block << " using 1:2:3:4 with yerrorlines lw 2 lc " << color;
-    gp << " title " << quote(s.title);
+    gp << " title " << gnuplot_quoted(s.title);
     if (s.has_theory)
       gp << ", " << block << " using 1:5 with lines dt 2 lc " << color << " title "
-         << quote(s.title + ": theory");
+         << gnuplot_quoted(s.title + ": theory");
   }
   gp << "\n";
   return gp.str();
@@ -106,16 +105,16 @@ std::string figure(const std::string& name, const std::string& title,
       gp << "EOD\n";
     }
   if (side_by_side)
-    body << "set multiplot layout 1," << panels.size() << " title " << quote(title)
+    body << "set multiplot layout 1," << panels.size() << " title " << gnuplot_quoted(title)
          << " noenhanced\n";
   for (std::size_t p = 0; p < panels.size(); ++p) body << draw(panels[p], p, side_by_side);
   if (side_by_side) body << "unset multiplot\n";
   const std::size_t width = side_by_side ? 640 * panels.size() : 900;
   const std::size_t height = side_by_side ? 600 : 520;
   gp << "set terminal svg size " << width << "," << height
-     << " font 'sans,12' background '#ffffff'\nset output " << quote(name + ".svg") << "\n"
+     << " font 'sans,12' background '#ffffff'\nset output " << gnuplot_quoted(name + ".svg") << "\n"
      << body.str() << "set terminal pngcairo size " << width << "," << height
-     << " font 'sans,11'\nset output " << quote(name + ".png") << "\n"
+     << " font 'sans,11'\nset output " << gnuplot_quoted(name + ".png") << "\n"
      << body.str();
   return gp.str();
 }
@@ -136,7 +135,7 @@ Panel curve_panel(const Curve& spec, const std::string& title,
     const json& m = report::statistic_at(*r, spec.stat);
     const auto theory = spec.theory(*r);
     it->has_theory = it->has_theory || theory.has_value();
-    it->rows.push_back((*r)["params"][spec.row_key].dump() + " " + data(m["value"]) + " " +
+    it->rows.push_back(data((*r)["params"][spec.row_key]) + " " + data(m["value"]) + " " +
                        data(m["ci95"][0]) + " " + data(m["ci95"][1]) + " " +
                        (theory ? std::to_string(*theory) : "NaN"));
   }
@@ -149,6 +148,29 @@ bool gnuplot_available() {
   for (std::string d; std::getline(dirs, d, ':');)
     if (!d.empty() && fs::exists(fs::path(d) / "gnuplot")) return true;
   return false;
+}
+
+// Runs gnuplot on dir/name.gp in dir, its output on our stderr; no shell between (the folder's
+// name is data too). Its failure is an InputError naming the plot.
+void render(const std::string& dir, const std::string& name) {
+  const std::string script = name + ".gp";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(2, 1);
+    if (::chdir(dir.c_str()) == 0)
+      ::execlp("gnuplot", "gnuplot", script.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  while (pid > 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw InputError("report --plots: gnuplot failed on " + (fs::path(dir) / script).string() +
+                     (pid < 0 ? std::string(": cannot start it")
+                      : WIFEXITED(status)
+                          ? " (exit code " + std::to_string(WEXITSTATUS(status)) + ")"
+                          : " (killed by signal " + std::to_string(WTERMSIG(status)) + ")") +
+                     ": the plot " + name + " is not rendered");
 }
 
 }  // namespace
@@ -171,7 +193,8 @@ Output write_plots(const std::vector<report::ResultFile>& results, const std::st
       const report::KindReport* kind = report::find_kind_report(e["kind"]);
       if (!kind || e["records"].empty()) continue;
       const std::string experiment = e["name"];
-      const std::string title = experiment + (machine.empty() ? "" : " [" + id + "]");
+      const std::string title = experiment + (machine.empty() ? "" : " [" + id + "]") +
+                                (report::edited(file.doc) ? " [edited]" : "");
       if (kind->figures)
         for (auto& f : kind->figures(e, machine + experiment, title))
           figures.push_back(std::move(f));
@@ -212,8 +235,10 @@ Output write_plots(const std::vector<report::ResultFile>& results, const std::st
     figures.push_back(std::move(f));
   }
   for (const auto& f : figures) {
-    std::ofstream(fs::path(dir) / (f.name + ".gp")) << figure(f.name, f.title, f.panels);
-    out.plots.push_back(f.name);
+    // Names come from the files: each becomes a file name only through safe_file_name.
+    const std::string name = safe_file_name(f.name);
+    std::ofstream(fs::path(dir) / (name + ".gp")) << figure(name, f.title, f.panels);
+    out.plots.push_back(name);
   }
   if (!gnuplot_available()) {
     out.message = "gnuplot not found: plot scripts written to " + dir +
@@ -221,15 +246,8 @@ Output write_plots(const std::vector<report::ResultFile>& results, const std::st
                   "(tools/setup.sh does)";
     return out;
   }
+  for (const auto& name : out.plots) render(dir, name);
   out.rendered = true;
-  for (const auto& name : out.plots) {
-    const std::string cmd = "cd " + quote(dir) + " && gnuplot " + quote(name + ".gp") + " 2>&1";
-    const int status = std::system(cmd.c_str());
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      out.rendered = false;
-      out.message = "gnuplot failed on " + (fs::path(dir) / (name + ".gp")).string();
-    }
-  }
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include "grouping.hpp"
 #include "kind_report.hpp"
+#include "sdpa/escape.hpp"
 #include "tables.hpp"
 
 namespace sdpa::report {
@@ -33,7 +34,8 @@ std::vector<Table> tables(const std::vector<json>& results) {
   const bool several = machine_ids(docs).size() > 1;
   std::vector<Table> out;
   for (const auto& result : results) {
-    const std::string source = several ? " [" + machine_of(result) + "]" : "";
+    const std::string source =
+        (several ? " [" + machine_of(result) + "]" : "") + (edited(result) ? " [edited]" : "");
     for (const auto& e : result["experiments"])
       for (auto& t : experiment_tables(e, source)) out.push_back(std::move(t));
   }
@@ -50,9 +52,11 @@ std::string index_markdown(const std::vector<ResultFile>& results,
          "the files byte for byte).\n\n| file | machine | config sha256 | seed | started |\n"
          "|---|---|---|---|---|\n";
   for (const auto& r : results) {
-    out << "| `" << r.path << "` | " << machine_of(r.doc) << " | "
-        << r.doc["config"]["sha256"].get<std::string>().substr(0, 12) << " | "
-        << r.doc["seed"].dump() << " | " << r.doc["started_at"].get<std::string>() << " |\n";
+    out << "| " << markdown_code(r.path) << (edited(r.doc) ? " (edited)" : "") << " | "
+        << markdown_text(machine_of(r.doc)) << " | "
+        << markdown_text(r.doc["config"]["sha256"].get<std::string>().substr(0, 12)) << " | "
+        << r.doc["seed"].dump() << " | " << markdown_text(r.doc["started_at"].get<std::string>())
+        << " |\n";
     docs.push_back(r.doc);
   }
   out << "\n" << markdown(tables(docs));

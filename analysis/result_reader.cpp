@@ -5,6 +5,7 @@
 
 #include "kind_report.hpp"
 #include "result_schema_parts.hpp"
+#include "sdpa/escape.hpp"
 #include "sdpa/input_error.hpp"
 #include "sdpa/input_file.hpp"
 #include "sdpa/json_schema.hpp"
@@ -77,7 +78,27 @@ const json& result_schema() {
   return schema;
 }
 
-json parse_result_file(const std::string& path, const std::string& text) {
+namespace {
+
+// What a result file's checksum covers: its contents without the checksum, as compact JSON in
+// file order (so re-indenting a file does not change it; any edit of a value does).
+std::string contents_sha256(json doc) {
+  doc.erase("contents_sha256");
+  return sha256_hex(doc.dump());
+}
+
+}  // namespace
+
+std::string result_file_text(json doc) {
+  doc.erase("contents_sha256");
+  doc["contents_sha256"] = contents_sha256(doc);
+  return doc.dump(1) + "\n";
+}
+
+bool edited(const json& doc) { return doc.value("edited", false); }
+
+json parse_result_file(const std::string& path, const std::string& text,
+                       const ReadOptions& options) {
   json doc;
   try {
     doc = json::parse(text);
@@ -98,6 +119,18 @@ json parse_result_file(const std::string& path, const std::string& text) {
     throw InputError::from_lines(problems);
   }
   check_contents(path, doc);
+  // Last, so a file edited into nonsense is told what is wrong with it first.
+  const auto sum = doc.find("contents_sha256");
+  if (sum == doc.end() || *sum != contents_sha256(doc)) {
+    if (!options.allow_edited)
+      throw InputError(
+          path + ": /contents_sha256: " +
+          (sum == doc.end() ? std::string("missing: the file has no checksum")
+                            : "does not match the file's contents") +
+          ": edited after it was written (or damaged); read it anyway with --allow-edited, "
+          "which marks it edited in every output");
+    doc["edited"] = true;
+  }
   // The schema is the contract the tables rely on; should a file it admits still not make
   // tables, say which experiment rather than fail later.
   const json& experiments = doc["experiments"];
@@ -112,8 +145,8 @@ json parse_result_file(const std::string& path, const std::string& text) {
   return doc;
 }
 
-json read_result_file(const std::string& path) {
-  return parse_result_file(path, read_input_file(path, "result file"));
+json read_result_file(const std::string& path, const ReadOptions& options) {
+  return parse_result_file(path, read_input_file(path, "result file"), options);
 }
 
 }  // namespace sdpa::report

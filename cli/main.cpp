@@ -87,6 +87,9 @@ int info(bool id_only) {
   return 0;
 }
 
+// --allow-edited of report, compare, claims and merge: how their result files are read.
+sdpa::report::ReadOptions read_options;
+
 struct ReportOptions {
   std::vector<std::string> files;
   std::string format = "md";
@@ -118,7 +121,7 @@ int report(const ReportOptions& o) {
   int status = 0;
   for (const auto& f : o.files) {
     try {
-      results.push_back({f, sdpa::report::read_result_file(f)});
+      results.push_back({f, sdpa::report::read_result_file(f, read_options)});
     } catch (const sdpa::InputError& e) {
       std::cerr << "error: " << e.what() << "\n";  // report on the others
       status = 2;
@@ -160,8 +163,9 @@ int merge(const std::vector<std::string>& files, const std::string& output) {
   sdpa::check_output_file("-o", output, inputs);
   std::vector<std::pair<std::string, sdpa::json>> shards;
   shards.reserve(files.size());
-  for (const auto& f : files) shards.emplace_back(f, sdpa::report::read_result_file(f));
-  std::string text = sdpa::merge_shards(shards).dump(1) + "\n";
+  for (const auto& f : files)
+    shards.emplace_back(f, sdpa::report::read_result_file(f, read_options));
+  std::string text = sdpa::report::result_file_text(sdpa::merge_shards(shards));
   sdpa::report::parse_result_file(output, text);  // a file `report` reads, or nothing
   sdpa::write_file_atomically(output, text);
   std::cerr << "merged " << files.size() << " shards into " << output << "\n";
@@ -195,11 +199,15 @@ int claims(const std::vector<std::string>& files, const std::string& output) {
   if (!output.empty()) sdpa::check_output_file("-o", output, inputs_named(files, "an input"));
   std::vector<sdpa::json> results;
   results.reserve(files.size());
-  for (const auto& f : files) results.push_back(sdpa::report::read_result_file(f));
+  for (const auto& f : files) results.push_back(sdpa::report::read_result_file(f, read_options));
   std::vector<sdpa::claims::Source> sources;
   sources.reserve(files.size());
   for (std::size_t i = 0; i < files.size(); ++i) sources.push_back({&results[i], files[i]});
-  const std::string text = sdpa::claims::markdown(sdpa::claims::evaluate(sources), files);
+  std::string text = sdpa::claims::markdown(sdpa::claims::evaluate(sources), files);
+  for (std::size_t i = 0; i < files.size(); ++i)
+    if (sdpa::report::edited(results[i]))
+      text += "\n**Edited:** " + sdpa::markdown_code(files[i]) +
+              " does not match its checksum (read with --allow-edited).\n";
   if (output.empty())
     std::cout << text;
   else
@@ -216,7 +224,7 @@ int compare(const std::vector<std::string>& paths, const std::string& format,
   int status = 0;
   for (const auto& p : paths) {
     try {
-      files.push_back({p, sdpa::report::read_result_file(p)});
+      files.push_back({p, sdpa::report::read_result_file(p, read_options)});
     } catch (const sdpa::InputError& e) {
       std::cerr << "error: " << e.what() << "\n";  // name every bad file, then stop
       status = 2;
@@ -404,6 +412,10 @@ int dispatch(int argc, char** argv) {
       "the whole config writes");
   merge_cmd->add_option("shards", merge_files, "the result files of shards 0 to N-1")->required();
   merge_cmd->add_option("-o,--output", merge_output, "the merged result file")->required();
+  for (auto* cmd : {report_cmd, claims_cmd, compare_cmd, merge_cmd})
+    cmd->add_flag("--allow-edited", read_options.allow_edited,
+                  "read result files that do not match their checksum (edited after they were "
+                  "written); every output marks them edited");
 
   std::string slurm_config, slurm_shards, slurm_folder;
   auto* slurm_cmd = app.add_subcommand(

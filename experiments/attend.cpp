@@ -128,6 +128,12 @@ void expect_in_format(const Operand& o, const char* name, const Kernel& kernel,
                    place(o, bad - d.begin()) + ", which would round to infinity");
 }
 
+double largest_magnitude(const Operand& o) {
+  double m = 0;
+  for (float x : o.array.data) m = std::max(m, std::abs(double(x)));
+  return m;
+}
+
 bool all_finite(const std::vector<float>& x) {
   return std::all_of(x.begin(), x.end(), [](float v) { return std::isfinite(v); });
 }
@@ -172,6 +178,14 @@ std::vector<std::string> attend(const AttendOptions& o) {
         "3.4e+38] (the kernels compute in fp32), found " +
         number(scale));
 
+  // The causal mask is aligned to the end of the keys: query row i sees keys up to
+  // i + n_kv - n_q, so with more queries than keys the first rows see none (lse -inf).
+  if (o.causal && q.rows > k.rows)
+    throw InputError("--causal: query rows 0 to " + std::to_string(q.rows - k.rows - 1) +
+                     " of each head see no key (n_q " + std::to_string(q.rows) + " > n_kv " +
+                     std::to_string(k.rows) +
+                     ", the mask aligned to the end of the keys): their lse would be -inf; "
+                     "expected n_q <= n_kv with --causal");
   const Shape shape{q.batch * q.heads, q.rows, k.rows, q.cols, v.cols, q.heads / k.heads};
   std::vector<float> out(shape.out_elements()), lse(shape.rows());
   ForwardArgs fwd{.shape = shape,
@@ -205,13 +219,26 @@ std::vector<std::string> attend(const AttendOptions& o) {
     outputs.emplace_back("dk.npy", shaped_like(k, k.rows, k.cols, dk));
     outputs.emplace_back("dv.npy", shaped_like(v, v.rows, v.cols, dv));
   }
-  // Finite inputs can still overflow fp32 in c q.k (or in a gradient): refused rather than
-  // written as inf and NaN.
+  // Finite inputs can still overflow fp32 in q.k, c q.k, the sums or a gradient: refused
+  // rather than written as inf and NaN, naming the magnitudes that did it.
   for (const auto& [name, array] : outputs)
-    if (!all_finite(array.data))
-      throw InputError("scale " + number(scale) +
-                       ": the scores c q.k (or the gradients) overflow fp32 for these inputs: " +
-                       name + " would hold non-finite values; reduce the scale or the inputs");
+    if (!all_finite(array.data)) {
+      const double a = largest_magnitude(q), b = largest_magnitude(k);
+      const double dot = a * b * double(q.cols);
+      const std::string magnitudes = "largest |Q| " + number(a) + ", |K| " + number(b) + ", |V| " +
+                                     number(largest_magnitude(v));
+      throw InputError(
+          dot > FLT_MAX
+              ? "the inputs' magnitudes overflow fp32 before the scale applies: q.k reaches " +
+                    number(dot) + " (" + magnitudes + ", d_k " + std::to_string(q.cols) +
+                    "), above fp32's largest 3.4e+38; " + name +
+                    " would hold non-finite values; reduce the inputs"
+              : "scale " + number(scale) +
+                    ": the inputs' magnitudes overflow fp32 in the kernel's scores, sums or "
+                    "gradients (" +
+                    magnitudes + ", |c q.k| up to " + number(std::abs(scale) * dot) + "): " + name +
+                    " would hold non-finite values; reduce the inputs or the scale");
+    }
 
   namespace fs = std::filesystem;
   std::vector<std::pair<std::string, std::string>> files;

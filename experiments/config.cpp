@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "config_schema_parts.hpp"
 #include "grid.hpp"
@@ -42,6 +43,47 @@ OldNames old_names(const json& doc) {
 
 // Checks the schema cannot express: names that must be unique, kernels from the registry,
 // each kind's own rules, and memory the machine does not have.
+// The products of a cell's sizes that the suite computes in 64-bit integers, each checked
+// exactly: the work of one call (batch x heads x n_q x n_kv x d: tensors and score counts are
+// factors of it) and the repeats of an experiment (cells x trials x seeds x steps). The first
+// product that overflows, as ": <each factor and its value> overflows ...", else empty.
+std::string size_problem(const json& params, std::size_t cells) {
+  const auto size = [&](const char* key) -> std::int64_t {
+    const auto it = params.find(key);
+    return it != params.end() && it->is_number_integer() && it->get<std::int64_t>() > 0
+               ? it->get<std::int64_t>()
+               : 0;
+  };
+  const auto largest = [&](std::initializer_list<const char*> keys) {
+    const char* best = nullptr;
+    for (const char* k : keys)
+      if (size(k) > 0 && (best == nullptr || size(k) > size(best))) best = k;
+    return best;
+  };
+  const std::vector<std::vector<const char*>> products = {
+      {"batch_heads", "batch", "heads", "heads_q", "n_q", largest({"n_kv", "n_k", "n_pairs"}),
+       largest({"d_k", "d_v", "d_model"})},
+      {"cells", "trials", "seeds", "steps"}};
+  for (const auto& keys : products) {
+    std::int64_t product = 1;
+    std::string factors;
+    bool overflow = false;
+    for (const char* k : keys) {
+      const std::int64_t x = k == nullptr                     ? 0
+                             : std::string_view(k) == "cells" ? std::int64_t(cells)
+                                                              : size(k);
+      if (x == 0) continue;
+      factors += (factors.empty() ? "" : " x ") + std::string(k) + " " + std::to_string(x);
+      overflow = overflow || __builtin_mul_overflow(product, x, &product);
+    }
+    if (overflow)
+      return ": " + factors +
+             " overflows a 64-bit integer: expected a product of at most 9223372036854775807 "
+             "(2^63 - 1); reduce the sizes";
+  }
+  return {};
+}
+
 std::vector<std::string> semantic_problems(const json& doc, int threads) {
   std::vector<std::string> problems = old_names(doc).problems;
   std::set<std::string> names;
@@ -95,6 +137,14 @@ std::vector<std::string> semantic_problems(const json& doc, int threads) {
     if (plan.kind->check)
       for (const auto& p : plan.kind->check(plan.params))
         problems.push_back("/experiments/" + std::to_string(plan.index) + p);
+  if (!problems.empty()) return problems;
+  // Before anything multiplies the sizes in 64-bit integers (shapes, estimates, loops).
+  for (const auto& plan : plans)
+    for (const auto& cell : plan.cells)
+      if (std::string p = size_problem(cell.params, plan.cells.size()); !p.empty()) {
+        problems.push_back("/experiments/" + std::to_string(plan.index) + p);
+        break;
+      }
   if (!problems.empty()) return problems;
 
   // Each cell's values in range: the first cell out of range per experiment (the others of

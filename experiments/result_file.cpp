@@ -1,6 +1,5 @@
-// Writing files so that a crash never leaves half of one, and hashing configs.
+// Writing files so that a crash never leaves half of one.
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,16 +18,6 @@ namespace {
 }
 
 }  // namespace
-
-std::string sha256_hex(const std::string& bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < length; ++i) out += {hex[digest[i] >> 4], hex[digest[i] & 15]};
-  return out;
-}
 
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files) {
   namespace fs = std::filesystem;

@@ -164,16 +164,6 @@ void check_run(const Config& config, const std::vector<ExperimentPlan>& plans,
 
 }  // namespace
 
-std::string shell_quoted(const std::string& word) {
-  if (!word.empty() &&
-      word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                             "_./-+:=,@%") == std::string::npos)
-    return word;
-  std::string q = "'";
-  for (char c : word) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 std::string default_result_folder() { return "results/" + machine_id(machine_fingerprint()); }
 
 std::string run_config(const Config& config, const RunOptions& options) {
@@ -336,7 +326,7 @@ std::string run_config(const Config& config, const RunOptions& options) {
   // The file must be one `report` reads: a result out of its schema (a journal's record
   // crafted to pass its checks, a statistic that came out non-finite) is refused here, with
   // the journal kept, rather than written.
-  std::string text = result.dump(1) + "\n";
+  std::string text = report::result_file_text(std::move(result));
   report::parse_result_file(header.result, text);
   std::vector<std::pair<std::string, std::string>> files = {{header.result, std::move(text)}};
   if (std::string gb = benchmark.finish(); !benchmark.json_path().empty())

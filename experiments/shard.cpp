@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <map>
 #include <queue>
+#include <string_view>
 
+#include "sdpa/escape.hpp"
 #include "sdpa/json_schema.hpp"
 #include "sdpa/report.hpp"
 
@@ -79,6 +81,30 @@ bool is_measurement(const json& experiment) {
                    "), found " + found.dump() +
                    ": shards of one sweep share the config, seed "
                    "and suite commit");
+}
+
+// "--array" or "--dependency" when sbatch would read `option` as one of them, else null.
+// sbatch parses with getopt_long: a long option may be cut to any prefix that names it alone
+// (--arr=0-9, --depen=afterok:1), and short options may be bundled (-Ha 0-9) until one that
+// takes an argument. Prefixes that sbatch finds ambiguous are refused too: they set nothing.
+const char* sets_array_or_dependency(const std::string& option) {
+  if (option.starts_with("--")) {
+    const std::string name = option.substr(2, option.find('=') - 2);
+    if (name.empty()) return nullptr;  // "--": the end of the options
+    for (const char* taken : {"array", "dependency"})
+      if (std::string_view(taken).starts_with(name))
+        return taken[0] == 'a' ? "--array" : "--dependency";
+    return nullptr;
+  }
+  if (!option.starts_with("-")) return nullptr;
+  // sbatch's short options that take an argument: the rest of the word is that argument.
+  const std::string with_argument = "ABbcCDeFGiJkLmMnNopqStUwx";
+  for (std::size_t i = 1; i < option.size(); ++i) {
+    if (option[i] == 'a') return "--array";
+    if (option[i] == 'd') return "--dependency";
+    if (with_argument.find(option[i]) != std::string::npos) break;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -185,6 +211,12 @@ json merge_shards(const std::vector<std::pair<std::string, json>>& shards) {
       const json::json_pointer p(pointer);
       if (doc.at(p) != first.at(p)) mismatch(path, pointer, first.at(p), first_path, doc.at(p));
     }
+    // The same SHA-256 names the same config: a document that differs was edited after.
+    if (doc["config"]["document"] != first["config"]["document"])
+      throw InputError(path + ": /config/document: differs from " + first_path +
+                       "'s, yet both carry the config's SHA-256 " +
+                       first["config"]["sha256"].get<std::string>().substr(0, 12) +
+                       "...: one was edited after it was written");
     by_index.resize(expected_count.get<std::size_t>(), nullptr);
     const auto index = doc["shard"]["index"].get<std::size_t>();
     if (index >= by_index.size())
@@ -228,8 +260,17 @@ json merge_shards(const std::vector<std::pair<std::string, json>>& shards) {
   for (const auto* shard : by_index) {
     const auto& [path, doc] = *shard;
     const json& xs = doc["experiments"];
+    if (xs.size() > plans.size())
+      throw InputError(path + ": /experiments/" + std::to_string(plans.size()) +
+                       "/name: " + xs[plans.size()]["name"].dump() +
+                       " is not in the config's plan (" + std::to_string(plans.size()) +
+                       " experiment(s)): expected the config's "
+                       "experiments only");
     for (std::size_t e = 0; e < plans.size(); ++e) {
       const std::string at = "/experiments/" + std::to_string(e);
+      if (e < xs.size() && xs[e]["params"] != plans[e].params)
+        throw InputError(path + ": " + at + "/params: differ from the config's (its experiment " +
+                         std::to_string(e) + ", \"" + plans[e].name + "\")");
       if (e >= xs.size() || xs[e]["name"] != plans[e].name)
         throw InputError(path + ": " + at + "/name: expected \"" + plans[e].name +
                          "\" (the config's experiment " + std::to_string(e) + "), found " +
@@ -249,6 +290,16 @@ json merge_shards(const std::vector<std::pair<std::string, json>>& shards) {
         if (std::size_t(cell) >= plans[e].cells.size())
           throw InputError(where + " is not in the config's plan (" +
                            std::to_string(plans[e].cells.size()) + " cells)");
+        // The cell's parameters, re-derived from the plan: records swapped between cells or
+        // edited are refused, not merged under another cell's name.
+        json expected = json::object();
+        for (const auto& axis : plans[e].kind->axes)
+          expected[axis] = plans[e].cells[std::size_t(cell)].params[axis];
+        if (record["params"] != expected)
+          throw InputError(path + ": " + at + "/records/" + std::to_string(r) +
+                           "/params: expected " + expected.dump() + " (cell " +
+                           std::to_string(cell) + "'s parameters in the config's plan), found " +
+                           record["params"].dump());
         const auto [it, added] = records[e].try_emplace(cell, &path, record);
         if (!added)
           throw InputError(where + " is also in " + *it->second.first +
@@ -299,6 +350,10 @@ json merge_shards(const std::vector<std::pair<std::string, json>>& shards) {
     merged["machine"]["peak"] = peaks;
   merged["duration_s"] = duration;
   merged["merged_from"] = sources;
+  // A shard read with --allow-edited marks the merge too.
+  merged.erase("edited");
+  for (const auto* shard : by_index)
+    if (report::edited(shard->second)) merged["edited"] = true;
   return merged;
 }
 
@@ -307,20 +362,19 @@ SlurmScripts slurm_scripts(const Config& config, int shards, const std::string& 
                            const std::vector<std::string>& sbatch_options) {
   namespace fs = std::filesystem;
   for (const auto& o : sbatch_options)
-    for (const char* taken : {"--array", "-a", "--dependency", "-d"})
-      if (o == taken || o.starts_with(std::string(taken) + (o.starts_with("--") ? "=" : "")))
-        throw InputError(std::string("slurm: ") + taken +
-                         ": set by the scripts (the array of --shards tasks, the merge after it), "
-                         "expected other sbatch options");
+    if (const char* taken = sets_array_or_dependency(o))
+      throw InputError("slurm: " + o + ": " + taken +
+                       " is set by the scripts (the array of --shards tasks, the merge after "
+                       "it), expected other sbatch options");
   shard_cells(make_plan(config), shards);  // refuses more shards than cells now
   const fs::path dir = fs::absolute(folder);
   const std::string bin = shell_quoted(program), cfg = shell_quoted(fs::absolute(config.path));
   auto in_dir = [&](const std::string& name) { return (dir / name).string(); };
   SlurmScripts s;
   s.merged = in_dir(config.name + ".json");
-  const std::string header = "#!/bin/sh\n# Written by `sdpa-bench slurm` for " + config.path +
-                             " (SHA-256 " + config.sha256 + "), " + std::to_string(shards) +
-                             " shards.\n";
+  const std::string header = "#!/bin/sh\n# Written by `sdpa-bench slurm` for " +
+                             shell_comment(config.path) + " (SHA-256 " + config.sha256 + "), " +
+                             std::to_string(shards) + " shards.\n";
   const std::string last = std::to_string(shards - 1);
   s.files.emplace_back(
       in_dir("array.sbatch"),

@@ -106,6 +106,8 @@ std::string summary(const json& node) {
     }
   }
   if (node.contains("minimum")) text += " >= " + node["minimum"].dump();
+  if (node.contains("maximum"))
+    text += std::string(node.contains("minimum") ? "," : "") + " at most " + node["maximum"].dump();
   if (node.contains("minItems") && node.contains("maxItems") &&
       node["minItems"] == node["maxItems"])
     text += " of " + node["minItems"].dump() + " items";

@@ -13,6 +13,7 @@
 #include "sdpa/journal.hpp"
 #include "sdpa/json_schema.hpp"
 #include "sdpa/npy.hpp"
+#include "sdpa/report.hpp"
 
 using namespace sdpa::testing;  // the CLI runner and file helpers of cli_runner.hpp
 namespace fs = std::filesystem;
@@ -32,6 +33,15 @@ std::set<std::string> files_in(const fs::path& dir) {
   for (const auto& f : fs::recursive_directory_iterator(dir))
     names.insert(fs::relative(f.path(), dir).string());
   return names;
+}
+
+// The result file of `config` run in `dir`: good.json.
+std::string result_of(const TempDir& dir, const char* config) {
+  dir.write("good-config.json", config);
+  const std::string good = (dir / "good.json").string();
+  REQUIRE(run_cli("run " + (dir / "good-config.json").string() + " -o " + good, dir).exit_code ==
+          0);
+  return good;
 }
 
 // `[[[...]]]` nested `depth` levels deep.
@@ -220,6 +230,10 @@ TEST_CASE("class 6: attend refuses d_k = 0, non-finite inputs or scale, overflow
   write_array(dir, "qnan.npy", {3, 4}, 0.5f, std::nanf(""), 6);
   write_array(dir, "big.npy", {5, 4}, 1e38f);
   write_array(dir, "do.npy", {3, 3}, 1.0f);
+  write_array(dir, "huge.npy", {3, 4}, 1e38f);
+  write_array(dir, "k1.npy", {5, 4}, 1.0f);
+  write_array(dir, "k2.npy", {2, 4}, 0.25f);
+  write_array(dir, "v2.npy", {2, 2}, 1.0f);
   auto path = [&](const char* name) { return (dir / name).string(); };
   const std::string kv = " --k " + path("k.npy") + " --v " + path("v.npy") + " --out " + path("o");
   const Refused refused{dir};
@@ -238,8 +252,21 @@ TEST_CASE("class 6: attend refuses d_k = 0, non-finite inputs or scale, overflow
                 path("qnan.npy") + ": expected finite values, found nan at row 1, column 2");
   refused.check("attend --q " + path("q.npy") + " --k " + path("big.npy") + " --v " +
                     path("v.npy") + " --out " + path("o"),
-                "scale 0.5: the scores c q.k (or the gradients) overflow fp32 for these inputs: "
-                "o.npy would hold non-finite values; reduce the scale or the inputs");
+                "the inputs' magnitudes overflow fp32 before the scale applies: q.k reaches "
+                "1.8e+39 (largest |Q| 1.5, |K| 3e+38, |V| 3, d_k 4), above fp32's largest "
+                "3.4e+38; o.npy would hold non-finite values; reduce the inputs");
+  // Issue 40: Q up to 3e38 with a scale of 1.2e-38 (c q.k about 43) overflows in naive's q.k,
+  // before the scale; causal with more queries than keys leaves rows that see no key.
+  refused.check("attend --q " + path("huge.npy") + " --k " + path("k1.npy") + " --v " +
+                    path("v.npy") + " --out " + path("o") + " --scale 1.2e-38 --kernel naive",
+                "the inputs' magnitudes overflow fp32 before the scale applies: q.k reaches "
+                "3.6e+39 (largest |Q| 3e+38, |K| 3, |V| 3, d_k 4), above fp32's largest "
+                "3.4e+38; o.npy would hold non-finite values; reduce the inputs");
+  refused.check("attend --causal --q " + path("q.npy") + " --k " + path("k2.npy") + " --v " +
+                    path("v2.npy") + " --out " + path("o"),
+                "--causal: query rows 0 to 0 of each head see no key (n_q 3 > n_kv 2, the mask "
+                "aligned to the end of the keys): their lse would be -inf; expected n_q <= n_kv "
+                "with --causal");
   refused.check("attend --q " + path("q.npy") + kv + " --grad-out " + path("do.npy"),
                 path("do.npy") + ": expected dO shaped like the output (3, 2), found (3, 3)");
 }
@@ -450,9 +477,7 @@ TEST_CASE("class 10: duplicate keys, empty values and library messages") {
 
 TEST_CASE("class 10: result files with no data, an unknown kind or impossible times") {
   TempDir dir;
-  dir.write("timing.json", kTiming);
-  const std::string good = (dir / "good.json").string();
-  REQUIRE(run_cli("run " + (dir / "timing.json").string() + " -o " + good, dir).exit_code == 0);
+  const std::string good = result_of(dir, kTiming);
   const auto doc = sdpa::json::parse(slurp(good));
   REQUIRE(doc["experiments"][0]["records"].size() == 1);
   auto edited = [&](const std::string& name, auto edit) {
@@ -497,4 +522,142 @@ TEST_CASE("class 10: result files with no data, an unknown kind or impossible ti
   refused.check("claims " + empty, empty +
                                        ": /experiments: expected at least one record, found "
                                        "none in 1 experiment(s) (no data)");
+}
+
+// Issue 40: result files from other machines are untrusted. Names that try to run a command
+// in a plot script or leave the output folder are drawn, tabulated and written escaped.
+TEST_CASE("class 11: hostile names in a result file run nothing and stay inside --out") {
+  TempDir dir;
+  const std::string good = result_of(dir, kTiny);
+  const auto doc = sdpa::json::parse(slurp(good));
+  const std::string canary = (dir / "pwned").string();
+  const std::vector<std::string> names = {
+      "x\n!touch " + canary + "\n",
+      "x'\nsystem \"touch " + canary + "\"\n'",
+      "../../../escape/evil",
+      "`touch " + canary + "` $(touch " + canary + ") <b>|</b> [l](http://x)",
+      std::string(5000, 'n'),
+      std::string("nul\0!touch ", 11) + canary};
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
+    CAPTURE(sdpa::visible(name.substr(0, 60)));
+    auto d = doc;
+    d["experiments"][0]["name"] = name;
+    for (auto& r : d["experiments"][0]["records"]) r["params"]["scale"] = name;
+    const std::string file = (dir / ("hostile" + std::to_string(i) + ".json")).string();
+    dir.write(fs::path(file).filename(), sdpa::report::result_file_text(d));
+    const fs::path out = dir / "deep" / "er" / ("out" + std::to_string(i));
+    const auto before = files_in(dir.path);
+    const auto r = run_cli("report " + file + " --plots --format both --out " + out.string(), dir,
+                           "timeout 120 ");
+    CAPTURE(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_FALSE(fs::exists(canary));
+    // Everything new is --out, a folder on its way or under it.
+    const std::string inside = fs::relative(out, dir.path).string();
+    for (const auto& f : files_in(dir.path))
+      if (!before.contains(f)) CHECK((f.starts_with(inside) || inside.starts_with(f + "/")));
+    CHECK_FALSE(fs::exists(dir / "escape"));
+    const std::string csv = slurp(out / "csv" / (sdpa::safe_file_name(name) + ".csv"));
+    CHECK(csv.find(sdpa::csv_field(name)) != std::string::npos);
+    const std::string stem = sdpa::safe_file_name(name + "-variance");
+    const std::string gp = slurp(out / "plots" / (stem + ".gp"));
+    CHECK(gp.find("set title " + sdpa::gnuplot_quoted(name) + " noenhanced\n") !=
+          std::string::npos);
+    CHECK(gp.find(sdpa::gnuplot_quoted("c = " + name).substr(1, 60)) != std::string::npos);
+    CHECK(fs::file_size(out / "plots" / (stem + ".svg")) > 1000);
+    const std::string readme = slurp(out / "README.md");
+    CHECK(readme.find("### variance: " + sdpa::markdown_text(name)) != std::string::npos);
+    CHECK(readme.find("(plots/" + stem + ".svg)") != std::string::npos);
+  }
+}
+
+TEST_CASE("class 11: gnuplot failing is an error naming the plot") {
+  TempDir dir;
+  const std::string good = result_of(dir, kTiny);
+  // A gnuplot that fails, first on PATH.
+  fs::create_directories(dir / "bin");
+  dir.write("bin/gnuplot", "#!/bin/sh\necho 'gnuplot: broken' >&2\nexit 3\n");
+  fs::permissions(dir / "bin" / "gnuplot", fs::perms(0755));
+  const fs::path out = dir / "it's out";
+  const auto r = run_cli("report " + good + " --plots --out " + sdpa::shell_quoted(out.string()),
+                         dir, "PATH=" + (dir / "bin").string() + ":$PATH ");
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("error: report --plots: gnuplot failed on " +
+                   (out / "plots" / "v-variance.gp").string() +
+                   " (exit code 3): the plot v-variance is not rendered") != std::string::npos);
+}
+
+TEST_CASE("class 12: report, compare and claims refuse an edited result file by name") {
+  TempDir dir;
+  const std::string good = result_of(dir, kTiny);
+  const std::string text = slurp(good);
+  REQUIRE(text.find("\"contents_sha256\"") != std::string::npos);
+  // A value edited (the seed), the checksum left as it was; and the checksum removed.
+  std::string edited = text;
+  const auto seed = edited.find("\"seed\": 7");
+  REQUIRE(seed != std::string::npos);
+  edited.replace(seed, 9, "\"seed\": 8");
+  dir.write("edited.json", edited);
+  auto doc = sdpa::json::parse(text);
+  doc.erase("contents_sha256");
+  dir.write("unsealed.json", doc.dump(1));
+  const std::string e = (dir / "edited.json").string(), u = (dir / "unsealed.json").string();
+  const std::string tail =
+      ": edited after it was written (or damaged); read it anyway with --allow-edited, which "
+      "marks it edited in every output";
+  const Refused refused{dir};
+  refused.check("report " + e, e + ": /contents_sha256: does not match the file's contents" + tail);
+  refused.check("report " + u, u + ": /contents_sha256: missing: the file has no checksum" + tail);
+  refused.check("compare " + good + " " + e,
+                e + ": /contents_sha256: does not match the file's contents" + tail);
+  refused.check("claims " + e, e + ": /contents_sha256: does not match the file's contents" + tail);
+  // Read anyway: marked in the tables, the index, the CSV and the plots.
+  const fs::path out = dir / "out";
+  const auto r =
+      run_cli("report --allow-edited " + e + " --format both --plots --out " + out.string(), dir);
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::string readme = slurp(out / "README.md");
+  CHECK(readme.find("| `" + e + "` (edited) |") != std::string::npos);
+  CHECK(readme.find("### variance: v [edited]") != std::string::npos);
+  const std::string csv = slurp(out / "csv" / "v.csv");
+  CHECK(csv.starts_with("edited,"));
+  CHECK(csv.find("\ntrue,") != std::string::npos);
+  CHECK(slurp(out / "plots" / "v-variance.gp").find("set title 'v [edited]'") != std::string::npos);
+  const auto c = run_cli("compare --allow-edited " + good + " " + e, dir);
+  CHECK(c.exit_code == 0);
+  CHECK(c.out.find(e + " (edited) against " + good) != std::string::npos);
+}
+
+TEST_CASE("class 13: sizes whose products overflow 64 bits are refused at validation") {
+  TempDir dir;
+  dir.write("heads.json", R"({"name": "t", "seed": 1, "experiments": [
+    {"name": "t", "kind": "timing", "kernel": "naive", "n_q": 8, "n_kv": 8, "d_k": 4, "d_v": 4,
+     "batch_heads": 4611686018427387905, "batch": 4, "repetitions": 2, "min_time": 0.001,
+     "warmup_time": 0}]})");
+  dir.write("seeds.json", R"({"name": "s", "seed": 1, "experiments": [
+    {"name": "s", "kind": "training", "d_k": 4, "steps": 20, "log_every": 5,
+     "seeds": 4611686018427387904, "eval_size": 16, "batch": 8}]})");
+  const std::string heads = (dir / "heads.json").string(), seeds = (dir / "seeds.json").string();
+  const Refused refused{dir};
+  refused.check("validate " + heads,
+                heads +
+                    ": /experiments/0: batch_heads 4611686018427387905 x batch 4 x heads_q 1 x "
+                    "n_q 8 x n_kv 8 x d_k 4 overflows a 64-bit integer: expected a product of at "
+                    "most 9223372036854775807 (2^63 - 1); reduce the sizes");
+  refused.check("validate " + seeds,
+                seeds +
+                    ": /experiments/0: cells 2 x seeds 4611686018427387904 x steps 20 overflows a "
+                    "64-bit integer: expected a product of at most 9223372036854775807 (2^63 - "
+                    "1); reduce the sizes");
+}
+
+TEST_CASE("class 13: a count above its maximum is told the maximum") {
+  // A journal's /shard/count of 100001 read "expected an integer >= 1, found number 100001".
+  const sdpa::JsonSchema schema(R"({"type": "object", "properties": {"count":
+    {"type": "integer", "minimum": 1, "maximum": 100000}}})");
+  const auto problems = schema.problems(sdpa::json::parse(R"({"count": 100001})"));
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0] == "/count: expected an integer >= 1, at most 100000, found number 100001");
 }

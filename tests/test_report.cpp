@@ -99,7 +99,7 @@ TEST_CASE("an experiment without records is named with a note, not left out") {
   TempDir dir;
   json doc = json::parse(result_text());
   doc["experiments"][1]["records"] = json::array();  // as a run stopped before its first cell
-  dir.write("r.json", doc.dump());
+  dir.write("r.json", sdpa::report::result_file_text(doc));
   const auto r = run_cli("report " + (dir / "r.json").string(), dir);
   REQUIRE(r.exit_code == 0);
   const auto at = r.out.find("### entropy: e\n\nNo records:");
@@ -143,7 +143,7 @@ TEST_CASE("several files: tables gain the machine, CSV gains machine and file co
   json other = json::parse(result_text());
   other["machine_id"] = "another-machine-4c";
   dir.write("a.json", result_text());
-  dir.write("b.json", other.dump());
+  dir.write("b.json", sdpa::report::result_file_text(other));
   const auto r = run_cli("report " + (dir / "a.json").string() + " " + (dir / "b.json").string() +
                              " --format both --out " + (dir / "out").string(),
                          dir);
@@ -192,7 +192,7 @@ TEST_CASE(
   json other = json::parse(slurp(dir / "a.json"));
   other["machine_id"] = "another-machine-4c";
   for (auto& r : other["experiments"][1]["records"]) r["peak"]["fma_gflops"] = 1e4;  // its scale
-  dir.write("b.json", other.dump());
+  dir.write("b.json", sdpa::report::result_file_text(other));
   const auto r = run_cli("report " + (dir / "a.json").string() + " " + (dir / "b.json").string() +
                              " --plots --out " + (dir / "p").string(),
                          dir);

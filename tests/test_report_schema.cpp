@@ -45,7 +45,8 @@ std::string error_of(const json& doc) { return error_of_text(doc.dump()); }
 }  // namespace
 
 TEST_CASE("a real result file is accepted and tabulated") {
-  const json doc = sdpa::report::parse_result_file("r.json", result().dump());
+  const json doc =
+      sdpa::report::parse_result_file("r.json", sdpa::report::result_file_text(result()));
   const auto tables = sdpa::report::tables({doc});
   REQUIRE(tables.size() == 2);
   CHECK(tables[0].title == "variance: v");
@@ -106,7 +107,8 @@ TEST_CASE("odd but valid files make tables: non-finite values, uneven params, no
   doc["experiments"].push_back(doc["experiments"][0]);
   doc["experiments"][2]["records"] = json::array();
   // (An unknown kind is not odd but valid: test_hardening's class 10 has it refused.)
-  const json parsed = sdpa::report::parse_result_file("r.json", doc.dump());
+  const json parsed =
+      sdpa::report::parse_result_file("r.json", sdpa::report::result_file_text(doc));
   const std::string text = sdpa::report::markdown(sdpa::report::tables({parsed}));
   CHECK(text.find("| nan [nan, nan] |") != std::string::npos);
 }

@@ -7,6 +7,7 @@
 
 #include "cli_runner.hpp"
 #include "sdpa/experiments.hpp"
+#include "sdpa/report.hpp"
 #include "sdpa/shard.hpp"
 
 using namespace sdpa::testing;  // the CLI runner and file helpers of cli_runner.hpp
@@ -63,7 +64,8 @@ struct Sweep {
 
 sdpa::json read_json(const std::string& path) { return sdpa::json::parse(slurp(path)); }
 void write_json(const std::string& path, const sdpa::json& doc) {
-  std::ofstream(path) << doc.dump(1) << "\n";
+  // Sealed with a fresh checksum, as a tamperer would: merge's own checks must still refuse.
+  std::ofstream(path) << sdpa::report::result_file_text(doc);
 }
 
 }  // namespace
@@ -308,4 +310,122 @@ TEST_CASE("slurm writes the array, the per-shard run and the merge after it") {
     CHECK(bad.exit_code == 2);
     CHECK_FALSE(fs::exists(s.path("nothing")));
   }
+}
+
+// Issue 40: sbatch reads unique prefixes of long options and bundled short options, so the
+// options the scripts set are refused in every spelling sbatch accepts.
+TEST_CASE("slurm refuses the array and the dependency in every spelling sbatch accepts") {
+  Sweep s;
+  for (const std::string& option :
+       {"--array=0-9", "--arr=0-9", "--ar=1", "--a=1", "--array", "-a", "-a0-9", "-Ha", "-vd",
+        "--dependency=afterok:1", "--depend=afterok:1", "--depen=x", "--dep", "--d=1", "-d",
+        "-dafterok:1"}) {
+    CAPTURE(option);
+    const auto bad = run_cli(
+        "slurm " + s.config + " --shards 3 -o " + s.path("nothing") + " -- " + option + " 0-9",
+        s.dir);
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.err.find("error: slurm: " + option + ": --") != std::string::npos);
+    CHECK(bad.err.find(" is set by the scripts") != std::string::npos);
+    CHECK_FALSE(fs::exists(s.path("nothing")));
+  }
+  // Options that only look alike are passed through.
+  s.ok("slurm " + s.config + " --shards 3 -o " + s.path("ok") +
+       " -- --account=x --delay-boot=1 -p debug -Jdata --comment=d");
+}
+
+TEST_CASE("slurm: a config path with a newline stays in its comment; names . and .. refused") {
+  Sweep s;
+  const std::string canary = s.path("pwned");  // what the path would create, run in s.dir
+  const fs::path odd = s.dir / "x\ntouch pwned\n.json";
+  s.dir.write(odd.filename(), kConfig);
+  const std::string folder = s.path("batch");
+  s.ok("slurm " + sdpa::shell_quoted(odd.string()) + " --shards 2 -o " + folder);
+  for (const char* script : {"array.sbatch", "merge.sbatch", "submit.sh"}) {
+    const std::string text = slurp(folder + "/" + script);
+    CAPTURE(script);
+    CHECK(text.find("# Written by `sdpa-bench slurm` for " + sdpa::visible(odd.string())) !=
+          std::string::npos);
+    // sh reads the scripts without running them (-n): no syntax error, and nothing ran.
+    CHECK(std::system(("sh -n " + folder + "/" + script).c_str()) == 0);
+  }
+  // The header alone, run: it is all comments.
+  const std::string submit = slurp(folder + "/submit.sh");
+  s.dir.write("header.sh", submit.substr(0, submit.find("set -eu")));
+  CHECK(std::system(("cd " + s.dir.path.string() + " && sh header.sh").c_str()) == 0);
+  CHECK_FALSE(fs::exists(canary));
+  for (const char* name : {".", ".."}) {
+    CAPTURE(name);
+    s.dir.write("dots.json", std::string(R"({"name": ")") + name + R"(", "seed": 1,
+      "experiments": [{"name": "v", "kind": "variance", "d_k": 2, "trials": 3}]})");
+    const auto bad = run_cli("slurm " + s.path("dots.json") + " --shards 1", s.dir);
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.err.find(s.path("dots.json") + ": /name: ") != std::string::npos);
+    CHECK_FALSE(fs::exists(s.dir / "slurm"));
+  }
+}
+
+// Issue 40: shards edited and resealed (a fresh checksum) are still checked against the plan.
+TEST_CASE("merge re-derives each record's cell, checks the embedded config, refuses extras") {
+  Sweep s;
+  s.shards(2);
+  const std::string s0 = s.path("s0.json"), s1 = s.path("s1.json");
+  // Two records' parameters swapped between their cells.
+  auto doc = read_json(s1);
+  auto& records = doc["experiments"][0]["records"];
+  REQUIRE(records.size() >= 2);
+  const sdpa::json first = records[0]["params"];
+  REQUIRE(first != records[1]["params"]);
+  records[0]["params"] = records[1]["params"];
+  records[1]["params"] = first;
+  write_json(s.path("swapped.json"), doc);
+  s.refused(s0 + " " + s.path("swapped.json"),
+            s.path("swapped.json") + ": /experiments/0/records/0/params: expected " + first.dump() +
+                " (cell " + records[0]["cell"].dump() + "'s parameters in the config's plan)");
+  // The embedded config edited, its SHA-256 left as it was.
+  doc = read_json(s1);
+  doc["config"]["document"]["experiments"][0]["trials"] = 31;
+  write_json(s.path("config.json"), doc);
+  s.refused(s0 + " " + s.path("config.json"), s.path("config.json") +
+                                                  ": /config/document: differs from " + s0 +
+                                                  "'s, yet both carry the config's SHA-256 ");
+  // An experiment the config does not have.
+  doc = read_json(s1);
+  doc["experiments"].push_back(doc["experiments"][0]);
+  doc["experiments"].back()["name"] = "extra";
+  doc["shard"]["cells"].push_back(doc["shard"]["cells"][0]);
+  write_json(s.path("extra.json"), doc);
+  s.refused(s0 + " " + s.path("extra.json"),
+            s.path("extra.json") +
+                ": /experiments/2/name: \"extra\" is not in the config's plan "
+                "(2 experiment(s))");
+  // A count far above the most shards there can be: said, not a failed allocation.
+  doc = read_json(s1);
+  doc["shard"]["count"] = std::int64_t(1000000000000000);
+  write_json(s.path("count.json"), doc);
+  s.refused(s0 + " " + s.path("count.json"),
+            s.path("count.json") +
+                ": /shard/count: expected an integer >= 1, at most 100000, "
+                "found number 1000000000000000");
+}
+
+TEST_CASE("merge refuses an edited shard by name; --allow-edited merges it, marked edited") {
+  Sweep s;
+  s.shards(2);
+  const std::string s0 = s.path("s0.json"), s1 = s.path("s1.json");
+  std::string text = slurp(s1);
+  const auto at = text.find("\"duration_s\": ");
+  REQUIRE(at != std::string::npos);
+  text.insert(at + 14, "1");  // a longer duration, the checksum as it was
+  s.dir.write("s1.json", text);
+  s.refused(s0 + " " + s1, s1 + ": /contents_sha256: does not match the file's contents: edited "
+                                "after it was written (or damaged); read it anyway with "
+                                "--allow-edited");
+  s.ok("merge --allow-edited " + s0 + " " + s1 + " -o " + s.path("m.json"));
+  const auto merged = read_json(s.path("m.json"));
+  CHECK(merged["edited"] == true);
+  // The merge carries its own checksum: read without the flag, it is still marked.
+  const auto r = run_cli("report " + s.path("m.json"), s.dir);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("### variance: v [edited]") != std::string::npos);
 }

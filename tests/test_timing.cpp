@@ -247,3 +247,17 @@ TEST_CASE("timing: memory is each kernel's own formula, the peers' n_q x n_kv sc
   }
   CHECK(error_of(R"({"name": "a", "kind": "timing", "kernel": "flash", )" + shape) == "(accepted)");
 }
+
+TEST_CASE("timing: the memory estimate counts K and V once per K/V head") {
+  // 32 query heads sharing 4 K/V heads, 2^20 keys of d 128: K and V are 4 GiB in fp32, Q and O
+  // a few KiB. Counting K and V per query head made it 32 GiB (issue 40).
+  sdpa::Config config;
+  config.document = sdpa::json::parse(R"({"name": "m", "seed": 1, "experiments": [
+    {"name": "t", "kind": "timing", "kernel": "flash", "heads_q": 32, "heads_kv": 4,
+     "n_q": 1, "n_kv": 1048576, "d_k": 128, "d_v": 128}]})");
+  const auto plan = sdpa::make_plan(config);
+  const double bytes = plan[0].kind->memory_bytes(plan[0].cells[0].params, 1);
+  const double kv = 2.0 * 4 * 1048576 * 128 * 4;
+  CHECK(bytes >= kv);
+  CHECK(bytes < 1.1 * kv);
+}

@@ -70,9 +70,11 @@ struct TimingCell {
   // once before it is timed. Nothing for another machine's kernel: the cell is not run.
   double memory_bytes() const {
     if (!kernel) return 0;
-    const double bh = double(shape.batch_heads), n_q = double(shape.n_q);
-    const double n_kv = double(shape.n_kv), d = double(shape.d_k + shape.d_v);
-    const double elements = bh * (n_q * (d + 1) + n_kv * d);  // Q, K, V, O and lse
+    const double bh = double(shape.batch_heads), bh_kv = double(shape.kv_batch_heads());
+    const double n_q = double(shape.n_q), n_kv = double(shape.n_kv);
+    const double d = double(shape.d_k + shape.d_v);
+    // Q, O and lse per query head; K and V per K/V head, as Tensors allocates them.
+    const double elements = bh * n_q * (d + 1) + bh_kv * n_kv * d;
     // A backward adds dO and the gradients: as much again.
     const double tensors = (needs_backward() ? 8.0 : 4.0) * elements;
     const double forward = kernel->workspace_bytes(shape, Pass::forward, threads);

@@ -14,13 +14,25 @@ struct ResultFile {
   json doc;
 };
 
+// How a result file's checksum (contents_sha256) is held to: a file whose contents do not
+// match it, or that has none, is refused unless allow_edited, which reads it with "edited":
+// true added, so every output made from it says so.
+struct ReadOptions {
+  bool allow_edited = false;
+};
+
 // Reads a result file and checks it is one this version understands (results/schema.json) and
-// can make tables from. Throws InputError naming the file, and where there is one the JSON
-// path, when it is missing, larger than 1 GiB, not JSON, truncated, not a result file, of
-// another schema_version or not as the schema says.
-json read_result_file(const std::string& path);
+// can make tables from, unedited since it was written. Throws InputError naming the file, and
+// where there is one the JSON path, when it is missing, larger than 1 GiB, not JSON,
+// truncated, not a result file, of another schema_version, not as the schema says, or edited.
+json read_result_file(const std::string& path, const ReadOptions& options = {});
 // The same on a file's bytes already in memory; `path` only labels messages.
-json parse_result_file(const std::string& path, const std::string& text);
+json parse_result_file(const std::string& path, const std::string& text,
+                       const ReadOptions& options = {});
+// The text of a result file: `doc` with its checksum (contents_sha256) written last.
+std::string result_file_text(json doc);
+// Whether a file was read with --allow-edited against its checksum (ReadOptions).
+bool edited(const json& doc);
 
 // The schema result files are checked against (results/schema.json is a copy, for editors):
 // kinds/result.schema.json with each kind's record.schema.json, schema_version

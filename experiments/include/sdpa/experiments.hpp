@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "sdpa/escape.hpp"  // shell_quoted, sha256_hex
 #include "sdpa/input_error.hpp"
 #include "sdpa/record.hpp"
 
@@ -200,9 +201,6 @@ struct RunInterrupted : std::runtime_error {
   int signal;
 };
 
-// `word` as one word of a POSIX shell command line, quoted when it needs to be.
-std::string shell_quoted(const std::string& word);
-
 // "results/<machine-id>": where result files go unless `-o` says otherwise.
 std::string default_result_folder();
 
@@ -213,7 +211,5 @@ void write_file_atomically(const std::string& path, const std::string& text);
 // The outputs of one command, all or nothing: each {path, text} is written to its temporary
 // file and flushed before any is renamed into place, so a failure while writing leaves none.
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files);
-
-std::string sha256_hex(const std::string& bytes);
 
 }  // namespace sdpa
