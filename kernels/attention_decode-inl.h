@@ -139,15 +139,7 @@ inline std::int64_t RowsAhead(std::int64_t row_bytes) {
 // prefetches, when the rows take several passes: the first, which reads it from memory, `ahead`
 // rows on; the later ones, which read it from L1 and would otherwise request nothing while they
 // multiply, twice as far, so the stream keeps going through them (what the first pass then
-// requests is mostly on its way already). Against the later passes requesting nothing, in one
-// process, the two alternating, 16k keys, one thread: Qwen2.5-7B's 28/4 heads (7 rows per K/V
-// head: 4 + 3) 0.81 of the time (0.90 on two threads, near the triad bandwidth already; fp16,
-// bf16 and int8 0.98-1.01), 6 and 5 rows per K/V head 0.87 and 0.91, 8-head MHA at 7 queries
-// 0.81, `flash@avx2` (3 + 1 rows) at 32/8 heads 0.79 and at 28/4 0.89, `flash@sse4` at 28/4
-// 0.93; one pass (4 rows on AVX-512: Llama-3-8B, and Phi-3-mini and GPT-2 at 4 queries;
-// Gemma-2-9B's 2) unchanged (0.99). Tried on Qwen's scores alone (K and V not on cache lines
-// then), where twice as far measured 0.91: as far as the first 0.94, three times as far 0.94,
-// each pass half the keys 1.1.
+// requests is mostly on its way already). Why twice: docs/perf-log/2026-11-26-decode-prefetch.md.
 inline std::int64_t PassAhead(std::int64_t first_row, std::int64_t ahead) {
   return first_row == 0 ? ahead : 2 * ahead;
 }
@@ -188,7 +180,8 @@ HWY_INLINE typename P::V FoldPairs(std::index_sequence<I...>, Vs... v) {
 
 // The L vectors of dots (L floats each) folded pairwise into one whose lane t holds the sum of
 // the lanes of vector t: L - 1 pair sums, in registers (a pack of vectors, as SVE needs) rather
-// than stored and reloaded level by level (measured: a third of the scores' time there).
+// than stored and reloaded level by level, which measured slower
+// (docs/perf-log/2026-11-26-decode-streams-on-one-core.md).
 template <class P, std::size_t... T>
 HWY_INLINE typename P::V TransposeSumOf(const float* dots, std::index_sequence<T...>) {
   return FoldPairs<P>(std::make_index_sequence<sizeof...(T) / 2>(),
@@ -214,16 +207,12 @@ HWY_INLINE typename P::V QueryVector(const float* q, std::int64_t ld_q, Q... qv)
 // reduced later. Each vector of a key is loaded once, into a register (InRegister), for all R
 // rows. Left to itself GCC folds the load into every row's multiply-add, so each vector of K
 // read from memory was R loads waiting on one missing line, which bounded how many lines one
-// core had in flight (a test program streaming 64 MiB with 4 rows' multiply-adds per key, one
-// thread: 27 GB/s with the loads folded, 40 GB/s held). Each key row is read front to back by a
-// plain loop over keys; unrolling over keys instead, to keep all L sums in registers, made GCC
-// hoist the L x C key addresses into stack slots and reload one per multiply-add (measured: a third
-// of the decode time). `ahead` > 0: each vector that starts a cache line prefetches the same
-// line of the key `ahead` rows on, so the prefetches are spread among the multiply-adds rather
-// than issued together before each key (16k keys, one process, the two alternating, scores and
-// values together: 32/8 heads 10 % less time on one thread, 5 % on two, 28/4 heads 15 %; the
-// multi-head steps, which read K and V at about the speed of a plain read, within 2.5 % either
-// way, GPT-2's d = 64 the slower).
+// core had in flight (docs/perf-log/2026-11-26-decode-streams-on-one-core.md). Each key row is
+// read front to back by a plain loop over keys; unrolling over keys instead, to keep all L sums
+// in registers, made GCC hoist the L x C key addresses into stack slots and reload one per
+// multiply-add. `ahead` > 0: each vector that starts a cache line prefetches the same line of
+// the key `ahead` rows on, so the prefetches are spread among the multiply-adds rather than
+// issued together before each key (docs/perf-log/2026-11-26-row-pass-prefetch.md).
 template <class P, std::size_t C, class E, std::size_t... R, std::size_t... U, std::size_t... I>
 HWY_INLINE void ScoreChunkOf(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
                              bool first, std::int64_t ahead, float* dots, std::index_sequence<R...>,
@@ -274,10 +263,8 @@ HWY_INLINE void ScoreRemainder(std::int64_t n, const float* q, std::int64_t ld_q
 // folds its L vectors into one vector of L scores, stored at scores + r ld_s. Keys exactly two
 // chunks deep (d = 256 on AVX-512, 64 on AVX2) are read whole in one chunk instead, front to back,
 // with one query row in registers and the others from L1, rather than in two halves, a pass over
-// the group's keys each (in one process, the two alternating, 16k keys, with the values' wide
-// tiles below: Gemma-2-9B's 16/8 heads 0.80 of the time on one thread and 0.88 on two, at 2
-// queries 0.88, fp16 0.73, 8-head MHA at d = 256 0.89; `flash@avx2` at GPT-2's d = 64 1.00 at
-// one query, 0.97 at four). The same products in the same order.
+// the group's keys each (docs/perf-log/2026-11-26-decode-prefetch.md). The same products in the
+// same order.
 template <class P, std::int64_t R, class E>
 HWY_INLINE void GroupScores(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
                             std::int64_t d_vecs, std::int64_t ahead, float* dots, float* scores,
@@ -354,16 +341,14 @@ void ScoreRows(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64
 // by the prefill's Gemm (w.q_t holds the block's queries transposed), left in w.scores_t for
 // the softmax and P V to read in place. d_k multiply-adds per key for up to L rows, with no
 // transpose-reduce: at 16 rows and d = 128 the keys-along-lanes loop spends as many multiply-adds
-// and a reduction per row and L keys on top (measured at 32/8 heads, 4 queries per head, 16k keys:
-// 10-15 % less time for the whole decode). The micro-kernel walks MR key rows an element at a
-// time, and each of its steps prefetches the next MR elements of the keys kPrefetchBytes on
-// (Gemm::prefetch), so the stream's lines are requested a few steps apart while it multiplies.
+// and a reduction per row and L keys on top (docs/perf-log/2026-11-26-query-lanes-keep-st.md).
+// The micro-kernel walks MR key rows an element at a time, and each of its steps prefetches the
+// next MR elements of the keys kPrefetchBytes on (Gemm::prefetch), so the stream's lines are
+// requested a few steps apart while it multiplies.
 // fp32 keys are multiplied in place; 16-bit ones are first widened kPartialAlign at a time into
 // k_pack. Requesting a slice's keys in one burst before its product instead left the reads of K
-// and the multiply-adds one after the other: at 32/8 heads, 4 queries per head, 16k keys, one
-// thread, the scores took about as long as the copy and the Gemm apart (in one process, the two
-// alternating: with the prefetch in the micro-kernel and K read in place, the whole decode 20-24 %
-// faster). The same products, summed in the same order.
+// and the multiply-adds one after the other (docs/perf-log/2026-11-26-query-lanes-prefetch.md).
+// The same products, summed in the same order.
 template <class P, class E>
 void ScoreRowsQueryLanes(const DecodeScratch& w, std::int64_t rows, const E* k, std::int64_t d_k,
                          std::int64_t nk) {
@@ -480,10 +465,10 @@ void SoftmaxQueryLanes(const ForwardArgs& a, std::int64_t rows, std::int64_t key
 // scale for Int8Rows), once for the MR rows (fp32 values of the row group that reads them from
 // memory are left to GCC, which loads them per row: see kHold). This replaces widening kWidenKeys
 // value rows into v_pack and multiplying from there (a store and a reload per vector of V, which
-// made the widening about 2/3 of the int8 decode; measured) by nothing. Otherwise (d_v not a
-// multiple of L), the prefill's Gemm on rows widened and padded into v_pack. Either way every
-// element of O is alpha O + sum_j p_j v_j by multiply-adds in key order, so the two give the same
-// bits.
+// made the widening most of the int8 decode) by nothing
+// (docs/perf-log/2026-11-24-decode-widen-in-registers.md). Otherwise (d_v not a multiple of L),
+// the prefill's Gemm on rows widened and padded into v_pack. Either way every element of O is
+// alpha O + sum_j p_j v_j by multiply-adds in key order, so the two give the same bits.
 inline constexpr std::int64_t kWidenKeys = 32;
 static_assert(kWidenKeys <= kDepthChunk && kDecodeUnit % kWidenKeys == 0);
 
@@ -526,10 +511,10 @@ struct PLayout {
 // (alpha[row]), or as it is (a later chunk of keys). Per key, each vector of V is loaded (and
 // widened) once, into a register, for the MR rows' multiply-adds. Left to itself GCC loads fp32
 // values once per row, as memory operands of the multiply-adds: MR loads per vector, which
-// bound the row groups that read V from L1 (measured at 16 rows per K/V head: 13 % of the decode
-// time) and multiplied the loads waiting on each missing line in the group that reads V from
-// memory. `ahead` > 0 (that group): each vector that starts a cache line prefetches the same
-// line of the value row `ahead` keys on (spread among the multiply-adds, as in ScoreChunkOf).
+// bound the row groups that read V from L1 and multiplied the loads waiting on each missing line
+// in the group that reads V from memory (docs/perf-log/2026-11-26-decode-streams-on-one-core.md).
+// `ahead` > 0 (that group): each vector that starts a cache line prefetches the same line of the
+// value row `ahead` keys on (spread among the multiply-adds, as in ScoreChunkOf).
 template <class P, int MR, int NV, class Rows, std::size_t... I, std::size_t... C>
 HWY_INLINE void ValueTileOf(const float* p, PLayout lp, Rows v, std::int64_t ld_v, std::int64_t c0,
                             std::int64_t j0, std::int64_t nk, std::int64_t ahead, float* o,
@@ -581,14 +566,12 @@ template <class P, class Rows>
 void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::int64_t d_v,
                       std::int64_t nk, bool first, const DecodeScratch& w, const float* p,
                       PLayout lp, float* acc) {
-  // Tiles of kMrD x kNvD read each value row front to back in one strip (fp32 and 16 bits: a
-  // strip of half rows, 4 x 4, measured 20 % slower for fp32 at 32/8 heads; retried once every
-  // pass held its loads in registers, 4.55 against 4.13 ms on one thread). int8 values cost two
-  // instructions to widen (a sign extension and a conversion, once TileValues has moved the
-  // rows' scales into P), once per row group, so they take the prefill's taller tile (kMrO x
-  // kNvO: 6 x 4, in two strips of d_v = 128), which widens them once for up to 6 rows: at 32/8
-  // heads x 16 384 keys (4 rows per K/V head) 11 % / 26 % faster on 1 / 2 threads (measured,
-  // when the widening was three instructions; the same products in the same order).
+  // Tiles of kMrD x kNvD read each value row front to back in one strip (fp32 and 16 bits; a
+  // strip of half rows measured slower). int8 values cost two instructions to widen (a sign
+  // extension and a conversion, once TileValues has moved the rows' scales into P), once per row
+  // group, so they take the prefill's taller tile (kMrO x kNvO: 6 x 4, in two strips of
+  // d_v = 128), which widens them once for up to 6 rows; the same products in the same order
+  // (docs/perf-log/2026-11-25-decode-one-thread-profile.md).
   constexpr bool kScaled = requires { Rows::kScaledRows; };
   constexpr int MR = kScaled ? P::kMrO : P::kMrD, NV = kScaled ? P::kNvO : P::kNvD;
   constexpr std::int64_t L = P::kLanes;
@@ -604,12 +587,9 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
     // accumulators in L1, a load and a store each per key). Its first row group, the one that
     // reads V from memory, then takes one row more, and a later pass over the chunk in L1 one
     // fewer: 4 rows per K/V head are one group rather than 3 + 1, and 7 rows are 4 + 3 rather
-    // than 3 + 3 + 1. Measured in one process, calls of the two alternating, 16k keys, one
-    // thread: 32/8 heads 5 % faster (three runs; on two threads 3 %, fp16 6 %, bf16 3 %, AVX2's
-    // 2 x 8 against 1 x 8 10 %), 28/4 heads 5 %; again once the later passes prefetched
-    // (PassAhead; K and V not on cache lines): 3 % and 4 %. The Arm targets take the same rule,
-    // untimed (qemu). Larger blocks spend most of their time in the groups that read L1, where
-    // the spills cost (16 rows: 7 % slower). The same products in the same order: the same bits.
+    // than 3 + 3 + 1 (docs/perf-log/2026-11-26-pv-memory-row-group.md). The Arm targets take the
+    // same rule, untimed (qemu). Larger blocks spend most of their time in the groups that read
+    // L1, where the spills cost. The same products in the same order: the same bits.
     static constexpr auto kTallTiles = [] {
       if constexpr (kScaled)
         return kTiles;
@@ -618,10 +598,9 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
     }();
     // Values two tiles wide (d_v = 256 on AVX-512) in such a block: the tall tile's accumulators
     // as whole rows of V, (MR + 1) / 2 x 2 NV (2 x 16 for 4 x 8), so each value row is read front
-    // to back in one pass rather than in two halves (with the scores' whole rows, GroupScores:
-    // Gemma-2-9B 0.80). On 16 registers the wide tile would be one row (1 x 16 for 2 x 8),
-    // measured 6-12 % slower at d = 128 on AVX2 (K and V not on cache lines), so those targets
-    // keep the tall tiles.
+    // to back in one pass rather than in two halves (with the scores' whole rows, GroupScores).
+    // On 16 registers the wide tile would be one row (1 x 16 for 2 x 8), which measured slower,
+    // so those targets keep the tall tiles (docs/perf-log/2026-11-26-decode-prefetch.md).
     constexpr bool kWide = !kScaled && (MR + 1) / 2 >= 2;
     static constexpr auto kWideTiles = [] {
       if constexpr (!kWide)
@@ -642,10 +621,8 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
     // others from L1. A block of few row groups has each prefetch as it reads (PassAhead). A block
     // of many (kQueryLanesRows rows or more) spends most of a chunk's time in the groups that read
     // L1, when the stream would stand still: there each group first prefetches its share of the
-    // next chunk's values (at 32/8 heads, 4 queries per head, 16k keys, two runs of seven and five
-    // alternating rounds: 10.0 -> 9.5 and 9.9 -> 9.6 ms on one thread, 5.5 -> 5.3 and 5.2 -> 5.2 on
-    // two; for 4 rows per K/V head, 3 + 1, sharing measured slower than the first group's
-    // prefetch).
+    // next chunk's values (for 4 rows per K/V head sharing measured slower than the first group's
+    // prefetch: docs/perf-log/2026-11-26-query-lanes-prefetch.md).
     const std::int64_t groups = (rows + tile_rows - 1) / tile_rows;
     const bool share_prefetch = rows >= kQueryLanesRows;
     const std::int64_t ahead = share_prefetch ? 0 : RowsAhead(d_v * ValueBytes(values));
@@ -745,8 +722,8 @@ constexpr int StripValues(int nq) {
 // block of fp32 values whose rows are whole strips. The row tiles (AccumulateValues) read V once
 // per group of kMrD rows, the first from memory and the others from L1 (16 rows on AVX-512: 3 +
 // 3 + 3 + 3 + 3 + 1); along the lanes every row is served by one read. 16-bit values keep the
-// row tiles: a broadcast of one would cost a widening each (widening a chunk into v_pack to run
-// the strips there measured 4-7 % slower than the row tiles).
+// row tiles: a broadcast of one would cost a widening each, and widening a chunk into v_pack to
+// run the strips there measured slower (docs/perf-log/2026-11-26-query-lanes-prefetch.md).
 template <class P, class E>
 bool ValuesAlongLanes(std::int64_t rows, std::int64_t d_v) {
   const int nq = int((rows + P::kLanes - 1) / P::kLanes);
@@ -755,9 +732,8 @@ bool ValuesAlongLanes(std::int64_t rows, std::int64_t d_v) {
 }
 
 // Keys per chunk of the strips: each strip's accumulators are loaded and stored once per chunk,
-// and a chunk's strips prefetch the next chunk. 64 rather than 32 (kWidenKeys, the row tiles'):
-// at 32/8 heads x 4 queries, 16k keys, one thread, 1.5 % less time (one process, the two
-// alternating; K and V not on cache lines then); 16 was 6 % slower.
+// and a chunk's strips prefetch the next chunk. 64 rather than 32 (kWidenKeys, the row tiles')
+// or 16: docs/perf-log/2026-11-26-decode-prefetch.md.
 inline constexpr std::int64_t kStripKeys = 64;
 
 // w.acc_t (O^T: d_v rows of NQ vectors of the block's rows) = alpha O^T + V^T P^T over the
@@ -769,10 +745,7 @@ inline constexpr std::int64_t kStripKeys = 64;
 // chunk's strips the requests walk it front to back, a line (at SV = 16) per key. Each strip
 // prefetching its own column of the next chunk instead (one line per value row, 512 bytes apart
 // at d_v = 128) kept one request per value row in flight: in memory order the hardware's
-// prefetchers join in. Against that with 32-key chunks, in one process, the two alternating,
-// 16k keys: 32/8 heads x 4 queries 0.90 of the time on one thread and 0.97 on two, 28/4 heads
-// 0.88, Falcon-7B 0.99 (32k keys), GPT-2 x 16 queries 0.98 (4k keys), `flash@avx2` 0.97 and
-// `flash@sse4` 0.96; the same bits.
+// prefetchers join in (docs/perf-log/2026-11-26-decode-prefetch.md); the same bits.
 template <class P, int NQ>
 void ValueStrips(const float* v, std::int64_t d_v, std::int64_t nk, bool first,
                  const DecodeScratch& w) {

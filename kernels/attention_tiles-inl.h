@@ -151,8 +151,8 @@ HWY_INLINE void AddProbeSums(V x, V p, V shift, V& s1, V& s2, V& t, V& bad, V& p
 // floats apart, queries a multiple of the lanes), in place: scores become p = e^{s - m_new};
 // m, l and alpha are updated per query. With kProbe the same pass sums the finite scores, their
 // squares, p (s - m_new) and the non-finite count. The prefill's query blocks and the decode
-// path's query-lanes blocks take it. kLd is a constant, so the prefill's loop is what it was (with
-// a variable stride it measured 0-2 % slower at N = 4096, in two runs).
+// path's query-lanes blocks take it. kLd is a constant, so the prefill's loop is what it was
+// (docs/perf-log/2026-11-26-query-lanes-keep-st.md).
 template <class P, bool kProbe, std::int64_t kLd>
 void SoftmaxTile(std::int64_t nk, float* s_t, std::int64_t queries, const RowStats& w) {
   using V = typename P::V;

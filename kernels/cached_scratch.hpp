@@ -31,10 +31,9 @@ class CachedScratch {
 
 // The calling thread's kept copy of one input of a call, as a kernel that rounds or widens its
 // inputs on entry holds them (flash-bf16; the prefill path of the K/V storage formats): a
-// CachedScratch per input. At 8 heads x 4096 x 128 (16 MiB per input) on 2 threads, flash-bf16's
-// preparation of per-call vectors took 130-200 ms of its 210-275 ms per call on this project's VM
-// (measured; presumably the pages of memory malloc returns to the system at every free and
-// faults in again); with the inputs kept the call takes 67.5 ms. A call uses them for its
+// CachedScratch per input. Fresh per-call vectors of large inputs cost most of a call (the pages
+// malloc returns to the system at every free fault in again, presumably:
+// docs/perf-log/2026-11-25-zen5-alignment-kept-inputs-splits.md). A call uses them for its
 // duration only.
 enum class KeptInput { kQ, kK, kV };
 float* kept_input(KeptInput which, std::int64_t n);  // 64-byte aligned, contents unspecified

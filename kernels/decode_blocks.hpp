@@ -24,31 +24,23 @@ namespace sdpa::detail {
 inline constexpr std::int64_t kDecodeRows = 16;
 // Scores a block holds at once: 16 KiB, in L1 while the tile's values pass under them. A tile
 // is as many keys as fit (DecodeGeometry::tile): 256 for 16 rows, 1024 for 4. Each tile
-// switches the stream from K (scores) to V (P V) and back, so longer tiles switch less: at 4
-// rows per K/V head, 1024-key tiles rather than 256 made the fp32 decode 2-16 % and the int8
-// one 12-23 % faster (measured, 32/8 heads x 16 384 keys; what a switch costs, presumably the
-// memory stream starting afresh, was not measured: this VM has no cycle counters). At 16 rows
-// they were 15-60 % slower: the scores no longer fit in L1.
+// switches the stream from K (scores) to V (P V) and back, so longer tiles switch less, as long
+// as the scores stay in L1 (docs/perf-log/2026-11-25-decode-one-thread-profile.md).
 inline constexpr std::int64_t kDecodeScores = 4096;
-// Most keys of a tile, whatever the rows: 4096-key tiles of one row (Phi-3-mini's 32 heads x
-// 4096 keys, d = 96, one split per head) were 15 % slower on one thread than 256-key ones (one
-// run).
+// Most keys of a tile, whatever the rows: much longer tiles of one row measured slower
+// (docs/perf-log/2026-11-25-zen5-alignment-kept-inputs-splits.md).
 inline constexpr std::int64_t kMaxTile = 1024;
 // How far ahead of its loads a pass over K or V that reads memory prefetches (the decode path's
 // RowsAhead, the int8 scores' stream in int8_dots_x86.cpp): the hardware's prefetchers alone
 // kept too few lines in flight for one core once each key carried several rows' multiply-adds.
-// Measured at 32/8 heads x 16 384 keys, one thread (three alternating rounds, medians): fp32
-// 4.25 / 4.03 / 3.98 ms at 2, 4 and 8 KiB ahead, fp16 2.38 / 2.07 / 1.82, int8 3.38 / 2.96 /
-// 2.82; 12 and 16 KiB no better than 8.
+// Why 8 KiB: docs/perf-log/2026-11-25-zen5-alignment-kept-inputs-splits.md.
 inline constexpr std::int64_t kPrefetchBytes = 8192;
 // Keys are split and tiled in whole units of this many (a multiple of every target's lanes).
 inline constexpr std::int64_t kDecodeUnit = 256;
 // Items (blocks x splits) a shape is cut into, as far as kMaxSplits allows: enough for a few
 // threads and no more, since a split is walked in tiles of at most its keys and every tile
-// switches the stream from K to V and back. Against cutting every block into kMaxSplits (256-key
-// splits and tiles at 4096 keys), four alternating runs of each build (medians): 32/8 heads x
-// 4096 and 16 384 keys 9-15 % faster on 1 and 2 threads; multi-head cells (Phi-3-mini's 32
-// heads, GPT-2's 12, 8 heads) from 11 % slower to 27 % faster, median 3 % faster.
+// switches the stream from K to V and back
+// (docs/perf-log/2026-11-25-zen5-alignment-kept-inputs-splits.md).
 inline constexpr std::int64_t kSplitItems = 32;
 // Most splits per block: enough items for 2-3 threads even with one K/V head, and fewer than the
 // units of a long cache, so the merge (a row of d_v per split) stays far below the stream over

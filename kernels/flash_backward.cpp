@@ -47,8 +47,8 @@ namespace sdpa::detail::HWY_NAMESPACE {
 
 // Keys per tile: the rows of S^T. A tile streams every query block of its group through the
 // caches (packed Q and dO, their rows, the block's rows of a dQ part), so a long tile streams
-// less per FLOP: 128 keys ran d = 128 about 6 % faster than 64 (one and two threads), and two
-// threads sharing the L3 at d = 64 scaled better. Its P^T, dS^T (2 x 128 x 48 floats) sit in L2.
+// less per FLOP (128 measured faster than 64: docs/perf-log/2026-11-24-flash-backward-one-pass.md).
+// Its P^T, dS^T (2 x 128 x 48 floats) sit in L2.
 constexpr std::int64_t kKeyBlock = 128;
 constexpr std::int64_t kB = kQueryBlock;
 // Key ranges per K/V head: more than the threads, so that each thread always finds a range

@@ -1,5 +1,5 @@
 // The fused forward in bf16 (precision "bf16"; docs/design.md,
-// "Conventions for inference shapes and precision (planned)"): Q, K and V rounded to
+// "Conventions for inference shapes and precision"): Q, K and V rounded to
 // bf16 on entry, S = Q K^T and O = P V as products of bf16 values accumulated in fp32, the
 // scale and the online softmax in fp32, and P rounded to bf16 before P V (where PyTorch's and
 // oneDNN's CPU kernels round); the row sum l adds the unrounded fp32 weights. Flash's loops

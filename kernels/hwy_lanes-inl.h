@@ -38,8 +38,8 @@ struct HwyLanes {
   static constexpr int kMrS = 8, kNvS = 3, kMrO = 6, kNvO = 4;
   // Decode scores: 8 vectors of each of 3 query rows in registers (24), and a fourth row read
   // from L1, one accumulator per row and the key vector. A whole key row of d = 128 per pass:
-  // 4 rows x 4 vectors in registers, which reads each key in two halves, measured 15-20 %
-  // slower at d = 128 (the stream's order, presumably).
+  // 4 rows x 4 vectors in registers, which reads each key in two halves, measured slower
+  // (docs/perf-log/2026-11-26-decode-streams-on-one-core.md).
   static constexpr int kScoreRows = 3, kScoreRowsL1 = 1, kScoreChunk = 8;
   // Decode O += P V: rows of 128 values in one strip (3 x 8 accumulators), so each value row is
   // read front to back rather than in strips (int8 values take kMrO x kNvO: AccumulateValues).
@@ -89,9 +89,8 @@ struct HwyLanes {
   // saturating float-to-int conversion (4 fix-up instructions on x86), a conversion back and two
   // power-of-two scales, which only arguments above +88 and subnormal results need. Here n =
   // round(x / ln 2) comes from the 1.5 * 2^23 rounding trick, whose sum also holds n + 127 in
-  // its low mantissa bits, so 2^n is one shift of it: 15 instructions. The softmax was ~15 % of
-  // flash's time at d = 64 (perf, N = 4096); this took flash from 79 % to 84 % of the FMA peak
-  // there, 86 % to 87-88 % at d = 128 (bench_kernels, one thread, AVX-512).
+  // its low mantissa bits, so 2^n is one shift of it: 15 instructions
+  // (docs/perf-log/2026-11-24-flash-softmax-exp.md).
   // The reduction (ln 2 in two parts) and the polynomial are Highway's (contrib/math's impl).
   static V Exp(V x) {
     const D d;

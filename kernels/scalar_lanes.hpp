@@ -9,7 +9,8 @@
 namespace sdpa::detail {
 
 // One float per "vector"; 3 x 3 register tiles: 9 accumulators, 3 values of B and one of A
-// stay in the 16 scalar registers of x86-64 (4 x 4 spills and measured 20 % slower).
+// stay in the 16 scalar registers of x86-64 (4 x 4 spills, and measured slower:
+// docs/perf-log/2026-11-24-scalar-tiles.md).
 struct ScalarLanes {
   using V = float;
   static constexpr std::int64_t kLanes = 1;

@@ -18,8 +18,8 @@
 namespace sdpa {
 namespace {
 
-// exp overflows past these: ln(FLT_MAX) for fp32, ln(65504) for fp16 (docs/design.md,
-// "Theory": overflow).
+// exp overflows past these: ln(FLT_MAX) for fp32, ln(65504) for fp16 (docs/theory.md,
+// "Overflow without max subtraction").
 const double kLnMaxFp32 = std::log(double(FLT_MAX));  // 88.72
 const double kLnMaxFp16 = std::log(65504.0);          // 11.09
 

@@ -1,8 +1,8 @@
 // Experiment `precision`: how much accuracy a kernel's number formats cost, and whether the
 // scale decides it. Per cell it runs a kernel (its precision from the registry) on Q, K of the
 // cell's input distribution and V ~ N(0, 1) (d_v = d_k), and measures the error of O and of lse
-// against the fp64 reference of the same inputs, split in two (docs/design.md, "Theory",
-// rounding): what rounding the inputs to the precision's formats costs (fp64 attention of the
+// against the fp64 reference of the same inputs, split in two (docs/theory.md,
+// "Rounding"): what rounding the inputs to the precision's formats costs (fp64 attention of the
 // rounded inputs against fp64 of the originals) and what the kernel's arithmetic adds (the
 // kernel against fp64 of the rounded inputs). Beside each RMS error, a first-order prediction
 // from the unit roundoffs, the scores and the attention weights (below).

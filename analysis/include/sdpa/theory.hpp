@@ -1,4 +1,4 @@
-// Theory the experiments print beside their measurements (docs/design.md, "Theory"). Each function
+// Theory the experiments print beside their measurements (docs/theory.md, "Scores"). Each function
 // says what it assumes and how exact it is. Notation: q, k have i.i.d. entries with means
 // mu_q, mu_k and standard deviations sigma_q, sigma_k; c is the scale; S = c Q K^T is
 // n_q x n_k with m = n_q n_k entries.
@@ -53,7 +53,8 @@ double aligned_variance(double d_k, double scale, double rho);
 double projection_weight_variance(const std::string& init, double d_model, double d_k);
 double projected_variance(const std::string& init, double d_model, double d_k);
 
-// Softmax over N i.i.d. Gaussian logits of variance s2 (docs/design.md, "Theory"), all asymptotic
+// Softmax over N i.i.d. Gaussian logits of variance s2 (docs/theory.md,
+// "Softmax entropy and saturation"), all asymptotic
 // in N (they assume the sums over keys self-average, s2 well below 2 ln N): E[H] ~ ln N - s2 / 2,
 // valid while s2 < 2 ln N (where it reaches 0: the freezing point).
 double entropy_bulk(double sigma2, double n_keys);

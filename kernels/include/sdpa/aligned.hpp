@@ -1,8 +1,8 @@
 // Tensor storage aligned to a cache line, as frameworks allocate tensors (PyTorch's CPU
 // allocator aligns to 64 bytes). glibc's malloc returns a block above its mmap threshold (128 KiB
 // by default) 16 bytes past a page boundary, so a std::vector<float> holding a large K or V has
-// every 64-byte load straddle two cache lines: measured, the fp32 decode of 32/8 heads x 16 384
-// keys at d = 128 took 1.4-1.5x as long on one thread as with the same data 64-byte aligned.
+// every 64-byte load straddle two cache lines, which measured much slower
+// (docs/perf-log/2026-11-25-zen5-alignment-kept-inputs-splits.md).
 #pragma once
 
 #include <algorithm>

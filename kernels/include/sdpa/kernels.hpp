@@ -162,9 +162,9 @@ enum class Pass { forward, backward };
 // (visible_keys summed over rows: N (N + 1) / 2 when square, the whole cache for one decode
 // query). A backward counts 2.5 forwards.
 double forward_flops(const Shape& shape, bool causal);
-// Bytes one forward must move (docs/design.md, "Conventions for inference shapes"): Q, K, V and O
-// at their storage width (fp32), each counted once, K and V once per K/V head (not once per query
-// head reading them). Arithmetic intensity is forward_flops / forward_bytes.
+// Bytes one forward must move (docs/design.md, "Conventions for inference shapes and precision"):
+// Q, K, V and O at their storage width (fp32), each counted once, K and V once per K/V head (not
+// once per query head reading them). Arithmetic intensity is forward_flops / forward_bytes.
 // kv_element_bytes: the storage width of K and V (2 for fp16 and bf16 K/V, 1 for int8);
 // kv_row_bytes: what each row of K and of V (a token in one K/V head) stores beside its elements
 // (4 for the fp32 scale of an int8 row).
@@ -180,10 +180,10 @@ using WorkspaceFn = double (*)(const Shape& shape, Pass pass, int threads);
 // costs and promises rather than deciding anything from its family's name.
 struct Kernel {
   std::string name;    // e.g. "flash", "simd@avx2"
-  std::string family;  // reference, naive, blocked, simd, flash, eigen, blas
+  std::string family;  // e.g. "flash", "flash-kv-int8", "eigen" (docs/design.md lists them)
   std::string isa;     // instruction set the entry runs on, e.g. "scalar", "avx2", "avx512"
   // Number format of the arithmetic (docs/design.md,
-  // "Conventions for inference shapes and precision (planned)"): "fp32", or "bf16" (Q, K, V
+  // "Conventions for inference shapes and precision"): "fp32", or "bf16" (Q, K, V
   // rounded to bf16 on entry, bf16 products accumulated in fp32, softmax in fp32, P rounded to
   // bf16 before P V), "kv-fp16" and "kv-bf16" (K and V stored in fp16 or bf16, everything else
   // fp32: Kernel::store_kv), "kv-int8" (K and V stored as int8 with an fp32 scale per token and
