@@ -1,11 +1,12 @@
 // The committed tables and plots can never drift from the committed data: regenerate them from
 // the result files in results/ and compare byte for byte, and no file is left that the
-// regeneration would not write.
+// regeneration would not write; the same for the output README.md quotes.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -111,4 +112,46 @@ TEST_CASE(
   const auto r = run_cli("claims" + files, dir);
   REQUIRE(r.exit_code == 0);
   CHECK(r.out == slurp("results/claims.md"));
+}
+
+// README.md shows real output as blocks that start with the command (`$ sdpa-bench report
+// FILE...`) and quote some of its lines, "..." standing for lines left out. Each block's command is
+// run on the committed files it names, and each quoted line must be a line of its output, in
+// order: a number in those samples is the committed results' own.
+TEST_CASE("README.md's sample output is what `sdpa-bench report` prints from committed results") {
+  const std::string readme = slurp("README.md");
+  const std::string fence = "```text\n$ sdpa-bench report ";
+  const auto committed = committed_result_files();
+  int samples = 0;
+  for (auto at = readme.find(fence); at != std::string::npos; at = readme.find(fence, at + 1)) {
+    const auto line_end = readme.find('\n', at + fence.size());
+    const auto block_end = readme.find("\n```", line_end);
+    REQUIRE(block_end != std::string::npos);
+    const std::string files = readme.substr(at + fence.size(), line_end - at - fence.size());
+    CAPTURE(files);
+    std::istringstream names(files);
+    for (std::string f; names >> f;)
+      CHECK_MESSAGE(std::find(committed.begin(), committed.end(), f) != committed.end(),
+                    f + " is not a committed result file");
+    TempDir dir;
+    const auto r = run_cli("report " + files, dir);
+    REQUIRE(r.exit_code == 0);
+    std::vector<std::string> printed;
+    std::istringstream out(r.out);
+    for (std::string l; std::getline(out, l);) printed.push_back(l);
+    std::istringstream quoted(readme.substr(line_end + 1, block_end - line_end - 1));
+    auto next = printed.begin();
+    int lines = 0;
+    for (std::string l; std::getline(quoted, l);) {
+      if (l.empty() || l == "...") continue;
+      CAPTURE(l);
+      const auto found = std::find(next, printed.end(), l);
+      CHECK_MESSAGE(found != printed.end(), "README.md quotes a line report does not print");
+      if (found != printed.end()) next = found + 1;
+      ++lines;
+    }
+    CHECK(lines >= 3);
+    ++samples;
+  }
+  CHECK(samples >= 2);
 }
