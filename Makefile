@@ -59,9 +59,10 @@ report: build
 	$(BIN) claims $(foreach c,$(CLAIMS_CONFIGS),$(firstword $(filter %/$(c).json,$(REFERENCE_RESULTS)))) -o results/claims.md
 
 # configs/schema.json and results/schema.json, assembled from kinds/config.schema.json,
-# kinds/result.schema.json and each kind's parts (tests/test_kinds.cpp checks they are current).
+# kinds/result.schema.json and each kind's parts, and docs/configs.md written from the first
+# (tests/test_kinds.cpp checks they are current).
 schemas: build
-	$(BUILD)/tools/write_schemas configs/schema.json results/schema.json
+	$(BUILD)/tools/write_schemas configs/schema.json results/schema.json docs/configs.md
 
 # The reference result files rewritten with the checksum of their contents (contents_sha256),
 # after an edit made on purpose (tools/seal_results.cpp); `make report` reads them unchanged.

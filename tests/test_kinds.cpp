@@ -1,9 +1,11 @@
 // An experiment kind is whole: its writing side (experiments) and its reading side (report)
 // registered under one name, its schema parts assembled into the schemas sdpa-bench checks
 // against, every parameter the plan reads described there, and the committed copies of the
-// assembled schemas (configs/schema.json, results/schema.json) up to date.
+// assembled schemas (configs/schema.json, results/schema.json) and the reference written from
+// them (docs/configs.md) up to date.
 #include <doctest/doctest.h>
 
+#include "sdpa/config_reference.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/report.hpp"
 #include "test_files.hpp"
@@ -45,4 +47,22 @@ TEST_CASE("configs/schema.json and results/schema.json are the schemas assembled
                 "configs/schema.json is out of date: run `make schemas`");
   CHECK_MESSAGE(committed("results/schema.json") == sdpa::report::result_schema(),
                 "results/schema.json is out of date: run `make schemas`");
+}
+
+TEST_CASE("docs/configs.md is the reference written from the assembled config schema") {
+  const std::string reference = sdpa::config_reference_markdown();
+  CHECK_MESSAGE(sdpa::testing::slurp("docs/configs.md") == reference,
+                "docs/configs.md is out of date: run `make schemas`");
+  // Every parameter of every kind is in it, under its kind's heading.
+  const sdpa::json& schema = sdpa::config_schema();
+  for (const auto& kind : sdpa::experiment_kinds()) {
+    const auto at = reference.find("\n## `" + kind.name + "`\n");
+    REQUIRE_MESSAGE(at != std::string::npos, kind.name);
+    const auto end = reference.find("\n## ", at + 1);
+    const std::string section = reference.substr(at, end - at);
+    for (const auto& [name, property] : schema["definitions"][kind.name]["properties"].items())
+      if (name != "name" && name != "kind" && name != "description")
+        CHECK_MESSAGE(section.find("| `" + name + "` |") != std::string::npos,
+                      kind.name + "." + name);
+  }
 }
