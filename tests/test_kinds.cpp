@@ -63,6 +63,6 @@ TEST_CASE("docs/configs.md is the reference written from the assembled config sc
     for (const auto& [name, property] : schema["definitions"][kind.name]["properties"].items())
       if (name != "name" && name != "kind" && name != "description")
         CHECK_MESSAGE(section.find("| `" + name + "` |") != std::string::npos,
-                      kind.name + "." + name);
+                      std::string(kind.name + "." + name));
   }
 }

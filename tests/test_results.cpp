@@ -132,7 +132,7 @@ TEST_CASE("README.md's sample output is what `sdpa-bench report` prints from com
     std::istringstream names(files);
     for (std::string f; names >> f;)
       CHECK_MESSAGE(std::find(committed.begin(), committed.end(), f) != committed.end(),
-                    f + " is not a committed result file");
+                    std::string(f + " is not a committed result file"));
     TempDir dir;
     const auto r = run_cli("report " + files, dir);
     REQUIRE(r.exit_code == 0);
