@@ -146,6 +146,9 @@ std::vector<std::string> attend(const AttendOptions& o) {
     throw InputError("--kernel: unknown kernel \"" + o.kernel + "\" (see `sdpa-bench list`)");
   if (!o.grad_out.empty() && !kernel->backward)
     throw InputError("--kernel: \"" + o.kernel + "\" has no backward, needed for --grad-out");
+  if (!kernel->row_statistics)
+    throw InputError("--kernel: \"" + o.kernel +
+                     "\" returns the output only, without the lse that attend writes");
   // Every output is checked, and written, together: all or nothing.
   std::vector<std::string> names = {"o.npy", "lse.npy"};
   if (!o.grad_out.empty()) names.insert(names.end(), {"dq.npy", "dk.npy", "dv.npy"});
@@ -187,6 +190,8 @@ std::vector<std::string> attend(const AttendOptions& o) {
                      ", the mask aligned to the end of the keys): their lse would be -inf; "
                      "expected n_q <= n_kv with --causal");
   const Shape shape{q.batch * q.heads, q.rows, k.rows, q.cols, v.cols, q.heads / k.heads};
+  if (const std::string why = kernel->refuses ? kernel->refuses(shape) : ""; !why.empty())
+    throw InputError("--kernel: \"" + o.kernel + "\" cannot run these shapes: " + why);
   std::vector<float> out(shape.out_elements()), lse(shape.rows());
   ForwardArgs fwd{.shape = shape,
                   .q = q.array.data.data(),

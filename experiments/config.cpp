@@ -100,7 +100,15 @@ std::vector<std::string> semantic_problems(const json& doc, int threads) {
         const std::string k = list[j];
         // A timing config may name another machine's kernels (its cells are recorded as not
         // run), so one config compares x86 and Arm; statistics need a kernel that runs here.
-        if (find_kernel(k) || (e["kind"] == "timing" && kernel_elsewhere(k))) continue;
+        if (const Kernel* kernel = find_kernel(k)) {
+          // A peer that returns O only (ggml) has none of the statistics the other kinds read.
+          if (!kernel->row_statistics && e["kind"] != "timing")
+            problems.push_back(at + grid_path(e, "kernel", j) + ": kernel \"" + k +
+                               "\" returns the output only (no lse, no probes): kind \"timing\" "
+                               "can time it, kind " + e["kind"].dump() + " cannot run it");
+          continue;
+        }
+        if (e["kind"] == "timing" && kernel_elsewhere(k)) continue;
         if (kernel_elsewhere(k)) {
           // Another machine's instruction set (a precision's native units this CPU lacks, e.g.
           // flash-bf16@avx512-bf16 without AVX512_BF16): name what runs here instead.

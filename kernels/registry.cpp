@@ -49,7 +49,7 @@ const std::vector<Kernel>& kernel_registry() {
          {detail::reference_kernels(), detail::naive_kernels(), detail::blocked_kernels(),
           detail::simd_kernels(), detail::flash_kernels(), detail::flash_bf16_kernels(),
           detail::flash_kv_kernels(), detail::flash_kv_int8_kernels(), detail::eigen_kernels(),
-          detail::blas_kernels()})
+          detail::blas_kernels(), detail::ggml_kernels()})
       all.insert(all.end(), family.begin(), family.end());
     return all;
   }();

@@ -20,6 +20,7 @@ std::vector<Kernel> flash_kv_kernels();
 std::vector<Kernel> flash_kv_int8_kernels();
 std::vector<Kernel> eigen_kernels();
 std::vector<Kernel> blas_kernels();
+std::vector<Kernel> ggml_kernels();  // none when the build has no ggml (cmake/ggml.cmake)
 // The fused backward of flash compiled for `isa` (a Highway target's name), null if none.
 BackwardFn flash_backward_fn(std::string_view isa);
 // What flash's backward allocates on `threads` threads: every query block packed once per call

@@ -104,6 +104,7 @@ void bench_forward(benchmark::State& state, const sdpa::Kernel* kern, std::int64
   Tensors t(shape);
   sdpa::RowProbes sink(shape.rows());
   sdpa::ForwardArgs args = forward_args(shape, t, threads);
+  if (!kern->row_statistics) args.lse = nullptr;  // O only (ggml)
   if (probes) args.probes = &sink;
   time_calls(state, *kern, threads, kern->flops(shape, false, sdpa::Pass::forward),
              [&] { kern->forward(args); });
@@ -154,6 +155,7 @@ void bench_decode(benchmark::State& state, const sdpa::Kernel* kern, Heads heads
   const sdpa::Shape shape = decode_shape(heads, n_q, cache);
   Tensors t(shape);
   sdpa::ForwardArgs args = forward_args(shape, t, threads);
+  if (!kern->row_statistics) args.lse = nullptr;  // O only (ggml)
   args.causal = true;
   // A K/V storage format reads K and V stored once, outside the timed calls (a KV cache).
   std::shared_ptr<const sdpa::StoredKv> stored;

@@ -50,6 +50,9 @@ installed() {
   [[ "$status" == "install ok installed" ]]
 }
 
+# ggml (llama.cpp's) from the npm registry, for the native build's ggml peer entries.
+$arm64 || "$(dirname "$0")/fetch_ggml.sh"
+
 missing=()
 for p in "${packages[@]}"; do
   installed "$p" || missing+=("$p")

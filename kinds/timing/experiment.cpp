@@ -298,6 +298,18 @@ std::vector<std::string> check_timing(const json& e) {
   return problems;
 }
 
+// A cell whose shape its kernel cannot run (Kernel::refuses: a block format's row length) is
+// refused with the kernel's reason, not run another way.
+std::string timing_cell_problem(const json& params, const json& cell) {
+  const Kernel* k = find_kernel(cell["kernel"].get<std::string>());  // null: another machine's
+  if (!k || !k->refuses) return "";
+  const std::string why = k->refuses(TimingCell(cell, 1).shape);
+  return why.empty() ? ""
+                     : cell_path(params, cell, "kernel") + ": kernel " + cell["kernel"].dump() +
+                           " cannot run the cell with d_k " + cell["d_k"].dump() + ", d_v " +
+                           cell["d_v"].dump() + ": " + why;
+}
+
 }  // namespace
 
 ExperimentKind timing_experiment() {
@@ -310,7 +322,7 @@ ExperimentKind timing_experiment() {
       .memory_bytes = [](const json& p,
                          int threads) { return TimingCell(p, threads).memory_bytes(); },
       .check = check_timing,
-      .cell_check = nullptr,
+      .cell_check = timing_cell_problem,
   };
 }
 

@@ -180,15 +180,16 @@ using WorkspaceFn = double (*)(const Shape& shape, Pass pass, int threads);
 // costs and promises rather than deciding anything from its family's name.
 struct Kernel {
   std::string name;    // e.g. "flash", "simd@avx2"
-  std::string family;  // e.g. "flash", "flash-kv-int8", "eigen" (docs/design.md lists them)
+  std::string family;  // e.g. "flash", "flash-kv-int8", "eigen", "ggml" (docs/design.md lists them)
   std::string isa;     // instruction set the entry runs on, e.g. "scalar", "avx2", "avx512"
   // Number format of the arithmetic (docs/design.md,
   // "Conventions for inference shapes and precision"): "fp32", or "bf16" (Q, K, V
   // rounded to bf16 on entry, bf16 products accumulated in fp32, softmax in fp32, P rounded to
   // bf16 before P V), "kv-fp16" and "kv-bf16" (K and V stored in fp16 or bf16, everything else
   // fp32: Kernel::store_kv), "kv-int8" (K and V stored as int8 with an fp32 scale per token and
-  // K/V head, Q rounded the same way per row at the call, integer Q K^T, fp32 softmax and P V).
-  // Every entry takes and returns fp32 tensors.
+  // K/V head, Q rounded the same way per row at the call, integer Q K^T, fp32 softmax and P V),
+  // "kv-q8_0" and "kv-q4_0" (K and V stored in ggml's block formats: 32 values share an fp16
+  // scale). Every entry takes and returns fp32 tensors.
   std::string precision = "fp32";
   std::string description;  // one line for `sdpa-bench list`
   ForwardFn forward = nullptr;
@@ -204,6 +205,12 @@ struct Kernel {
   StoreKvFn store_kv = nullptr;
   double kv_element_bytes = 4;
   double kv_row_bytes = 0;  // per row of K and of V beside its elements: int8's scale
+  // Whether forward fills lse and probes when asked; a peer that returns O only (ggml) refuses
+  // such calls, and only the timing kind runs it.
+  bool row_statistics = true;
+  // Why the kernel cannot run a shape, "" when it can (null: it runs every valid shape), e.g.
+  // a block format's row length. Config validation names it; forward throws it.
+  std::string (*refuses)(const Shape& shape) = nullptr;
 
   double workspace_bytes(const Shape& shape, Pass pass, int threads) const {
     return workspace(shape, pass, threads);
