@@ -105,7 +105,8 @@ std::vector<std::string> semantic_problems(const json& doc, int threads) {
           if (!kernel->row_statistics && e["kind"] != "timing")
             problems.push_back(at + grid_path(e, "kernel", j) + ": kernel \"" + k +
                                "\" returns the output only (no lse, no probes): kind \"timing\" "
-                               "can time it, kind " + e["kind"].dump() + " cannot run it");
+                               "can time it, kind " +
+                               e["kind"].dump() + " cannot run it");
           continue;
         }
         if (e["kind"] == "timing" && kernel_elsewhere(k)) continue;

@@ -115,20 +115,34 @@ struct Threadpool {
 };
 thread_local Threadpool t_threadpool;
 thread_local detail::CachedScratch t_work;  // the graph's work buffer (ggml_cplan::work_data)
+thread_local detail::CachedScratch t_out;   // O in ggml's layout, where it is not ours
 
-// Tensors of Q, K, V, the mask and O and a graph of one node: metadata only, the data is the
+// Whether ggml's O [d_v, group, n_q, kv heads] differs from ForwardArgs' [heads, n_q, d_v].
+bool permuted_out(const Shape& s) { return s.n_q > 1 && s.group > 1; }
+
+// ggml's O of several queries per head (build) into ForwardArgs' layout.
+void permute_out(const float* from, const Shape& s, float* to, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t h = 0; h < s.batch_heads; ++h)
+    for (std::int64_t i = 0; i < s.n_q; ++i)
+      std::memcpy(to + (h * s.n_q + i) * s.d_v,
+                  from + ((s.kv_head(h) * s.n_q + i) * s.group + h % s.group) * s.d_v,
+                  sizeof(float) * std::size_t(s.d_v));
+}
+
+// Tensors of Q, K, V, the mask and O and a graph of them: metadata only, the data is the
 // caller's.
-constexpr std::size_t kGraphNodes = 1;
+constexpr std::size_t kGraphNodes = 8;  // the graph's node and leaf arrays: 1 node, 5 leaves
 std::size_t context_bytes() {
   return 6 * ggml_tensor_overhead() + ggml_graph_overhead_custom(kGraphNodes, false);
 }
 
-// Q, K, V and O in ggml's order of dimensions [d, rows, heads, sequences]. One query per head:
-// the heads as ggml's heads, K/V heads broadcast over groups of query heads (llama.cpp's decode;
-// only then does ggml split the keys among threads). Several: each head as a sequence of its
-// own, so O [d_v, 1, n_q, heads] is ForwardArgs' layout; ggml takes the same rows, in the same
-// order, as with the heads as heads (its O would then be [d_v, heads, n_q], the rows of a head
-// apart).
+// Q, K, V and O in ggml's order of dimensions [d, rows, heads, sequences] (K and V broadcast
+// over the heads of a group, not over sequences). One query per head: the heads as ggml's
+// heads, as llama.cpp's decode (only then does ggml split the keys among threads). Several: each
+// K/V head a sequence of `group` query heads, which ggml takes row by row in the order of
+// llama.cpp's [d, n_q, heads, 1]; O [d_v, group, n_q, kv heads] is ForwardArgs' layout when
+// group is 1, and is otherwise copied into it after the call (permute_out).
 struct Graph {
   ggml_context* ctx = nullptr;
   ggml_cgraph* graph = nullptr;
@@ -141,9 +155,9 @@ void build(Graph& g, const Shape& s, ggml_type type, bool masked, float scale) {
   g.ctx = ggml_init({.mem_size = context_bytes(), .mem_buffer = nullptr, .no_alloc = true});
   if (!g.ctx) throw std::bad_alloc();
   const bool decode = s.n_q == 1;
-  const std::int64_t heads = decode ? s.batch_heads : 1, seqs = decode ? 1 : s.batch_heads;
+  const std::int64_t heads = decode ? s.batch_heads : s.group;
   const std::int64_t kv_heads = decode ? s.kv_batch_heads() : 1;
-  const std::int64_t kv_seqs = decode ? 1 : s.kv_batch_heads();
+  const std::int64_t seqs = decode ? 1 : s.kv_batch_heads(), kv_seqs = seqs;
   ggml_tensor* q = ggml_new_tensor_4d(g.ctx, GGML_TYPE_F32, s.d_k, s.n_q, heads, seqs);
   ggml_tensor* k = ggml_new_tensor_4d(g.ctx, type, s.d_k, s.n_kv, kv_heads, kv_seqs);
   ggml_tensor* v = ggml_new_tensor_4d(g.ctx, type, s.d_v, s.n_kv, kv_heads, kv_seqs);
@@ -184,29 +198,33 @@ void forward(const ForwardArgs& a) {
   out->src[1]->data = const_cast<void*>(k);
   out->src[2]->data = const_cast<void*>(v);
   if (mask) out->src[3]->data = const_cast<ggml_fp16_t*>(mask);
-  out->data = a.out;
+  float* o = permuted_out(s) ? t_out.floats(s.out_elements()) : a.out;
+  out->data = o;
   ggml_threadpool* pool = t_threadpool.get(a.threads);
   ggml_cplan plan = ggml_graph_plan(g.graph, a.threads, pool);
   plan.work_data = reinterpret_cast<std::uint8_t*>(
       t_work.floats(std::int64_t((plan.work_size + sizeof(float) - 1) / sizeof(float))));
   if (ggml_graph_compute(g.graph, &plan) != GGML_STATUS_SUCCESS)
     throw std::runtime_error("ggml_graph_compute failed");
+  if (o != a.out) permute_out(o, s, a.out, a.threads);
 }
 
 // The stored K and V (none for f32, read in place), the mask (counted whether or not the call
 // is causal: the formula does not know), ggml's work buffer for the call's graph on `threads`
-// (ggml_graph_plan's own size) and the graph's metadata.
+// (ggml_graph_plan's own size), the graph's metadata and O in ggml's layout where it differs.
 template <ggml_type kType>
 double workspace(const Shape& s, Pass, int threads) {
   const double rows = double(s.kv_batch_heads() * s.n_kv);
-  const double stored = kType == GGML_TYPE_F32 ? 0.0
-                                               : rows * double(ggml_row_size(kType, s.d_k) +
-                                                               ggml_row_size(kType, s.d_v));
+  const double stored =
+      kType == GGML_TYPE_F32
+          ? 0.0
+          : rows * double(ggml_row_size(kType, s.d_k) + ggml_row_size(kType, s.d_v));
   Graph g;
   build(g, s, kType, true, 1.0f);
   const ggml_cplan plan = ggml_graph_plan(g.graph, threads, nullptr);
+  const double out = permuted_out(s) ? sizeof(float) * double(s.out_elements()) : 0.0;
   return stored + sizeof(ggml_fp16_t) * double(s.n_q * s.n_kv) + double(plan.work_size) +
-         double(context_bytes());
+         double(context_bytes()) + out;
 }
 
 // The instruction set ggml was compiled for (GGML_NATIVE: this machine's best).
@@ -237,6 +255,7 @@ Kernel entry(const char* name, const char* precision, const std::string& what) {
 }  // namespace
 
 std::vector<Kernel> detail::ggml_kernels() {
+  ggml_cpu_init();  // ggml's conversion tables, before store_kv converts anything
   return {entry<GGML_TYPE_F32>("ggml", "fp32", "K and V in f32"),
           entry<GGML_TYPE_F16>("ggml-kv-f16", "kv-fp16", "K and V stored in f16"),
           entry<GGML_TYPE_Q8_0>("ggml-kv-q8_0", "kv-q8_0",

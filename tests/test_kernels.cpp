@@ -264,7 +264,7 @@ void check_all_kernels(const Case& c) {
   const Problem pr = make_problem(c);
   for (const sdpa::Kernel& kern : kernels_under_test()) {
     if (kern.precision != "fp32") continue;  // their own bounds: test_low_precision.cpp
-    if (!kern.row_statistics) continue;        // O only (ggml): test_ggml.cpp
+    if (!kern.row_statistics) continue;      // O only (ggml): test_ggml.cpp
     if (kern.unstable_softmax && c.large_magnitude()) continue;  // it overflows by design
     check_kernel(kern, pr);
   }
