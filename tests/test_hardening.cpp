@@ -546,10 +546,12 @@ TEST_CASE("class 11: hostile names in a result file run nothing and stay inside 
     for (auto& r : d["experiments"][0]["records"]) r["params"]["scale"] = name;
     const std::string file = (dir / ("hostile" + std::to_string(i) + ".json")).string();
     dir.write(fs::path(file).filename(), sdpa::report::result_file_text(d));
-    const fs::path out = dir / "deep" / "er" / ("out" + std::to_string(i));
+    // A folder with a quote in its name too: gnuplot ran through sh, quoted for gnuplot.
+    const fs::path out = dir / "deep" / "it's" / ("out" + std::to_string(i));
     const auto before = files_in(dir.path);
-    const auto r = run_cli("report " + file + " --plots --format both --out " + out.string(), dir,
-                           "timeout 120 ");
+    const auto r = run_cli(
+        "report " + file + " --plots --format both --out " + sdpa::shell_quoted(out.string()), dir,
+        "timeout 120 ");
     CAPTURE(r.err);
     CHECK(r.exit_code == 0);
     CHECK_FALSE(fs::exists(canary));
