@@ -522,6 +522,8 @@ TEST_CASE("every kernel matches the fp64 reference on grouped-query and decode s
       {2, 6, 2, 100, 150, 32, 24},   // prefill with groups (query blocks of one head), batch 2
       {1, 4, 1, 60, 61, 48, 48},     // prefill, MQA
   };
+  if (sdpa::find_kernel("flash@avx512") == nullptr)
+    note_not_run("the d = 256 decode shapes on AVX-512's whole key and value rows: needs avx512");
   std::uint32_t seed = 500;
   for (const Grouped& g : shapes)
     for (bool causal : {false, true})
