@@ -242,7 +242,7 @@ Kernel entry(const char* name, const char* precision, const std::string& what) {
           .family = "ggml",
           .isa = ggml_isa(),
           .precision = precision,
-          .description = "ggml_flash_attn_ext, " + what + " (" SDPA_GGML_RELEASE ")",
+          .description = "ggml_flash_attn_ext, " + what + "; " SDPA_GGML_RELEASE,
           .forward = &forward<kType>,
           .workspace = &workspace<kType>,
           .same_bits_on_any_threads = false,
