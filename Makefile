@@ -5,7 +5,7 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 BIN    := $(BUILD)/cli/sdpa-bench
 
-.PHONY: setup configure build run test test-arm64 bench results report schemas seal fuzz lint clean
+.PHONY: setup configure build run test test-arm64 bench results report site schemas seal fuzz lint clean
 
 setup:
 	@tools/setup.sh
@@ -54,9 +54,15 @@ results: build
 # Reference results are results/<machine>/<config>.json; runs named <config>-<UTC time>.json
 # (what `sdpa-bench run` writes by default, e.g. `make run`) are a user's own and left out.
 REFERENCE_RESULTS = $(shell ls results/*/*.json | grep -Ev -- '-[0-9]{8}T[0-9]{6}Z\.json$$')
+# The plots' gnuplot scripts go to the build folder: results/ holds what people open (.svg, .png).
 report: build
-	$(BIN) report $(REFERENCE_RESULTS) --format both --plots --out results
+	$(BIN) report $(REFERENCE_RESULTS) --format both --plots --out results --plot-scripts $(BUILD)/plot-scripts
 	$(BIN) claims $(foreach c,$(CLAIMS_CONFIGS),$(firstword $(filter %/$(c).json,$(REFERENCE_RESULTS)))) -o results/claims.md
+
+# The committed results as a static site (open $(SITE)/index.html; nothing is fetched).
+SITE ?= build/site
+site: build
+	$(BIN) report $(REFERENCE_RESULTS) --html $(SITE) --plot-scripts $(BUILD)/site-plot-scripts
 
 # configs/schema.json and results/schema.json, assembled from kinds/config.schema.json,
 # kinds/result.schema.json and each kind's parts, and docs/configs.md written from the first

@@ -28,23 +28,6 @@ std::optional<double> predicted_field(const json& stat) {
 
 std::string data(const json& x) { return x.is_number() ? x.dump() : "NaN"; }
 
-double measured_peak(const std::vector<const json*>& records) {
-  double peak = 0;
-  for (const json* r : records)
-    if (r->contains("peak") && (*r)["peak"].is_object())
-      peak = std::max(peak, (*r)["peak"].value("fma_gflops", 0.0));
-  return peak;
-}
-
-double ceiling(const std::string& stat, const std::vector<const json*>& records) {
-  double top = measured_peak(records);
-  for (const json* r : records)
-    for (const json& x :
-         {report::statistic_at(*r, stat)["value"], report::statistic_at(*r, stat)["ci95"][1]})
-      if (x.is_number()) top = std::max(top, x.get<double>());
-  return 1.1 * top;
-}
-
 std::string group_suffix(std::size_t g, std::size_t groups) {
   return groups > 1 ? "-" + std::to_string(g + 1) : "";
 }
@@ -67,7 +50,7 @@ std::string draw(const Panel& p, std::size_t index, bool side_by_side) {
      << "set format y '%g'\n"
      << (side_by_side ? "set key below noenhanced\n" : "set key outside right top noenhanced\n")
      << "set grid\n"
-     << p.decorate;
+     << p.decorate << (p.top > 0 ? "set yrange [0:" + std::to_string(p.top) + "]\n" : "");
   for (std::size_t i = 0; i < p.series.size(); ++i) {
     const Series& s = p.series[i];
     const std::string block = "$p" + std::to_string(index) + "s" + std::to_string(i);
@@ -82,7 +65,13 @@ std::string draw(const Panel& p, std::size_t index, bool side_by_side) {
     if (s.has_theory)
       gp << ", " << block << " using 1:5 with lines dt 2 lc " << color << " title "
          << gnuplot_quoted(s.title + ": theory");
+    if (s.has_roof)
+      gp << ", " << block << " using 1:6 with lines dt 3 lw 2 lc " << color << " title "
+         << gnuplot_quoted(s.title + ": " + p.roof_title);
   }
+  if (p.roof)
+    gp << ", " << json(*p.roof).dump() << " with lines dt 2 lw 2 lc 'black' title "
+       << gnuplot_quoted(p.roof_title + ": " + report::number(*p.roof));
   gp << "\n";
   return gp.str();
 }
@@ -119,6 +108,18 @@ std::string figure(const std::string& name, const std::string& title,
   return gp.str();
 }
 
+// The highest value, interval end or roof of a panel's records.
+double highest(const Curve& spec, const std::vector<const json*>& records) {
+  double top = 0;
+  for (const json* r : records) {
+    const json& m = report::statistic_at(*r, spec.stat);
+    for (const json& x : {m["value"], m["ci95"][1]})
+      if (x.is_number()) top = std::max(top, x.get<double>());
+    if (const auto roof = spec.roof(*r)) top = std::max(top, *roof);
+  }
+  return top;
+}
+
 // One panel of a curve plot: series by the column parameter, in the records' order.
 Panel curve_panel(const Curve& spec, const std::string& title,
                   const std::vector<const json*>& records) {
@@ -126,20 +127,59 @@ Panel curve_panel(const Curve& spec, const std::string& title,
               .xlabel = spec.xlabel,
               .ylabel = spec.ylabel,
               .logy = spec.logy,
-              .decorate = spec.decorate(records)};
-  for (const json* r : records) {
-    const std::string name = spec.series_prefix + report::label((*r)["params"][spec.column_key]);
+              .decorate = spec.decorate(records),
+              .roof_title = spec.roof_title};
+  std::vector<std::optional<double>> roofs;
+  for (const json* r : records) roofs.push_back(spec.roof(*r));
+  const bool any_roof =
+      std::any_of(roofs.begin(), roofs.end(), [](auto x) { return x.has_value(); });
+  const bool one_roof = any_roof && std::all_of(roofs.begin(), roofs.end(),
+                                                [&](auto x) { return x == roofs.front(); });
+  if (one_roof) panel.roof = roofs.front();
+  if (any_roof) panel.top = 1.1 * highest(spec, records);
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const json& r = *records[i];
+    const std::string name = spec.series_prefix + report::label(r["params"][spec.column_key]);
     auto it = std::find_if(panel.series.begin(), panel.series.end(),
                            [&](const Series& s) { return s.title == name; });
     if (it == panel.series.end()) it = panel.series.insert(it, Series{.title = name});
-    const json& m = report::statistic_at(*r, spec.stat);
-    const auto theory = spec.theory(*r);
+    const json& m = report::statistic_at(r, spec.stat);
+    const auto theory = spec.theory(r);
     it->has_theory = it->has_theory || theory.has_value();
-    it->rows.push_back(data((*r)["params"][spec.row_key]) + " " + data(m["value"]) + " " +
+    it->has_roof = it->has_roof || (!one_roof && roofs[i].has_value());
+    it->rows.push_back(data(r["params"][spec.row_key]) + " " + data(m["value"]) + " " +
                        data(m["ci95"][0]) + " " + data(m["ci95"][1]) + " " +
-                       (theory ? std::to_string(*theory) : "NaN"));
+                       (theory ? std::to_string(*theory) : "NaN") + " " +
+                       (roofs[i] ? std::to_string(*roofs[i]) : "NaN"));
   }
   return panel;
+}
+
+// What a curve plot shows, for its caption.
+std::string curve_caption(const Curve& spec, const std::vector<Panel>& panels) {
+  bool theory = false, roof = false, own_roofs = false;
+  for (const auto& p : panels) {
+    roof = roof || p.roof.has_value();
+    for (const auto& s : p.series) {
+      theory = theory || s.has_theory;
+      own_roofs = own_roofs || s.has_roof;
+    }
+  }
+  std::string c = spec.ylabel + " against " + spec.xlabel + ", one line per " + spec.column_key +
+                  " with its 95 % interval";
+  if (theory) c += "; dashed in a line's colour: its theory";
+  if (roof) c += "; dashed black: " + spec.roof_title;
+  if (own_roofs) c += "; dotted in a line's colour: its own " + spec.roof_title;
+  return c;
+}
+
+// The machine and suite commit of a result file, for captions.
+std::string provenance(const json& doc) {
+  const std::string commit = doc["suite"].value("git_commit", std::string("unknown"));
+  const bool dirty = commit.ends_with("-dirty");
+  return report::machine_of(doc) + ", sdpa-bench " + commit +
+         (dirty ? " (built from a tree with uncommitted changes)" : "") +
+         (report::edited(doc) ? " (file edited since it was written)" : "");
 }
 
 bool gnuplot_available() {
@@ -150,10 +190,10 @@ bool gnuplot_available() {
   return false;
 }
 
-// Runs gnuplot on dir/name.gp in dir, its output on our stderr; no shell between (the folder's
-// name is data too). Its failure is an InputError naming the plot.
-void render(const std::string& dir, const std::string& name) {
-  const std::string script = name + ".gp";
+// Runs gnuplot on a script (an absolute path) in dir, where it writes its images, its output on
+// our stderr; no shell between (the folder's name is data too). Its failure is an InputError
+// naming the plot.
+void render(const std::string& dir, const std::string& script, const std::string& name) {
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::dup2(2, 1);
@@ -165,7 +205,7 @@ void render(const std::string& dir, const std::string& name) {
   while (pid > 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw InputError("report --plots: gnuplot failed on " + (fs::path(dir) / script).string() +
+    throw InputError("report --plots: gnuplot failed on " + script +
                      (pid < 0 ? std::string(": cannot start it")
                       : WIFEXITED(status)
                           ? " (exit code " + std::to_string(WEXITSTATUS(status)) + ")"
@@ -175,20 +215,25 @@ void render(const std::string& dir, const std::string& name) {
 
 }  // namespace
 
-Output write_plots(const std::vector<report::ResultFile>& results, const std::string& dir) {
+Output write_plots(const std::vector<report::ResultFile>& results, const std::string& dir,
+                   const std::string& scripts_dir) {
+  const std::string scripts = scripts_dir.empty() ? dir : scripts_dir;
   fs::create_directories(dir);
+  fs::create_directories(scripts);
   Output out;
-  std::vector<Figure> figures;
+  std::vector<std::pair<Figure, Plot>> figures;
   // Names and titles carry the machine only when the files come from several machines.
   std::vector<const json*> docs;
   docs.reserve(results.size());
   for (const auto& file : results) docs.push_back(&file.doc);
   const std::vector<std::string> machines = report::machine_ids(docs);
   // Panels of the same plot from different machines, for the side-by-side figures.
-  std::vector<Figure> across_machines;
+  std::vector<std::pair<Figure, Plot>> across_machines;
+  std::vector<double> highest_of;  // per panel of those, in order
   for (const auto& file : results) {
     const std::string id = report::machine_of(file.doc);
     const std::string machine = machines.size() > 1 ? id + "-" : "";
+    const std::string from = ". From " + provenance(file.doc) + ".";
     for (const auto& e : file.doc["experiments"]) {
       const report::KindReport* kind = report::find_kind_report(e["kind"]);
       if (!kind || e["records"].empty()) continue;
@@ -196,8 +241,10 @@ Output write_plots(const std::vector<report::ResultFile>& results, const std::st
       const std::string title = experiment + (machine.empty() ? "" : " [" + id + "]") +
                                 (report::edited(file.doc) ? " [edited]" : "");
       if (kind->figures)
-        for (auto& f : kind->figures(e, machine + experiment, title))
-          figures.push_back(std::move(f));
+        for (auto& f : kind->figures(e, machine + experiment, title)) {
+          const std::string what = f.caption.empty() ? f.title : f.caption;
+          figures.push_back({std::move(f), Plot{"", experiment, what + from, {file.path}}});
+        }
       std::string fixed;
       for (const auto& spec : kind->curves) {
         const auto groups =
@@ -208,45 +255,58 @@ Output write_plots(const std::vector<report::ResultFile>& results, const std::st
           if (std::all_of(groups[g].records.begin(), groups[g].records.end(),
                           [&](const json* r) { return (*r)["params"][spec.row_key] == first_x; }))
             continue;
+          if (!spec.applies(groups[g].records)) continue;
           const std::string suffix = group_suffix(g, groups.size());
           const std::string group = group_label(groups[g]);
-          figures.push_back({machine + experiment + "-" + spec.suffix + suffix,
-                             "",
-                             {curve_panel(spec, title + group, groups[g].records)}});
+          Figure own{machine + experiment + "-" + spec.suffix + suffix,
+                     "",
+                     {curve_panel(spec, title + group, groups[g].records)}};
+          const std::string caption = curve_caption(spec, own.panels) + from;
+          figures.push_back({std::move(own), Plot{"", experiment, caption, {file.path}}});
           if (!spec.compare_machines || machines.size() < 2) continue;
-          // Matched by experiment and group, whatever the order of groups in each file.
+          // Matched by curve, experiment and group, whatever the order of groups in each file.
           const std::string across = experiment + group + " on each machine";
-          auto it = std::find_if(across_machines.begin(), across_machines.end(),
-                                 [&](const Figure& f) { return f.title == across; });
+          const std::string start = experiment + "-" + spec.suffix + "-machines";
+          auto it =
+              std::find_if(across_machines.begin(), across_machines.end(), [&](const auto& f) {
+                return f.first.title == across && f.first.name.starts_with(start);
+              });
           if (it == across_machines.end())
             it = across_machines.insert(
-                it, {experiment + "-" + spec.suffix + "-machines" + suffix, across, {}});
-          it->panels.push_back(curve_panel(spec, id, groups[g].records));
-          it->ceilings.push_back(ceiling(spec.stat, groups[g].records));
+                it, {Figure{start + suffix, across, {}}, Plot{"", experiment, "", {}}});
+          it->first.panels.push_back(curve_panel(spec, id, groups[g].records));
+          it->first.panels.back().top = highest(spec, groups[g].records);
+          it->first.caption = curve_caption(spec, it->first.panels) +
+                              ", one panel per machine on one y scale from 0. From ";
+          it->second.sources.push_back(file.path);
+          it->second.caption += (it->second.caption.empty() ? "" : "; ") + provenance(file.doc);
         }
       }
     }
   }
   // Side by side on one y scale from 0, so the machines compare at a glance.
-  for (auto& f : across_machines) {
+  for (auto& [f, plot] : across_machines) {
     if (f.panels.size() < 2) continue;
-    const double top = *std::max_element(f.ceilings.begin(), f.ceilings.end());
-    for (auto& p : f.panels) p.decorate += "set yrange [0:" + std::to_string(top) + "]\n";
-    figures.push_back(std::move(f));
+    double top = 0;
+    for (const auto& p : f.panels) top = std::max(top, p.top);
+    for (auto& p : f.panels) p.top = 1.1 * top;
+    plot.caption = f.caption + plot.caption + ".";
+    figures.push_back({std::move(f), std::move(plot)});
   }
-  for (const auto& f : figures) {
+  for (auto& [f, plot] : figures) {
     // Names come from the files: each becomes a file name only through safe_file_name.
-    const std::string name = safe_file_name(f.name);
-    std::ofstream(fs::path(dir) / (name + ".gp")) << figure(name, f.title, f.panels);
-    out.plots.push_back(name);
+    plot.name = safe_file_name(f.name);
+    std::ofstream(fs::path(scripts) / (plot.name + ".gp")) << figure(plot.name, f.title, f.panels);
+    out.plots.push_back(std::move(plot));
   }
   if (!gnuplot_available()) {
-    out.message = "gnuplot not found: plot scripts written to " + dir +
+    out.message = "gnuplot not found: plot scripts written to " + scripts +
                   " but not rendered; install it with `sudo apt-get install gnuplot-nox` "
                   "(tools/setup.sh does)";
     return out;
   }
-  for (const auto& name : out.plots) render(dir, name);
+  for (const auto& plot : out.plots)
+    render(dir, fs::absolute(fs::path(scripts) / (plot.name + ".gp")).string(), plot.name);
   out.rendered = true;
   return out;
 }

@@ -1,6 +1,6 @@
 // Internal to sdpa_analysis: what the kinds' plots are made of (kinds/<kind>/report.cpp) and
 // plots.cpp draws with gnuplot. A figure is one panel, or several side by side; a panel has
-// series of rows "x value ci_low ci_high theory" (theory NaN where there is none).
+// series of rows "x value ci_low ci_high theory roof" (NaN where there is none).
 #pragma once
 
 #include <functional>
@@ -31,17 +31,27 @@ struct Curve {
   std::function<std::optional<double>(const json& record)> theory = [](const json&) {
     return std::optional<double>();
   };
+  // The bound a record's value cannot pass, in the statistic's units (its own peak or memory
+  // roof), if any: one line when every record of a panel shares it, else a line per series. The
+  // y axis then starts at 0.
+  std::function<std::optional<double>(const json& record)> roof = [](const json&) {
+    return std::optional<double>();
+  };
+  std::string roof_title = {};  // what that line is, for the legend
+  // Whether a group of records gets this curve (a kind may plot its groups in different units).
+  std::function<bool(const std::vector<const json*>&)> applies = [](const auto&) { return true; };
   // Extra gnuplot commands for a group (reference lines, markers).
   std::function<std::string(const std::vector<const json*>&)> decorate = [](const auto&) {
     return std::string();
   };
 };
 
-// One line of a plot: rows "x value ci_low ci_high theory".
+// One line of a plot: rows "x value ci_low ci_high theory roof".
 struct Series {
   std::string title;
   std::vector<std::string> rows = {};
   bool has_theory = false;
+  bool has_roof = false;  // its own roof line (column 6)
 };
 
 // One set of axes.
@@ -51,22 +61,22 @@ struct Panel {
   bool bands = false;         // the CI as a shaded band (dense curves) rather than error bars
   std::string decorate = {};  // gnuplot commands: reference lines, markers, ranges
   std::vector<Series> series = {};
+  std::string roof_title = {};      // with series' roofs: what they are
+  std::optional<double> roof = {};  // one roof line for every series
+  double top = 0;                   // with a roof: the highest value, interval end or roof
 };
 
 struct Figure {
   std::string name, title;
   std::vector<Panel> panels;
-  std::vector<double> ceilings = {};  // per panel, the highest of its values and its peak line
+  // What the figure shows, for its caption (the machine and commit are added by write_plots).
+  std::string caption = {};
 };
 
 // A statistic's prediction, where it has one.
 std::optional<double> predicted_field(const json& statistic);
 // A number as gnuplot reads it: JSON's shortest form, NaN (a gap) for null.
 std::string data(const json& x);
-// The largest measured FMA peak the records were timed against (0 when none is known).
-double measured_peak(const std::vector<const json*>& records);
-// The top of a y axis from 0 that shows every value of `stat`, its interval and the peak line.
-double ceiling(const std::string& stat, const std::vector<const json*>& records);
 
 // Group g of `groups` in a figure's file name ("-<g + 1>", none when there is one group) and
 // in its title (" (<the group's parameters>)").

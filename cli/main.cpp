@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <regex>
@@ -18,6 +19,7 @@
 #include "sdpa/plots.hpp"
 #include "sdpa/report.hpp"
 #include "sdpa/shard.hpp"
+#include "sdpa/site.hpp"
 
 namespace {
 
@@ -95,6 +97,8 @@ struct ReportOptions {
   std::string format = "md";
   std::string out;
   bool plots = false;
+  std::string html;          // folder of the static site
+  std::string plot_scripts;  // folder of the gnuplot scripts (default: beside the plots)
 };
 
 std::vector<sdpa::NamedPath> inputs_named(const std::vector<std::string>& files,
@@ -103,6 +107,12 @@ std::vector<sdpa::NamedPath> inputs_named(const std::vector<std::string>& files,
   named.reserve(files.size());
   for (const auto& f : files) named.push_back({f, role});
   return named;
+}
+
+// The bytes of a file already read as a result file, for the site's copy of it.
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 int report(const ReportOptions& o) {
@@ -116,7 +126,14 @@ int report(const ReportOptions& o) {
       sdpa::check_output_folder("--out", (fs::path(o.out) / "csv").string(), {}, inputs);
     if (o.plots)
       sdpa::check_output_folder("--out", (fs::path(o.out) / "plots").string(), {}, inputs);
+    if (o.format != "csv")
+      sdpa::check_output_folder("--out", (fs::path(o.out) / "experiments").string(), {}, inputs);
   }
+  if (!o.html.empty())
+    for (const char* sub : {"", "plots", "experiments", "data"})
+      sdpa::check_output_folder("--html", (fs::path(o.html) / sub).string(), {}, inputs);
+  if (!o.plot_scripts.empty())
+    sdpa::check_output_folder("--plot-scripts", o.plot_scripts, {}, inputs);
   std::vector<sdpa::report::ResultFile> results;
   int status = 0;
   for (const auto& f : o.files) {
@@ -127,34 +144,61 @@ int report(const ReportOptions& o) {
       status = 2;
     }
   }
-  if (o.out.empty()) {  // the others' tables still printed, the exit code says one was bad
+  // Tables to stdout: the others' tables printed, the exit code says one was bad.
+  if (o.out.empty() && o.html.empty()) {
     std::vector<sdpa::json> docs;
     docs.reserve(results.size());
     for (const auto& r : results) docs.push_back(r.doc);
     std::cout << sdpa::report::markdown(sdpa::report::tables(docs));
     return status;
   }
-  if (status != 0) return status;  // --out: a bad input writes nothing, all or nothing
-  std::vector<sdpa::report::CsvFile> csvs;
+  if (status != 0) return status;  // a bad input writes nothing, all or nothing
   std::vector<std::pair<std::string, std::string>> files;  // written together, all or nothing
-  if (o.format != "md") {
-    csvs = sdpa::report::csv_files(results);
-    for (const auto& c : csvs)
+  std::vector<std::string> csv_names;
+  if (!o.out.empty() && o.format != "md") {
+    for (const auto& c : sdpa::report::csv_files(results)) {
       files.emplace_back((fs::path(o.out) / "csv" / c.name).string(), c.text);
-    for (const auto& [path, text] : files)  // their names are known only now
-      sdpa::check_output_file("--out", path, inputs);
+      csv_names.push_back("csv/" + c.name);
+    }
   }
-  std::vector<std::string> plot_names;
-  if (o.plots) {
-    const auto p = sdpa::plots::write_plots(results, (fs::path(o.out) / "plots").string());
+  if (!o.out.empty()) {
+    sdpa::site::Inputs in{&results};
+    in.csv_files = csv_names;
+    if (o.plots) {
+      const auto p =
+          sdpa::plots::write_plots(results, (fs::path(o.out) / "plots").string(), o.plot_scripts);
+      if (!p.message.empty()) std::cerr << "report: " << p.message << "\n";
+      if (p.rendered) in.plots = p.plots;  // pages show images, not scripts
+    }
+    for (const auto& r : results)
+      in.data_links.push_back(fs::path(r.path).lexically_proximate(o.out).generic_string());
+    // The claims are `sdpa-bench claims`'s to write in Markdown (results/claims.md).
+    if (o.format != "csv")
+      for (const auto& page : sdpa::site::pages(in))
+        if (page.path != "claims")
+          files.emplace_back((fs::path(o.out) / sdpa::site::markdown_file(page.path)).string(),
+                             sdpa::site::markdown(page));
+  }
+  if (!o.html.empty()) {
+    sdpa::site::Inputs in{&results};
+    const auto p =
+        sdpa::plots::write_plots(results, (fs::path(o.html) / "plots").string(), o.plot_scripts);
     if (!p.message.empty()) std::cerr << "report: " << p.message << "\n";
-    plot_names = p.plots;
+    if (p.rendered) in.plots = p.plots;
+    // A copy of each result file in the site, so its pages link to what they were built from.
+    in.data_links = sdpa::site::data_files(results);
+    for (std::size_t i = 0; i < results.size(); ++i)
+      files.emplace_back((fs::path(o.html) / in.data_links[i]).string(),
+                         file_bytes(results[i].path));
+    for (const auto& page : sdpa::site::pages(in))
+      files.emplace_back((fs::path(o.html) / sdpa::site::html_file(page.path)).string(),
+                         sdpa::site::html(page));
   }
-  if (o.format != "csv")
-    files.emplace_back((fs::path(o.out) / "README.md").string(),
-                       sdpa::report::index_markdown(results, plot_names, csvs));
+  for (const auto& [path, text] : files)  // their names are known only now
+    sdpa::check_output_file(o.html.empty() || path.rfind(o.html, 0) != 0 ? "--out" : "--html", path,
+                            inputs);
   sdpa::write_files_atomically(files);
-  std::cerr << "report: written to " << o.out << "\n";
+  std::cerr << "report: written to " << (o.out.empty() ? o.html : o.out) << "\n";
   return status;
 }
 
@@ -375,6 +419,11 @@ int dispatch(int argc, char** argv) {
       "--out", report_options.out,
       "folder for README.md (tables), csv/ and plots/ (default: Markdown to stdout)");
   report_cmd->add_flag("--plots", report_options.plots, "also write plots (gnuplot: SVG and PNG)");
+  report_cmd->add_option("--html", report_options.html,
+                         "folder for a static site: index, a page per experiment, the claims, "
+                         "plots and copies of the result files (opens from the file system)");
+  report_cmd->add_option("--plot-scripts", report_options.plot_scripts,
+                         "folder for the plots' gnuplot scripts (default: beside the plots)");
 
   std::vector<std::string> claims_files;
   std::string claims_output;

@@ -568,9 +568,9 @@ TEST_CASE("class 11: hostile names in a result file run nothing and stay inside 
           std::string::npos);
     CHECK(gp.find(sdpa::gnuplot_quoted("c = " + name).substr(1, 60)) != std::string::npos);
     CHECK(fs::file_size(out / "plots" / (stem + ".svg")) > 1000);
-    const std::string readme = slurp(out / "README.md");
-    CHECK(readme.find("### variance: " + sdpa::markdown_text(name)) != std::string::npos);
-    CHECK(readme.find("(plots/" + stem + ".svg)") != std::string::npos);
+    const std::string page = slurp(out / "experiments" / (sdpa::safe_file_name(name) + ".md"));
+    CHECK(page.find("### variance: " + sdpa::markdown_text(name)) != std::string::npos);
+    CHECK(page.find("(../plots/" + stem + ".svg)") != std::string::npos);
   }
 }
 
@@ -622,7 +622,7 @@ TEST_CASE("class 12: report, compare and claims refuse an edited result file by 
   REQUIRE(r.exit_code == 0);
   const std::string readme = slurp(out / "README.md");
   CHECK(readme.find("| `" + e + "` (edited) |") != std::string::npos);
-  CHECK(readme.find("### variance: v [edited]") != std::string::npos);
+  CHECK(slurp(out / "experiments" / "v.md").find("### variance: v [edited]") != std::string::npos);
   const std::string csv = slurp(out / "csv" / "v.csv");
   CHECK(csv.starts_with("edited,"));
   CHECK(csv.find("\ntrue,") != std::string::npos);

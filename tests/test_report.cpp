@@ -80,10 +80,19 @@ TEST_CASE("tables for every kind, and byte-identical output from the same inputs
       "report " + (dir / "r.json").string() + " --format both --out " + (dir / "b").string(), dir);
   REQUIRE(a.exit_code == 0);
   REQUIRE(b.exit_code == 0);
-  const std::string readme = slurp(dir / "a" / "README.md");
+  // The index links a page per experiment, which holds its tables.
+  const std::string index = slurp(dir / "a" / "README.md");
+  std::string readme;
+  for (const char* name : {"v", "e", "g"}) {
+    CAPTURE(name);
+    const std::string page = "experiments/" + std::string(name) + ".md";
+    CHECK(index.find("](" + page + ")") != std::string::npos);
+    readme += slurp(dir / "a" / page);
+    CHECK(slurp(dir / "a" / page) == slurp(dir / "b" / page));
+  }
   for (const char* title : {"### variance: v", "### entropy: e", "### gradient: g"})
     CHECK(readme.find(title) != std::string::npos);
-  CHECK(readme == slurp(dir / "b" / "README.md"));
+  CHECK(index == slurp(dir / "b" / "README.md"));
   // The entropy table shows the fp16 overflow share measured in half precision beside the
   // one derived from lse (drift-tested older files, without it, keep their tables).
   CHECK(readme.find(" (measured ") != std::string::npos);
@@ -138,7 +147,7 @@ TEST_CASE("CSV is tidy and parses back to the same numbers") {
   CHECK(row == doc["experiments"][0]["records"].size());  // one row per record
 }
 
-TEST_CASE("several files: tables gain the machine, CSV gains machine and file columns") {
+TEST_CASE("several files: pages gain the machine, CSV gains machine and file columns") {
   TempDir dir;
   json other = json::parse(result_text());
   other["machine_id"] = "another-machine-4c";
@@ -148,8 +157,12 @@ TEST_CASE("several files: tables gain the machine, CSV gains machine and file co
                              " --format both --out " + (dir / "out").string(),
                          dir);
   REQUIRE(r.exit_code == 0);
-  CHECK(slurp(dir / "out" / "README.md").find("### variance: v [another-machine-4c]") !=
-        std::string::npos);
+  const std::string page = slurp(dir / "out" / "experiments" / "v.md");
+  const auto own = page.find("\n## another-machine-4c, r run\n");
+  REQUIRE(own != std::string::npos);
+  CHECK(page.find("### variance: v", own) != std::string::npos);
+  // The index puts the machines side by side.
+  CHECK(slurp(dir / "out" / "README.md").find("another-machine-4c |") != std::string::npos);
   const std::string csv = slurp(dir / "out" / "csv" / "v.csv");
   CHECK(csv.rfind("machine_id,file,", 0) == 0);
   CHECK(csv.find("another-machine-4c," + (dir / "b.json").string()) != std::string::npos);
@@ -166,7 +179,8 @@ TEST_CASE("plots: gnuplot scripts with SVG and PNG; without gnuplot, a clear mes
     CHECK(std::filesystem::exists(dir / "p" / "plots" / (std::string(name) + ".gp")));
     CHECK(std::filesystem::file_size(dir / "p" / "plots" / (std::string(name) + ".svg")) > 1000);
     CHECK(std::filesystem::file_size(dir / "p" / "plots" / (std::string(name) + ".png")) > 1000);
-    CHECK(slurp(dir / "p" / "README.md").find("(plots/" + std::string(name) + ".svg)") !=
+    const std::string page = "experiments/" + std::string(name).substr(0, 1) + ".md";
+    CHECK(slurp(dir / "p" / page).find("(../plots/" + std::string(name) + ".svg)") !=
           std::string::npos);
   }
   // The same with a PATH on which there is no gnuplot.
@@ -189,15 +203,32 @@ TEST_CASE(
     {"name": "tm", "kind": "timing", "kernel": ["naive", "flash"], "n_q": 16, "n_kv": [16, 32], "d_k": 8, "d_v": 8, "repetitions": 2, "min_time": 0.001, "warmup_time": 0}]})");
   REQUIRE(run_cli("run " + (dir / "c.json").string() + " -o " + (dir / "a.json").string(), dir)
               .exit_code == 0);
-  json other = json::parse(slurp(dir / "a.json"));
+  // Both compute-bound; each machine's kernels on roofs of their own (the first's two kernels
+  // on different ones, as kernels of two precisions are), the second's ten times higher.
+  json mine = json::parse(slurp(dir / "a.json"));
+  for (auto& r : mine["experiments"][1]["records"]) {
+    r["bound"] = "compute";
+    r["roof_gflops"] = r["params"]["kernel"] == "flash" ? 400.0 : 100.0;
+  }
+  dir.write("a.json", sdpa::report::result_file_text(mine));
+  json other = mine;
   other["machine_id"] = "another-machine-4c";
-  for (auto& r : other["experiments"][1]["records"]) r["peak"]["fma_gflops"] = 1e4;  // its scale
+  for (auto& r : other["experiments"][1]["records"]) r["roof_gflops"] = 1e4;  // its scale
   dir.write("b.json", sdpa::report::result_file_text(other));
-  const auto r = run_cli("report " + (dir / "a.json").string() + " " + (dir / "b.json").string() +
-                             " --plots --out " + (dir / "p").string(),
-                         dir);
+  // A third machine whose cells are all memory-bound: read in GB/s against its triad.
+  json third = mine;
+  third["machine_id"] = "memory-machine-2c";
+  for (auto& r : third["experiments"][1]["records"]) {
+    r["bound"] = "memory";
+    r["peak"]["triad_gbs"] = 25.0;
+  }
+  dir.write("c.json", sdpa::report::result_file_text(third));
+  const auto r =
+      run_cli("report " + (dir / "a.json").string() + " " + (dir / "b.json").string() + " " +
+                  (dir / "c.json").string() + " --plots --out " + (dir / "p").string(),
+              dir);
   REQUIRE(r.exit_code == 0);
-  const std::string machine = json::parse(slurp(dir / "a.json"))["machine_id"];
+  const std::string machine = mine["machine_id"];
   const auto plots = dir / "p" / "plots";
   // Loss against step: two panels, d_k = 4 and 16, a line per scale scheme in each.
   const std::string loss = slurp(plots / (machine + "-t-loss.gp"));
@@ -208,7 +239,7 @@ TEST_CASE(
   CHECK(loss.find("title 'c = none'") != std::string::npos);
   CHECK(loss.find("title 'c = sqrt_dk'") != std::string::npos);
   CHECK(std::filesystem::file_size(plots / (machine + "-t-loss.png")) > 1000);
-  // Throughput: one panel per machine, both on the y range of the higher machine's peak.
+  // Throughput: one panel per compute-bound machine, both on the y range of the higher roof.
   const std::string side = slurp(plots / "tm-throughput-machines.gp");
   CHECK(side.find("set multiplot layout 1,2") != std::string::npos);
   CHECK(side.find("set title '" + machine + "'") != std::string::npos);
@@ -218,14 +249,67 @@ TEST_CASE(
   REQUIRE(first != std::string::npos);
   CHECK(side.find(common, side.find("set title 'another-machine-4c'")) != std::string::npos);
   CHECK(std::filesystem::file_size(plots / "tm-throughput-machines.svg") > 1000);
-  // Each machine's throughput plot draws the roof through both N and names the bound.
+  // Each kernel against its own roof: no line at a peak of another kernel's precision.
   const std::string own = slurp(plots / (machine + "-tm-throughput.gp"));
-  CHECK(own.find("nohead lw 2 dt 3 lc 'dark-red'") != std::string::npos);
-  const auto roof_label = own.find("set label 'roof: ");
-  REQUIRE(roof_label != std::string::npos);
-  CHECK(own.find("-bound'", roof_label) != std::string::npos);
-  CHECK(slurp(dir / "p" / "README.md").find("(plots/tm-throughput-machines.svg)") !=
+  const auto rows_of = [&](const std::string& text, const std::string& block) {
+    const auto at = text.find(block + " << EOD\n");
+    REQUIRE(at != std::string::npos);
+    return text.substr(at, text.find("EOD\n", at + block.size() + 8) - at);
+  };
+  CHECK(rows_of(own, "$p0s0").find(" 100.000000\n") != std::string::npos);  // naive
+  CHECK(rows_of(own, "$p0s0").find("400.000000") == std::string::npos);
+  CHECK(rows_of(own, "$p0s1").find(" 400.000000\n") != std::string::npos);  // flash
+  CHECK(own.find("using 1:6 with lines dt 3 lw 2 lc 1 title 'naive: roof") != std::string::npos);
+  CHECK(own.find("using 1:6 with lines dt 3 lw 2 lc 2 title 'flash: roof") != std::string::npos);
+  // The memory-bound machine's cells in GB/s, with its triad as the one roof.
+  CHECK_FALSE(std::filesystem::exists(plots / "memory-machine-2c-tm-throughput.gp"));
+  const std::string memory = slurp(plots / "memory-machine-2c-tm-bandwidth.gp");
+  CHECK(memory.find("set ylabel 'GB/s") != std::string::npos);
+  CHECK(memory.find(", 25.0 with lines dt 2 lw 2 lc 'black' title 'memory roof") !=
         std::string::npos);
+  // Every plot's caption names what it shows and the machine and commit it came from.
+  const std::string page = slurp(dir / "p" / "experiments" / "tm.md");
+  CHECK(page.find("(../plots/tm-throughput-machines.svg)") != std::string::npos);
+  const std::string commit = mine["suite"]["git_commit"];
+  CHECK(page.find("*GFLOP/s against N (keys per query), one line per kernel") != std::string::npos);
+  CHECK(page.find("From memory-machine-2c, sdpa-bench " + commit) != std::string::npos);
+}
+
+TEST_CASE("the site: machines side by side, a page per experiment, untrusted text escaped") {
+  TempDir dir;
+  json doc = json::parse(result_text());
+  doc["machine"]["cpu_model"] = "<script>alert(1)</script> & co";
+  doc["suite"]["git_commit"] = "0123456789ab-dirty";
+  dir.write("a.json", sdpa::report::result_file_text(doc));
+  json other = json::parse(result_text());
+  other["machine_id"] = "another-machine-4c";
+  dir.write("b.json", sdpa::report::result_file_text(other));
+  const std::string args = (dir / "a.json").string() + " " + (dir / "b.json").string();
+  REQUIRE(run_cli("report " + args + " --html " + (dir / "s").string(), dir).exit_code == 0);
+  REQUIRE(run_cli("report " + args + " --html " + (dir / "t").string(), dir).exit_code == 0);
+  const std::string index = slurp(dir / "s" / "index.html");
+  CHECK(index.find("<th class=\"n\">another-machine-4c</th>") != std::string::npos);
+  CHECK(index.find("&lt;script&gt;alert(1)&lt;/script&gt; &amp; co") != std::string::npos);
+  CHECK(index.find("<script") == std::string::npos);
+  CHECK(index.find("0123456789ab-dirty <strong>dirty tree</strong>") != std::string::npos);
+  CHECK(index.find("href=\"experiments/v.html\"") != std::string::npos);
+  // Each page links to the copies of the files it was built from.
+  const std::string page = slurp(dir / "s" / "experiments" / "v.html");
+  CHECK(page.find("href=\"../index.html\"") != std::string::npos);
+  CHECK(page.find("<img src=\"../plots/") != std::string::npos);
+  for (const auto& link : {std::string("data/another-machine-4c-b.json")}) {
+    CHECK(page.find("href=\"../" + link + "\"") != std::string::npos);
+    CHECK(slurp(dir / "s" / link) == sdpa::report::result_file_text(other));
+  }
+  // Byte for byte the same from the same files.
+  std::size_t files = 0;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(dir / "s")) {
+    if (!f.is_regular_file()) continue;
+    ++files;
+    CAPTURE(f.path().string());
+    CHECK(slurp(f.path()) == slurp(dir / "t" / std::filesystem::relative(f.path(), dir / "s")));
+  }
+  CHECK(files > 8);
 }
 
 TEST_CASE("csv and plots need an output folder") {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iterator>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -27,7 +28,7 @@ std::vector<std::string> committed_result_files() {
   std::vector<std::string> files;
   for (const auto& machine : fs::directory_iterator("results"))
     if (machine.is_directory() && machine.path().filename() != "plots" &&
-        machine.path().filename() != "csv")
+        machine.path().filename() != "csv" && machine.path().filename() != "experiments")
       for (const auto& f : fs::directory_iterator(machine.path()))
         if (f.path().extension() == ".json" &&
             !std::regex_match(f.path().filename().string(), own_run))
@@ -48,21 +49,30 @@ std::vector<std::string> names_in(const fs::path& dir) {
 }
 
 TEST_CASE(
-    "results/: README.md, csv/ and plots/ regenerate byte for byte, and nothing else is there") {
+    "results/: README.md, experiments/, csv/ and plots/ regenerate byte for byte, and nothing "
+    "else is there") {
   const auto files = committed_result_files();
   REQUIRE_FALSE(files.empty());
+  // As `make report` calls it, in a folder of its own: the same paths (results/<machine>/<file>,
+  // links to the committed files) and --out results, the plots' scripts outside it.
   TempDir dir;
   std::string args;
-  for (const auto& f : files) args += " " + f;
-  const auto r =
-      run_cli("report" + args + " --format both --plots --out " + dir.path.string(), dir);
+  for (const auto& f : files) {
+    fs::create_directories((dir / f).parent_path());
+    fs::create_symlink(fs::absolute(f), dir / f);
+    args += " " + f;
+  }
+  const auto r = run_cli("report" + args + " --format both --plots --out results --plot-scripts " +
+                             (dir / "scripts").string(),
+                         dir, "cd " + dir.path.string() + " && ");
   REQUIRE(r.exit_code == 0);
-  CHECK(slurp(dir / "README.md") == slurp("results/README.md"));
-  // The same files, none stale and none missing, each the same bytes: the tables, and each
-  // plot's script, SVG and PNG (gnuplot's and cairo's output is deterministic on one system).
-  for (const char* sub : {"csv", "plots"}) {
+  const fs::path out = dir / "results";
+  CHECK(slurp(out / "README.md") == slurp("results/README.md"));
+  // The same files, none stale and none missing, each the same bytes: the pages, the tables,
+  // and each plot's SVG and PNG (gnuplot's and cairo's output is deterministic on one system).
+  for (const char* sub : {"experiments", "csv", "plots"}) {
     CAPTURE(sub);
-    const auto generated = names_in(dir / sub), committed = names_in(fs::path("results") / sub);
+    const auto generated = names_in(out / sub), committed = names_in(fs::path("results") / sub);
     const auto not_in = [](const std::vector<std::string>& a, const std::vector<std::string>& b) {
       std::string out;
       for (const auto& name : a)
@@ -74,7 +84,7 @@ TEST_CASE(
     CHECK_MESSAGE(missing.empty(), "generated, but not committed:", missing);
     for (const auto& name : generated) {
       CAPTURE(name);
-      CHECK(slurp(dir / sub / name) == slurp(fs::path("results") / sub / name));
+      CHECK(slurp(out / sub / name) == slurp(fs::path("results") / sub / name));
     }
   }
   // At the top of results/: the generated pages and tables, the schema (tests/test_kinds.cpp
@@ -83,7 +93,7 @@ TEST_CASE(
     CAPTURE(name);
     const fs::path path = fs::path("results") / name;
     if (fs::is_directory(path)) {
-      if (name == "csv" || name == "plots") continue;
+      if (name == "csv" || name == "plots" || name == "experiments") continue;
       for (const auto& f : names_in(path)) {
         CAPTURE(f);
         CHECK(fs::path(f).extension() == ".json");

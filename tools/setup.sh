@@ -27,6 +27,7 @@ packages=(
   clang-tidy clang-format               # make lint
   libclang-rt-14-dev libomp-dev         # make fuzz: libFuzzer and ASan runtimes, OpenMP for clang
   slurmctld slurmd slurm-client munge   # test_slurm: a one-node Slurm on loopback runs a sweep
+  chromium                              # test_site: the results site in a headless browser
 )
 
 if $arm64; then

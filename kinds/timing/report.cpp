@@ -1,10 +1,9 @@
 // The reading side of `timing`: tables and plots of the records kinds/timing/experiment.cpp
-// writes (their contract: record.schema.json beside it). One row per cell,
-// and throughput against N per kernel with the measured FMA peak and the roof that binds (per
-// machine side by side when several); these records measure the machine.
+// writes (their contract: record.schema.json beside it). One row per cell; against N per
+// kernel, memory-bound groups in GB/s with the triad, the others in GFLOP/s with each kernel's
+// own roof (per machine side by side when several); these records measure the machine.
 #include <algorithm>
-#include <map>
-#include <set>
+#include <optional>
 #include <sstream>
 
 #include "kind_report.hpp"
@@ -56,39 +55,29 @@ std::vector<Table> timing_tables(const json& experiment, const std::string& sour
   return {std::move(t)};
 }
 
-// The machine's measured FMA peak for these cells, as a horizontal line, and the roof that binds
-// (min(peak, intensity x triad bandwidth), the records' roof_gflops) through each N, labelled
-// with which bound binds: memory, compute, or memory then compute as N grows.
-std::string peak_line(const std::vector<const json*>& records) {
-  const double peak = plots::measured_peak(records);
-  std::ostringstream d;
-  if (peak > 0)
-    d << "set arrow from graph 0, first " << peak << " to graph 1, first " << peak
-      << " nohead dt 2 lc 'black'\nset label 'measured FMA peak' at graph 0.02, first " << peak
-      << " offset 0,0.6\n";
-  // Per N, the highest roof of the records there (kernels of different ISAs have their own);
-  // records from before the roof fields have none.
-  std::map<double, double> roof;
-  std::set<std::string> bounds;
-  for (const json* r : records) {
-    if (!r->contains("roof_gflops") || !(*r)["roof_gflops"].is_number()) continue;
-    double& top = roof[(*r)["params"]["n_kv"].get<double>()];
-    top = std::max(top, (*r)["roof_gflops"].get<double>());
-    if ((*r)["bound"].is_string()) bounds.insert((*r)["bound"].get<std::string>());
-  }
-  for (auto a = roof.begin(), b = std::next(a); !roof.empty() && b != roof.end(); ++a, ++b)
-    d << "set arrow from first " << a->first << ", first " << a->second << " to first " << b->first
-      << ", first " << b->second << " nohead lw 2 dt 3 lc 'dark-red'\n";
-  if (!roof.empty()) {
-    const std::string bound = bounds.size() > 1    ? ": memory- then compute-bound"
-                              : bounds.size() == 1 ? ": " + *bounds.begin() + "-bound"
-                                                   : "";
-    d << "set label 'roof" << bound << "' at first " << roof.begin()->first << ", first "
-      << roof.begin()->second << " offset 0,0.8 tc 'dark-red'\n";
-  }
-  if (peak > 0 || !roof.empty())
-    d << "set yrange [0:" << plots::ceiling("gflops", records) << "]\n";
-  return d.str();
+// Whether every record of a group is bound by memory at its intensity (decode): such groups
+// are read in GB/s against the triad, the others in GFLOP/s against each kernel's own roof.
+bool memory_bound(const std::vector<const json*>& records) {
+  return std::all_of(records.begin(), records.end(), [](const json* r) {
+    return r->value("bound", json(nullptr)) == "memory" && r->contains("gbs");
+  });
+}
+
+// A record's roof in GFLOP/s: min(the FMA peak of its kernel's ISA and thread count, intensity x
+// triad); records from before the roof fields have their peak alone.
+std::optional<double> own_roof(const json& r) {
+  if (r.value("roof_gflops", json(nullptr)).is_number()) return r["roof_gflops"].get<double>();
+  if (r.contains("peak") && r["peak"].is_object() && r["peak"]["fma_gflops"].is_number())
+    return r["peak"]["fma_gflops"].get<double>();
+  return std::nullopt;
+}
+
+// The triad bandwidth a record was read against (its bytes per call are its kernel's own, so a
+// K/V cache of half the bytes reads against the same GB/s).
+std::optional<double> triad(const json& r) {
+  if (r.contains("peak") && r["peak"].is_object() && r["peak"]["triad_gbs"].is_number())
+    return r["peak"]["triad_gbs"].get<double>();
+  return std::nullopt;
 }
 
 }  // namespace
@@ -105,7 +94,20 @@ KindReport timing_report() {
                       .stat = "gflops",
                       .ylabel = "GFLOP/s",
                       .compare_machines = true,
-                      .decorate = peak_line}}};
+                      .roof = own_roof,
+                      .roof_title = "roof (min of the kernel ISA's FMA peak, intensity x triad)",
+                      .applies = [](const auto& records) { return !memory_bound(records); }},
+                     {.suffix = "bandwidth",
+                      .row_key = "n_kv",
+                      .column_key = "kernel",
+                      .xlabel = "N (keys per query)",
+                      .series_prefix = "",
+                      .stat = "gbs",
+                      .ylabel = "GB/s (each kernel's own bytes per call)",
+                      .compare_machines = true,
+                      .roof = triad,
+                      .roof_title = "memory roof (measured triad bandwidth)",
+                      .applies = memory_bound}}};
 }
 
 }  // namespace sdpa::report

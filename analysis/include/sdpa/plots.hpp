@@ -9,13 +9,22 @@
 
 namespace sdpa::plots {
 
+struct Plot {
+  std::string name;        // base name: NAME.gp and, if rendered, NAME.svg and NAME.png
+  std::string experiment;  // the experiment it draws
+  std::string caption;     // what it shows, from which machine and suite commit
+  std::vector<std::string> sources;  // the result files it was drawn from, as given
+};
+
 struct Output {
-  std::vector<std::string> plots;  // base names, each with NAME.gp and, if rendered, .svg/.png
+  std::vector<Plot> plots;
   bool rendered = false;
   std::string message;  // e.g. why nothing was rendered and how to install gnuplot
 };
 
-// Writes the plots of every experiment of the given files into dir.
-Output write_plots(const std::vector<report::ResultFile>& results, const std::string& dir);
+// Writes the plots of every experiment of the given files into dir, their gnuplot scripts into
+// scripts_dir (dir when empty).
+Output write_plots(const std::vector<report::ResultFile>& results, const std::string& dir,
+                   const std::string& scripts_dir = "");
 
 }  // namespace sdpa::plots

@@ -65,12 +65,6 @@ struct CsvFile {
 };
 std::vector<CsvFile> csv_files(const std::vector<ResultFile>& results);
 
-// The README of a report folder: where the data came from, every table, links to the plots
-// (plots/NAME.svg) and CSV files (csv/NAME).
-std::string index_markdown(const std::vector<ResultFile>& results,
-                           const std::vector<std::string>& plot_names,
-                           const std::vector<CsvFile>& csvs);
-
 // Fixed formatting shared by every table: whole numbers (sizes, counts) in full, everything else
 // with `significant` digits (4 in tables; 17 in CSV files, which round-trip a double).
 std::string number(double x, int significant = 4);
