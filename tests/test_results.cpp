@@ -55,7 +55,7 @@ TEST_CASE(
   std::string args;
   for (const auto& f : files) args += " " + f;
   const auto r =
-      run_cli("report" + args + " --format both --plots --out " + dir.path.string(), dir);
+      run_cli("report" + args + " --format both --plots --out-dir " + dir.path.string(), dir);
   REQUIRE(r.exit_code == 0);
   CHECK(slurp(dir / "README.md") == slurp("results/README.md"));
   // The same files, none stale and none missing, each the same bytes: the tables, and each
