@@ -5,21 +5,29 @@ BUILD  := build/$(PRESET)
 JOBS   ?= $(shell nproc)
 BIN    := $(BUILD)/cli/sdpa-bench
 
-.PHONY: setup configure build run test test-arm64 bench results report site schemas seal fuzz lint clean
+.PHONY: setup setup-test configure bin build run test test-arm64 bench results report site schemas seal fuzz lint clean
 
+# What building and running need; setup-test adds the test suite's and the developer tools'.
 setup:
 	@tools/setup.sh
+setup-test:
+	@tools/setup.sh --test
 
 configure: setup
 	@cmake --preset $(PRESET) >/dev/null
 
+# sdpa-bench alone (and the libraries it links): what `run`, `results` and `report` need.
+bin: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target sdpa-bench
+
+# Everything: sdpa-bench, the tests, the benchmarks and the tools.
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-run: build
+run: bin
 	$(BIN) run configs/quick.json
 
-test: build
+test: setup-test build
 	ctest --preset $(PRESET) -j $(JOBS)
 	@$(BUILD)/tests/isa_summary
 
@@ -44,7 +52,7 @@ RESULT_CONFIGS ?= quick seeds hardware models training stability precision paper
 # The result files the claims read, in the order `sdpa-bench claims` takes them
 # (tests/test_results.cpp lists the same).
 CLAIMS_CONFIGS = seeds training stability precision
-results: build
+results: bin
 	$(eval MACHINE := $(shell $(BIN) info --machine-id))
 	@for c in $(RESULT_CONFIGS); do \
 	  $(BIN) run configs/$$c.json -o results/$(MACHINE)/$$c.json >/dev/null || exit 1; \
@@ -55,31 +63,33 @@ results: build
 # (what `sdpa-bench run` writes by default, e.g. `make run`) are a user's own and left out.
 REFERENCE_RESULTS = $(shell ls results/*/*.json | grep -Ev -- '-[0-9]{8}T[0-9]{6}Z\.json$$')
 # The plots' gnuplot scripts go to the build folder: results/ holds what people open (.svg, .png).
-report: build
-	$(BIN) report $(REFERENCE_RESULTS) --format both --plots --out results --plot-scripts $(BUILD)/plot-scripts
+report: bin
+	$(BIN) report $(REFERENCE_RESULTS) --format both --plots --out-dir results --plot-scripts $(BUILD)/plot-scripts
 	$(BIN) claims $(foreach c,$(CLAIMS_CONFIGS),$(firstword $(filter %/$(c).json,$(REFERENCE_RESULTS)))) -o results/claims.md
 
 # The committed results as a static site (open $(SITE)/index.html; nothing is fetched).
 SITE ?= build/site
-site: build
+site: bin
 	$(BIN) report $(REFERENCE_RESULTS) --html $(SITE) --plot-scripts $(BUILD)/site-plot-scripts
 
 # configs/schema.json and results/schema.json, assembled from kinds/config.schema.json,
 # kinds/result.schema.json and each kind's parts, and docs/configs.md written from the first
 # (tests/test_kinds.cpp checks they are current).
-schemas: build
+schemas: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target write_schemas
 	$(BUILD)/tools/write_schemas configs/schema.json results/schema.json docs/configs.md
 
 # The reference result files rewritten with the checksum of their contents (contents_sha256),
 # after an edit made on purpose (tools/seal_results.cpp); `make report` reads them unchanged.
-seal: build
+seal: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target seal_results
 	$(BUILD)/tools/seal_results $(REFERENCE_RESULTS)
 
 # libFuzzer targets (fuzz/), each run for FUZZ_SECONDS from its seeds in fuzz/corpus/<target>/;
 # what they learn goes to build/fuzz/corpus/, a crash to build/fuzz/crash-* (and fails).
 FUZZERS      ?= config result npy journal report
 FUZZ_SECONDS ?= 120
-fuzz: setup
+fuzz: setup-test
 	@cmake --preset fuzz >/dev/null
 	@cmake --build build/fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZERS))
 	@for f in $(FUZZERS); do \
@@ -98,7 +108,7 @@ LINT_DIRS    := kernels input experiments analysis kinds cli tools
 LINT_SOURCES  = $(shell git ls-files --cached --others --exclude-standard $(addsuffix /*.cpp,$(LINT_DIRS)))
 FORMAT_FILES  = $(shell git ls-files --cached --others --exclude-standard \
                   $(foreach d,$(LINT_DIRS) fuzz,$(d)/*.cpp $(d)/*.hpp))
-lint: setup
+lint: setup-test
 	@cmake --preset release >/dev/null
 	@echo "clang-tidy on $(words $(LINT_SOURCES)) files"
 	@clang-tidy -p build/release --quiet --extra-arg=-Wno-unknown-warning-option $(LINT_SOURCES) \

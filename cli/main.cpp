@@ -1,12 +1,16 @@
 // sdpa-bench: subcommands only; every piece of logic lives in the libraries.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
 #include <regex>
+#include <sstream>
 
 #include "sdpa/attend.hpp"
 #include "sdpa/claims.hpp"
@@ -22,6 +26,15 @@
 #include "sdpa/site.hpp"
 
 namespace {
+
+// Help and `list` fit this many columns.
+constexpr std::size_t kColumns = 100;
+
+// Tables as Markdown: to a terminal, aligned in columns; to a file or a pipe, as they are (the
+// bytes of `report`'s files and of the tests).
+void print_tables(const std::string& markdown) {
+  std::cout << (isatty(STDOUT_FILENO) ? sdpa::report::aligned_tables(markdown) : markdown);
+}
 
 // Loads a config; its notes (an old parameter name read under its new one) go to stderr.
 sdpa::Config load_config(const std::string& path) {
@@ -47,8 +60,53 @@ int run(const std::string& target, bool resume, sdpa::RunOptions options) {
     }
   }
   const std::string path = sdpa::run_config(*config, options);
-  std::cout << sdpa::report::markdown(sdpa::report::tables({sdpa::report::read_result_file(path)}));
+  print_tables(
+      sdpa::report::markdown(sdpa::report::tables({sdpa::report::read_result_file(path)})));
   std::cerr << "result file: " << path << "\n";
+  return 0;
+}
+
+// `time`: the config its options stand for, checked, planned and run as that config's file
+// would be; without -o its result file is a temporary one.
+int time_command(sdpa::TimingOptions timing, bool print_config, sdpa::RunOptions options, int argc,
+                 char** argv) {
+  for (int i = 0; i < argc; ++i)
+    timing.description += (i == 0 ? "sdpa-bench" : " " + sdpa::shell_quoted(argv[i]));
+  const std::string text = sdpa::timing_config(timing).dump(2) + "\n";
+  std::optional<sdpa::Config> config;
+  try {
+    config = sdpa::parse_config("time", text);
+  } catch (const sdpa::InputError& e) {
+    throw sdpa::InputError(sdpa::timing_message(e.what()));
+  }
+  for (const auto& note : config->notes) std::cerr << "note: " << note << "\n";
+  if (print_config) {
+    std::cout << text;
+    return 0;
+  }
+  namespace fs = std::filesystem;
+  std::string folder;
+  if (options.output.empty()) {
+    std::string pattern = (fs::temp_directory_path() / "sdpa-bench-time-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr)
+      throw std::runtime_error("cannot create a temporary folder in " +
+                               fs::temp_directory_path().string());
+    folder = pattern;
+    options.output = folder + "/time.json";
+  }
+  std::string path;
+  try {
+    path = sdpa::run_config(*config, options);
+    print_tables(
+        sdpa::report::markdown(sdpa::report::tables({sdpa::report::read_result_file(path)})));
+  } catch (...) {
+    if (!folder.empty()) fs::remove_all(folder);
+    throw;
+  }
+  if (folder.empty())
+    std::cerr << "result file: " << path << "\n";
+  else
+    fs::remove_all(folder);
   return 0;
 }
 
@@ -62,17 +120,63 @@ int validate(const std::string& config_path) {
   return 0;
 }
 
+// `text` in lines of at most `width` columns (UTF-8 characters), broken at spaces.
+std::vector<std::string> wrapped(const std::string& text, std::size_t width) {
+  const auto columns = [](const std::string& s) {
+    return std::size_t(
+        std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+  };
+  std::vector<std::string> lines(1);
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    if (!lines.back().empty() && columns(lines.back()) + 1 + columns(word) > width)
+      lines.emplace_back();
+    lines.back() += (lines.back().empty() ? "" : " ") + word;
+    start = end + 1;
+  }
+  return lines;
+}
+
+// Rows, each column as wide as its widest cell; the last (a description) wrapped in a column
+// of its own when there is room for one of 40, else in lines below its row.
+void print_columns(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> widths(rows.front().size(), 0);
+  for (const auto& row : rows)
+    for (std::size_t i = 0; i + 1 < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  std::size_t indent = 2;
+  for (std::size_t i = 0; i + 1 < widths.size(); ++i) indent += widths[i] + 2;
+  const bool beside = indent + 40 <= kColumns;
+  for (const auto& row : rows) {
+    std::string line = "  ";
+    for (std::size_t i = 0; i + 1 < row.size(); ++i)
+      line += row[i] + std::string(widths[i] - row[i].size() + 2, ' ');
+    if (!beside) {
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      std::cout << line << "\n";
+      line.clear();
+    }
+    const std::size_t at = beside ? indent : 6;
+    const auto description = wrapped(row.back(), kColumns - at);
+    for (std::size_t l = 0; l < description.size(); ++l)
+      std::cout << (l == 0 && beside ? line : std::string(at, ' ')) << description[l] << "\n";
+  }
+}
+
 int list() {
   std::cout << "experiment kinds:\n";
-  for (const auto& k : sdpa::experiment_kinds())
-    std::printf("  %-12s %s\n", k.name.c_str(), k.description.c_str());
+  std::vector<std::vector<std::string>> kinds;
+  for (const auto& k : sdpa::experiment_kinds()) kinds.push_back({k.name, k.description});
+  print_columns(kinds);
   std::cout << "kernels (on this machine):\n";
-  std::printf("  %-24s %-10s %-12s %-9s %-8s %s\n", "name", "family", "isa", "precision",
-              "backward", "description");
+  std::vector<std::vector<std::string>> kernels = {
+      {"name", "family", "isa", "precision", "backward", "description"}};
   for (const auto& k : sdpa::kernel_registry())
-    std::printf("  %-24s %-10s %-12s %-9s %-8s %s\n", k.name.c_str(), k.family.c_str(),
-                k.isa.c_str(), k.precision.c_str(), k.backward ? "yes" : "no",
-                k.description.c_str());
+    kernels.push_back(
+        {k.name, k.family, k.isa, k.precision, k.backward ? "yes" : "no", k.description});
+  print_columns(kernels);
   return 0;
 }
 
@@ -117,17 +221,17 @@ std::string file_bytes(const std::string& path) {
 
 int report(const ReportOptions& o) {
   if (o.out.empty() && (o.format != "md" || o.plots))
-    throw sdpa::InputError("report: --format csv|both and --plots write files; give --out DIR");
+    throw sdpa::InputError("report: --format csv|both and --plots write files; give --out-dir DIR");
   namespace fs = std::filesystem;
   const auto inputs = inputs_named(o.files, "a result file to report on");
   if (!o.out.empty()) {
-    sdpa::check_output_folder("--out", o.out, {"README.md"}, inputs);
+    sdpa::check_output_folder("--out-dir", o.out, {"README.md"}, inputs);
     if (o.format != "md")
-      sdpa::check_output_folder("--out", (fs::path(o.out) / "csv").string(), {}, inputs);
+      sdpa::check_output_folder("--out-dir", (fs::path(o.out) / "csv").string(), {}, inputs);
     if (o.plots)
-      sdpa::check_output_folder("--out", (fs::path(o.out) / "plots").string(), {}, inputs);
+      sdpa::check_output_folder("--out-dir", (fs::path(o.out) / "plots").string(), {}, inputs);
     if (o.format != "csv")
-      sdpa::check_output_folder("--out", (fs::path(o.out) / "experiments").string(), {}, inputs);
+      sdpa::check_output_folder("--out-dir", (fs::path(o.out) / "experiments").string(), {}, inputs);
   }
   if (!o.html.empty())
     for (const char* sub : {"", "plots", "experiments", "data"})
@@ -149,7 +253,7 @@ int report(const ReportOptions& o) {
     std::vector<sdpa::json> docs;
     docs.reserve(results.size());
     for (const auto& r : results) docs.push_back(r.doc);
-    std::cout << sdpa::report::markdown(sdpa::report::tables(docs));
+    print_tables(sdpa::report::markdown(sdpa::report::tables(docs)));
     return status;
   }
   if (status != 0) return status;  // a bad input writes nothing, all or nothing
@@ -195,7 +299,7 @@ int report(const ReportOptions& o) {
                          sdpa::site::html(page));
   }
   for (const auto& [path, text] : files)  // their names are known only now
-    sdpa::check_output_file(o.html.empty() || path.rfind(o.html, 0) != 0 ? "--out" : "--html", path,
+    sdpa::check_output_file(o.html.empty() || path.rfind(o.html, 0) != 0 ? "--out-dir" : "--html", path,
                             inputs);
   sdpa::write_files_atomically(files);
   std::cerr << "report: written to " << (o.out.empty() ? o.html : o.out) << "\n";
@@ -229,7 +333,7 @@ int slurm(const std::string& config_path, const std::string& shards, std::string
       config, count, folder, fs::canonical("/proc/self/exe").string(), sbatch_options);
   std::vector<std::string> names;
   for (const auto& [path, text] : scripts.files) names.push_back(fs::path(path).filename());
-  sdpa::check_output_folder("-o", folder, names, {{config_path, "the config"}});
+  sdpa::check_output_folder("--out-dir", folder, names, {{config_path, "the config"}});
   sdpa::write_files_atomically(scripts.files);
   for (const auto& [path, text] : scripts.files)
     fs::permissions(path, path.ends_with(".sh") ? fs::perms(0755) : fs::perms(0644));
@@ -253,7 +357,7 @@ int claims(const std::vector<std::string>& files, const std::string& output) {
       text += "\n**Edited:** " + sdpa::markdown_code(files[i]) +
               " does not match its checksum (read with --allow-edited).\n";
   if (output.empty())
-    std::cout << text;
+    print_tables(text);
   else
     sdpa::write_file_atomically(output, text);
   return 0;
@@ -263,7 +367,8 @@ int compare(const std::vector<std::string>& paths, const std::string& format,
             const std::string& out_dir) {
   // compare-N.csv: one per table, at most one per experiment of the first file and a few more.
   if (!out_dir.empty())
-    sdpa::check_output_folder("--out", out_dir, {"compare.md"}, inputs_named(paths, "an input"));
+    sdpa::check_output_folder("--out-dir", out_dir, {"compare.md"},
+                              inputs_named(paths, "an input"));
   std::vector<sdpa::compare::ResultFile> files;
   int status = 0;
   for (const auto& p : paths) {
@@ -286,10 +391,13 @@ int compare(const std::vector<std::string>& paths, const std::string& format,
       outputs.emplace_back(out_dir + "/compare-" + std::to_string(i + 1) + ".csv",
                            sdpa::compare::csv(tables[i]));
     for (const auto& [path, text] : outputs)  // the CSV names are known only now
-      sdpa::check_output_file("--out", path, inputs_named(paths, "an input"));
+      sdpa::check_output_file("--out-dir", path, inputs_named(paths, "an input"));
     sdpa::write_files_atomically(outputs);
   }
-  std::cout << (format == "csv" ? csv : sdpa::report::markdown(tables));
+  if (format == "csv")
+    std::cout << csv;
+  else
+    print_tables(sdpa::report::markdown(tables));
   if (!out_dir.empty())
     std::cerr << "wrote " << out_dir << "/compare.md and compare-1.csv .. compare-" << tables.size()
               << ".csv (one per table, in order)\n";
@@ -313,31 +421,68 @@ int run_attend(const sdpa::AttendOptions& options) {
   return 0;
 }
 
+// The first word of the command line that is not an option: the subcommand, if any (the
+// program's own options, --help and --version, take no value).
+std::string first_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (argv[i][0] != '-') return argv[i];
+  return "";
+}
+
+bool is_subcommand(const CLI::App& app, const std::string& word) {
+  const auto subs = app.get_subcommands({});
+  return std::any_of(subs.begin(), subs.end(),
+                     [&](const auto* sub) { return sub->check_name(word); });
+}
+
+// A subcommand that does not exist, named with the nearest one (sdpa::closest, as for kernels,
+// kinds and options), or with them all when none is near. CLI11 would print the program's help
+// for `frob --help` and exit 0.
+std::string unknown_subcommand(const CLI::App& app, const std::string& word) {
+  std::vector<std::string> names;
+  for (const auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  std::string all;
+  for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+  if (word.empty()) return "expected a subcommand (" + all + "), found none";
+  const std::string hint = sdpa::closest(word, names);
+  return "unknown subcommand \"" + word + "\"" +
+         (hint.empty() ? "; expected one of " + all : " (did you mean \"" + hint + "\"?)");
+}
+
+// The nearest option of `command` to each unknown one among `words` (CLI11's "The following
+// arguments were not expected: ..."): " (did you mean --threads?)", or "".
+std::string option_hint(const CLI::App& command, const std::string& words) {
+  std::vector<std::string> names;
+  for (const auto* option : command.get_options()) {
+    if (option->get_group().empty()) continue;  // an old spelling, not to be suggested
+    for (const auto& n : option->get_lnames()) names.push_back("--" + n);
+    for (const auto& n : option->get_snames()) names.push_back("-" + n);
+  }
+  std::istringstream in(words);
+  for (std::string word; in >> word;) {
+    if (word.size() < 2 || word[0] != '-') continue;
+    const std::string hint = sdpa::closest(word.substr(0, word.find('=')), names);
+    if (!hint.empty()) return " (did you mean " + hint + "?)";
+  }
+  return "";
+}
+
 // A command-line mistake as a user reads it: CLI11's message, which names the option,
 // rewritten where it does not ("A subcommand is required" for an unknown subcommand), and
 // always led by the subcommand. main prints it as an error with exit code 2.
 std::string usage_message(const CLI::ParseError& e, const CLI::App& app, int argc, char** argv) {
   std::string where, message = e.what();
-  for (const auto* sub : app.get_subcommands()) where = sub->get_name() + ": ";
-  if (where.empty() && message == "A subcommand is required") {
-    std::vector<std::string> names;
-    for (const auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());
-    std::string expected;
-    for (const auto& n : names) expected += (expected.empty() ? "" : ", ") + n;
-    std::string word;
-    for (int i = 1; i < argc && word.empty(); ++i)
-      if (argv[i][0] != '-') word = argv[i];
-    if (word.empty()) return "expected a subcommand (" + expected + "), found none";
-    const std::string hint = sdpa::closest(word, names);
-    return "unknown subcommand \"" + word + "\"" +
-           (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)") + "; expected one of " +
-           expected;
-  }
+  const CLI::App* command = &app;
+  for (const auto* sub : app.get_subcommands()) where = sub->get_name() + ": ", command = sub;
+  if (where.empty() && message == "A subcommand is required")
+    return unknown_subcommand(app, first_word(argc, argv));
   const std::string extras = "The following argument";
-  if (message.rfind(extras, 0) == 0)
-    message = "unexpected argument(s): " + message.substr(message.find(": ") + 2);
+  if (message.rfind(extras, 0) == 0) {
+    const std::string words = message.substr(message.find(": ") + 2);
+    message = "unexpected argument(s): " + words + option_hint(*command, words);
+  }
   std::smatch m;
-  if (std::regex_match(message, m, std::regex("(.*): 1 required TEXT missing")))
+  if (std::regex_match(message, m, std::regex("(.*): 1 required \\S+ missing")))
     message = m[1].str() + ": expected a value, found none";
   else if (std::regex_match(message, m,
                             std::regex("(.*): At least (\\d+) required but received (\\d+)")))
@@ -346,6 +491,62 @@ std::string usage_message(const CLI::ParseError& e, const CLI::App& app, int arg
     message = "missing " + m[1].str();
   return where + message;
 }
+
+// CLI11's help with every line within kColumns: descriptions wrapped under their column.
+class Formatter : public CLI::Formatter {
+ public:
+  Formatter() { column_width(kLeft); }
+  std::string make_option_desc(const CLI::Option* option) const override {
+    return lines(CLI::Formatter::make_option_desc(option), kColumns - kLeft);
+  }
+  std::string make_subcommand(const CLI::App* sub) const override {
+    std::stringstream out;
+    CLI::detail::format_help(out, sub->get_display_name(),
+                             lines(sub->get_description(), kColumns - kLeft), kLeft);
+    return out.str();
+  }
+  std::string make_description(const CLI::App* app) const override {
+    const std::string text = app->get_description();
+    return text.empty() ? "" : lines(text, kColumns) + "\n";
+  }
+
+ private:
+  static constexpr std::size_t kLeft = 30;
+  static std::string lines(const std::string& text, std::size_t width) {
+    std::string out;
+    for (const auto& line : wrapped(text, width)) out += (out.empty() ? "" : "\n") + line;
+    return out;
+  }
+};
+
+// The old spellings of options renamed, each read into its option's value: after parsing, a
+// one-line note on stderr names the new spelling.
+struct OldSpellings {
+  struct Old {
+    const CLI::App* command;
+    const CLI::Option* option;
+    std::string spelling, now;
+  };
+  std::vector<Old> options;
+  void add(CLI::App* command, const std::string& old_names, std::string& value,
+           const std::string& now) {
+    std::string spelling = old_names;
+    std::replace(spelling.begin(), spelling.end(), ',', '/');
+    options.push_back({command, command->add_option(old_names, value)->group(""), spelling, now});
+  }
+  // The output folder of `command`: --out-dir DIR, once spelled `old_names`.
+  void out_dir(CLI::App* command, std::string& value, const std::string& help,
+               const std::string& old_names) {
+    command->add_option("--out-dir", value, help)->type_name("DIR");
+    add(command, old_names, value, "--out-dir");
+  }
+  void note() const {
+    for (const auto& o : options)
+      if (o.option->count() > 0)
+        std::cerr << "note: " << o.command->get_name() << " " << o.spelling << " is now " << o.now
+                  << "; the old spelling will go\n";
+  }
+};
 
 // Options given with an empty value ("-o ''") are mistakes, never "use the default".
 void refuse_empty_values(const CLI::App& command) {
@@ -374,7 +575,11 @@ int dispatch(int argc, char** argv) {
                                         sdpa::suite_info()["version"].get<std::string>() + " (" +
                                         sdpa::suite_info()["git_commit"].get<std::string>() + ")");
   app.require_subcommand(1);
+  app.formatter(std::make_shared<Formatter>());
+  OldSpellings old;
 
+  // One name for an output file, -o/--output FILE (run, time, claims, merge), and one for an
+  // output folder, --out-dir DIR (report, compare, slurm, attend).
   // Numbers are read as text and checked by the library against the config's own limits
   // (configs/schema.json), so a flag and the config value it stands for share one range.
   std::string config_path, run_threads;
@@ -384,25 +589,79 @@ int dispatch(int argc, char** argv) {
       "Benchmark flags for timing experiments go after `--`");
   bool resume = false;
   run_cmd->add_option("config", config_path, "config file (JSON), or the journal to resume")
-      ->required();
+      ->required()
+      ->type_name("FILE");
   run_cmd->add_flag("--resume", resume,
                     "continue an interrupted run: with CONFIG, from <FILE>.journal (-o FILE) or "
                     "the newest journal of the config in results/<machine-id>/; or give the "
                     "journal itself in place of CONFIG");
-  run_cmd->add_option("-o,--output", run_options.output,
-                      "result file (default results/<machine-id>/<config-name>-<UTC time>.json)");
-  run_cmd->add_option("-j,--threads", run_threads,
-                      "threads, 1 to 1024 (default: the config's, else all cores)");
+  run_cmd
+      ->add_option("-o,--output", run_options.output,
+                   "result file (default results/<machine-id>/<config-name>-<UTC time>.json)")
+      ->type_name("FILE");
+  run_cmd
+      ->add_option("-j,--threads", run_threads,
+                   "threads, 1 to 1024 (default: the config's, else all cores)")
+      ->type_name("INT");
   std::string run_shard;
-  run_cmd->add_option("--shard", run_shard,
-                      "run shard I/N of the cells (I from 0 to N-1; `merge` joins the N result "
-                      "files), or `slurm`: I and N of this Slurm array task");
-  run_cmd->add_option(
-      "--benchmark-json", run_options.benchmark_json,
-      "also write Google Benchmark's JSON of the timing cells (compare.py reads it)");
+  run_cmd
+      ->add_option("--shard", run_shard,
+                   "run shard I/N of the cells (I from 0 to N-1; `merge` joins the N result "
+                   "files), or `slurm`: I and N of this Slurm array task")
+      ->type_name("I/N|slurm");
+  run_cmd
+      ->add_option("--benchmark-json", run_options.benchmark_json,
+                   "also write Google Benchmark's JSON of the timing cells (compare.py reads it)")
+      ->type_name("FILE");
+
+  // `time`: each option one timing parameter (kinds/timing/config.schema.json says its range).
+  sdpa::TimingOptions timing;
+  std::string time_output;
+  bool print_config = false;
+  auto* time_cmd = app.add_subcommand(
+      "time",
+      "time kernels at the shapes given, without a config: the cells, the roofline and the "
+      "table a config's timing experiment gives; lists are comma-separated (a grid)");
+  time_cmd->add_option("--kernel", timing.kernel, "kernels (see `list`)")
+      ->required()
+      ->type_name("NAME[,NAME...]");
+  struct TimeOption {
+    const char* names;
+    std::string* value;
+    const char* type;
+    const char* help;
+  };
+  for (const auto& o : std::initializer_list<TimeOption>{
+           {"--heads", &timing.heads, "Q[/KV][,...]",
+            "query heads / K-V heads (32/8: grouped-query; 32: multi-head); each pair listed is "
+            "a timing experiment of its own (default 1)"},
+           {"--n-q", &timing.n_q, "INT[,INT...]", "queries per head (1: decode; default 256)"},
+           {"--n-kv", &timing.n_kv, "INT[,INT...]", "keys per K/V head (default 256)"},
+           {"--d", &timing.d, "D[/DV][,...]",
+            "head dimension, d_k = d_v (or DK/DV); each listed is a timing experiment of its own "
+            "(default 64)"},
+           {"--batch", &timing.batch, "INT[,INT...]", "sequences per call (default 1)"},
+           {"-j,--threads", &timing.threads, "INT|all[,...]",
+            "thread counts timed (default all cores)"},
+           {"--direction", &timing.direction, "DIR[,DIR...]",
+            "forward, backward or both (one of each per call; default forward)"},
+           {"--repetitions", &timing.repetitions, "INT",
+            "Google Benchmark repetitions per cell, each kept (default 10)"},
+           {"--min-time", &timing.min_time, "SECONDS", "seconds per repetition (default 0.05)"},
+           {"--warmup-time", &timing.warmup_time, "SECONDS",
+            "seconds run untimed before the first repetition (default 0.02)"}})
+    time_cmd->add_option(o.names, *o.value, o.help)->type_name(o.type);
+  time_cmd->add_flag("--causal", timing.causal, "causal mask (bottom-right aligned)");
+  time_cmd
+      ->add_option("-o,--output", time_output, "also write the result file here (as `run` does)")
+      ->type_name("FILE");
+  time_cmd->add_flag("--print-config", print_config,
+                     "print the config these options stand for (a file `run` takes) and stop");
 
   auto* validate_cmd = app.add_subcommand("validate", "check a config without running it");
-  validate_cmd->add_option("config", config_path, "config file (JSON)")->required();
+  validate_cmd->add_option("config", config_path, "config file (JSON)")
+      ->required()
+      ->type_name("FILE");
 
   auto* list_cmd =
       app.add_subcommand("list", "experiment kinds and kernels available on this machine");
@@ -413,17 +672,24 @@ int dispatch(int argc, char** argv) {
 
   ReportOptions report_options;
   auto* report_cmd = app.add_subcommand("report", "tables from result files (no experiment runs)");
-  report_cmd->add_option("results", report_options.files, "result files")->required();
-  report_cmd->add_option("--format", report_options.format, "md, csv or both (csv needs --out)");
-  report_cmd->add_option(
-      "--out", report_options.out,
-      "folder for README.md (tables), csv/ and plots/ (default: Markdown to stdout)");
+  report_cmd->add_option("results", report_options.files, "result files")
+      ->required()
+      ->type_name("FILE");
+  report_cmd->add_option("--format", report_options.format, "md, csv or both (csv needs --out-dir)")
+      ->type_name("md|csv|both");
+  old.out_dir(report_cmd, report_options.out,
+              "folder for README.md (tables), csv/ and plots/ (default: Markdown to stdout)",
+              "--out");
   report_cmd->add_flag("--plots", report_options.plots, "also write plots (gnuplot: SVG and PNG)");
-  report_cmd->add_option("--html", report_options.html,
-                         "folder for a static site: index, a page per experiment, the claims, "
-                         "plots and copies of the result files (opens from the file system)");
-  report_cmd->add_option("--plot-scripts", report_options.plot_scripts,
-                         "folder for the plots' gnuplot scripts (default: beside the plots)");
+  report_cmd
+      ->add_option("--html", report_options.html,
+                   "folder for a static site: index, a page per experiment, the claims, "
+                   "plots and copies of the result files (opens from the file system)")
+      ->type_name("DIR");
+  report_cmd
+      ->add_option("--plot-scripts", report_options.plot_scripts,
+                   "folder for the plots' gnuplot scripts (default: beside the plots)")
+      ->type_name("DIR");
 
   std::vector<std::string> claims_files;
   std::string claims_output;
@@ -436,8 +702,10 @@ int dispatch(int argc, char** argv) {
           "results", claims_files,
           "result file of configs/seeds.json, optionally ones of configs/training.json and "
           "configs/stability.json")
-      ->required();
-  claims_cmd->add_option("-o,--output", claims_output, "write the Markdown here (default: stdout)");
+      ->required()
+      ->type_name("FILE");
+  claims_cmd->add_option("-o,--output", claims_output, "write the Markdown here (default: stdout)")
+      ->type_name("FILE");
 
   std::vector<std::string> compare_files;
   std::string compare_format = "md", compare_out;
@@ -448,10 +716,12 @@ int dispatch(int argc, char** argv) {
   compare_cmd
       ->add_option("results", compare_files, "two or more result files; the first is the baseline")
       ->required()
-      ->expected(2, -1);
-  compare_cmd->add_option("--format", compare_format, "md or csv on stdout (default md)");
-  compare_cmd->add_option("--out", compare_out,
-                          "also write compare.md and one compare-N.csv per table into this folder");
+      ->expected(2, -1)
+      ->type_name("FILE");
+  compare_cmd->add_option("--format", compare_format, "md or csv on stdout (default md)")
+      ->type_name("md|csv");
+  old.out_dir(compare_cmd, compare_out,
+              "also write compare.md and one compare-N.csv per table into this folder", "--out");
 
   std::vector<std::string> merge_files;
   std::string merge_output;
@@ -459,8 +729,12 @@ int dispatch(int argc, char** argv) {
       "merge",
       "join the result files of a sweep's shards (`run --shard I/N`) into the file one run of "
       "the whole config writes");
-  merge_cmd->add_option("shards", merge_files, "the result files of shards 0 to N-1")->required();
-  merge_cmd->add_option("-o,--output", merge_output, "the merged result file")->required();
+  merge_cmd->add_option("shards", merge_files, "the result files of shards 0 to N-1")
+      ->required()
+      ->type_name("FILE");
+  merge_cmd->add_option("-o,--output", merge_output, "the merged result file")
+      ->required()
+      ->type_name("FILE");
   for (auto* cmd : {report_cmd, claims_cmd, compare_cmd, merge_cmd})
     cmd->add_flag("--allow-edited", read_options.allow_edited,
                   "read result files that do not match their checksum (edited after they were "
@@ -471,11 +745,16 @@ int dispatch(int argc, char** argv) {
       "slurm",
       "write Slurm batch scripts that run a config as a job array of --shards tasks and merge "
       "their result files after; other options (or all after `--`) are sbatch's");
-  slurm_cmd->add_option("config", slurm_config, "config file (JSON)")->required();
-  slurm_cmd->add_option("--shards", slurm_shards, "the number of shards (array tasks)")->required();
-  slurm_cmd->add_option("-o,--out", slurm_folder,
-                        "folder for the scripts, the shards' result files and logs and the "
-                        "merged result (default slurm/<config name>)");
+  slurm_cmd->add_option("config", slurm_config, "config file (JSON)")
+      ->required()
+      ->type_name("FILE");
+  slurm_cmd->add_option("--shards", slurm_shards, "the number of shards (array tasks)")
+      ->required()
+      ->type_name("INT");
+  old.out_dir(slurm_cmd, slurm_folder,
+              "folder for the scripts, the shards' result files and logs and the merged result "
+              "(default slurm/<config name>)",
+              "-o,--out");
   slurm_cmd->allow_extras();
 
   sdpa::AttendOptions attend_options;
@@ -485,25 +764,37 @@ int dispatch(int argc, char** argv) {
   attend_cmd
       ->add_option("--q", attend_options.q,
                    "Q: (n_q, d_k), (b, n_q, d_k) or (batch, heads_q, n_q, d_k)")
-      ->required();
+      ->required()
+      ->type_name("NPY");
   attend_cmd
       ->add_option("--k", attend_options.k,
                    "K: (n_kv, d_k), (b, n_kv, d_k) or (batch, heads_kv, n_kv, d_k)")
-      ->required();
+      ->required()
+      ->type_name("NPY");
   attend_cmd
       ->add_option("--v", attend_options.v,
                    "V: (n_kv, d_v), (b, n_kv, d_v) or (batch, heads_kv, n_kv, d_v)")
-      ->required();
+      ->required()
+      ->type_name("NPY");
+  // Not ->required(): the old spelling may give it (checked after parsing).
+  old.out_dir(attend_cmd, attend_options.out,
+              "output folder: o.npy, lse.npy, [dq, dk, dv].npy (required)", "--out");
   attend_cmd
-      ->add_option("--out", attend_options.out, "output folder: o.npy, lse.npy, [dq, dk, dv].npy")
-      ->required();
-  attend_cmd->add_option("--grad-out", attend_options.grad_out,
-                         "upstream gradient dO (shaped like O): also write dq.npy, dk.npy, dv.npy");
-  attend_cmd->add_option("--kernel", attend_options.kernel, "kernel (default flash; see `list`)");
-  attend_cmd->add_option("--scale", attend_scale, "scale c (default 1/sqrt(d_k))");
+      ->add_option("--grad-out", attend_options.grad_out,
+                   "upstream gradient dO (shaped like O): also write dq.npy, dk.npy, dv.npy")
+      ->type_name("NPY");
+  attend_cmd->add_option("--kernel", attend_options.kernel, "kernel (default flash; see `list`)")
+      ->type_name("NAME");
+  attend_cmd->add_option("--scale", attend_scale, "scale c (default 1/sqrt(d_k))")
+      ->type_name("NUMBER");
   attend_cmd->add_flag("--causal", attend_options.causal, "causal mask (bottom-right aligned)");
-  attend_cmd->add_option("-j,--threads", attend_threads, "threads, 1 to 1024 (default 1)");
+  attend_cmd->add_option("-j,--threads", attend_threads, "threads, 1 to 1024 (default 1)")
+      ->type_name("INT");
 
+  // CLI11 would take `frob --help` for the program's --help, exit 0.
+  if (const std::string word = first_word(argc, argv); !word.empty() && !is_subcommand(app, word))
+    throw sdpa::InputError(unknown_subcommand(app, word) +
+                           "\nRun with --help for more information.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
@@ -513,16 +804,22 @@ int dispatch(int argc, char** argv) {
                            "\nRun with --help for more information.");
   }
   for (const auto* command : app.get_subcommands()) refuse_empty_values(*command);
+  old.note();
   if (*slurm_cmd) {
     auto sbatch_options = slurm_cmd->remaining();
     sbatch_options.insert(sbatch_options.end(), run_options.benchmark_flags.begin(),
                           run_options.benchmark_flags.end());
     return slurm(slurm_config, slurm_shards, slurm_folder, sbatch_options);
   }
-  if (!run_options.benchmark_flags.empty() && !*run_cmd)
+  if (!run_options.benchmark_flags.empty() && !*run_cmd && !*time_cmd)
     throw sdpa::InputError(
-        "arguments after -- are Google Benchmark flags (for `run`) or sbatch options (for "
+        "arguments after -- are Google Benchmark flags (for `run` and `time`) or sbatch options "
+        "(for "
         "`slurm`), nothing else's");
+  if (*time_cmd) {
+    run_options.output = time_output;
+    return time_command(timing, print_config, run_options, argc, argv);
+  }
   if (*run_cmd) {
     if (!run_threads.empty())
       run_options.threads = sdpa::parse_threads_option("-j,--threads", run_threads);
@@ -543,6 +840,8 @@ int dispatch(int argc, char** argv) {
   }
   if (*claims_cmd) return claims(claims_files, claims_output);
   if (*attend_cmd) {
+    if (attend_options.out.empty())
+      throw sdpa::InputError("attend: missing --out-dir\nRun with --help for more information.");
     if (!attend_scale.empty())
       attend_options.scale =
           sdpa::parse_number_option("--scale", attend_scale, sdpa::NumberRange{});

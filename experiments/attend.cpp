@@ -152,7 +152,7 @@ std::vector<std::string> attend(const AttendOptions& o) {
   // Every output is checked, and written, together: all or nothing.
   std::vector<std::string> names = {"o.npy", "lse.npy"};
   if (!o.grad_out.empty()) names.insert(names.end(), {"dq.npy", "dk.npy", "dv.npy"});
-  check_output_folder("--out", o.out, names,
+  check_output_folder("--out-dir", o.out, names,
                       {{o.q, "--q"}, {o.k, "--k"}, {o.v, "--v"}, {o.grad_out, "--grad-out"}});
 
   const Operand q = load(o.q, "Q"), k = load(o.k, "K"), v = load(o.v, "V");

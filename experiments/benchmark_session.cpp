@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "sdpa/experiments.hpp"
+#include "sdpa/json_schema.hpp"
 
 namespace sdpa {
 namespace {
@@ -52,15 +53,6 @@ const Flag kFlags[] = {
 
 // Longer filters are refused unread: std::regex compiles and matches by recursion.
 constexpr std::size_t kMaxFilterLength = 1000;
-
-std::vector<std::string> split(const std::string& s, char separator) {
-  std::vector<std::string> parts;
-  std::size_t begin = 0;
-  for (std::size_t end; (end = s.find(separator, begin)) != std::string::npos; begin = end + 1)
-    parts.push_back(s.substr(begin, end - begin));
-  parts.push_back(s.substr(begin));
-  return parts;
-}
 
 // Checks one argument after `--`; unknown flags are left to Google Benchmark, which names
 // them. Throws InputError "<flag>: expected ..., found ...".

@@ -175,17 +175,24 @@ class SchemaIndex {
     return {raw, node};
   }
 
-  std::string expected(const json& doc, const std::string& pointer) const {
+  // What a value at `pointer` should be; with `words`, the enum's words too.
+  std::string expected(const json& doc, const std::string& pointer, bool words = true) const {
     auto [raw, node] = node_at(doc, pointer);
     std::string text = raw->contains("description")    ? (*raw)["description"].get<std::string>()
                        : node->contains("description") ? (*node)["description"].get<std::string>()
                                                        : summary(*node);
-    if (node->contains("enum")) {
-      std::vector<std::string> words;
-      for (const auto& e : (*node)["enum"]) words.push_back(e.get<std::string>());
-      text += ", one of " + join_quoted(words);
-    }
+    if (words && node->contains("enum"))
+      text += ", one of " + join_quoted(enum_words(doc, pointer));
     return text;
+  }
+
+  // The words a value at `pointer` may be (its node's enum), empty when it has none.
+  std::vector<std::string> enum_words(const json& doc, const std::string& pointer) const {
+    const json* node = node_at(doc, pointer).second;
+    std::vector<std::string> words;
+    if (node->contains("enum"))
+      for (const auto& e : (*node)["enum"]) words.push_back(e.get<std::string>());
+    return words;
   }
 
   std::vector<std::string> allowed_keys(const json& doc, const std::string& pointer) const {
@@ -378,6 +385,15 @@ std::string closest(const std::string& word, const std::vector<std::string>& can
   return best;
 }
 
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::size_t begin = 0;
+  for (std::size_t end; (end = text.find(separator, begin)) != std::string::npos; begin = end + 1)
+    parts.push_back(text.substr(begin, end - begin));
+  parts.push_back(text.substr(begin));
+  return parts;
+}
+
 std::string join_quoted(const std::vector<std::string>& words) {
   std::string s;
   for (const auto& w : words) s += (s.empty() ? "\"" : ", \"") + w + "\"";
@@ -426,8 +442,12 @@ std::vector<std::string> JsonSchema::problems(const json& doc) const {
     } else if (!has_deeper && f.description.rfind("Failed to validate against", 0) != 0 &&
                f.description.rfind("Failed to validate item", 0) != 0) {
       const json& found = doc.at(json::json_pointer(f.path));
-      add((f.path.empty() ? "/" : f.path) + ": expected " + index.expected(doc, f.path) +
-          ", found " + describe_found(found));
+      const std::string hint =
+          found.is_string() ? closest(found.get<std::string>(), index.enum_words(doc, f.path)) : "";
+      // The nearest word when one is near, else them all.
+      add((f.path.empty() ? "/" : f.path) + ": expected " +
+          index.expected(doc, f.path, hint.empty()) + ", found " + describe_found(found) +
+          (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
     }
   }
   std::sort(problems.begin(), problems.end());

@@ -43,7 +43,7 @@ sdpa::testing::CommandResult attend_on(const TempDir& dir, const sdpa::npy::Arra
     sdpa::npy::write(path, *a);
     args += " --" + std::string(name) + " " + path;
   }
-  return run_cli(args + " " + options + " --out " + (dir / "out").string(), dir);
+  return run_cli(args + " " + options + " --out-dir " + (dir / "out").string(), dir);
 }
 
 }  // namespace
@@ -57,7 +57,7 @@ TEST_CASE("attend: O, dQ, dK, dV of a (b, n, d) problem match the fp64 reference
   const auto r =
       run_cli("attend --q " + (dir / "q.npy").string() + " --k " + (dir / "k.npy").string() +
                   " --v " + (dir / "v.npy").string() + " --grad-out " + (dir / "do.npy").string() +
-                  " --causal --scale 0.5 --kernel flash --out " + (dir / "out").string(),
+                  " --causal --scale 0.5 --kernel flash --out-dir " + (dir / "out").string(),
               dir);
   REQUIRE(r.exit_code == 0);
   const sdpa::Shape s{2, 5, 7, 8, 3};
@@ -83,7 +83,7 @@ TEST_CASE("attend: shapes that do not fit are refused, naming the file") {
   sdpa::npy::write((dir / "v.npy").string(), normals({6, 3}, 3));
   const auto r =
       run_cli("attend --q " + (dir / "q.npy").string() + " --k " + (dir / "k.npy").string() +
-                  " --v " + (dir / "v.npy").string() + " --out " + (dir / "o").string(),
+                  " --v " + (dir / "v.npy").string() + " --out-dir " + (dir / "o").string(),
               dir);
   CHECK(r.exit_code == 2);
   CHECK(r.err == "error: " + (dir / "k.npy").string() +
@@ -171,7 +171,7 @@ TEST_CASE("attend: an input a bf16 kernel would round to infinity is refused, na
   sdpa::npy::write((dir / "v.npy").string(), normals({6, 3}, 3));
   const std::string args = "attend --q " + (dir / "q.npy").string() + " --k " +
                            (dir / "k.npy").string() + " --v " + (dir / "v.npy").string() +
-                           " --out " + (dir / "o").string() + " --kernel ";
+                           " --out-dir " + (dir / "o").string() + " --kernel ";
   const auto r = run_cli(args + "flash-bf16", dir);
   CHECK(r.exit_code == 2);
   CHECK(r.err == "error: " + (dir / "k.npy").string() +

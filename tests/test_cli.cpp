@@ -2,9 +2,14 @@
 // results/schema.json, bad input refused with exit code 2 and nothing written.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <sstream>
+
 #include "cli_runner.hpp"
 #include "sdpa/experiments.hpp"
 #include "sdpa/json_schema.hpp"
+#include "sdpa/kernels.hpp"
+#include "sdpa/report.hpp"
 
 using sdpa::testing::records_of;
 using sdpa::testing::run_cli;
@@ -31,6 +36,19 @@ std::string schema_errors(const std::string& result_text) {
   std::string errors;
   for (const auto& p : schema.problems(nlohmann::json::parse(result_text))) errors += p + "\n";
   return errors;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Terminal columns of a UTF-8 line.
+std::size_t columns(const std::string& line) {
+  return std::size_t(
+      std::count_if(line.begin(), line.end(), [](char c) { return (c & 0xC0) != 0x80; }));
 }
 
 }  // namespace
@@ -132,8 +150,34 @@ TEST_CASE("validate, list, info, --version and --help") {
   const auto l = run_cli("list", dir);
   CHECK(l.exit_code == 0);
   CHECK(l.out.find("variance") != std::string::npos);
-  CHECK(l.out.find("reference                reference  scalar       fp32") != std::string::npos);
   CHECK(l.out.find(" bf16 ") != std::string::npos);  // flash-bf16's precision
+  // Every kernel's row starts its family, ISA and precision at the header's columns.
+  const auto lines = lines_of(l.out);
+  const auto header = std::find_if(lines.begin(), lines.end(), [](const std::string& line) {
+    return line.rfind("  name ", 0) == 0;
+  });
+  REQUIRE(header != lines.end());
+  std::size_t rows = 0;
+  for (const auto& k : sdpa::kernel_registry()) {
+    const auto row = std::find_if(lines.begin(), lines.end(), [&](const std::string& line) {
+      return line.rfind("  " + k.name + " ", 0) == 0;
+    });
+    REQUIRE(row != lines.end());
+    CAPTURE(*row);
+    const auto at = [&](const std::string& column) {
+      const std::size_t begin = header->find(" " + column + " ") + 1;
+      return row->substr(begin, row->find(' ', begin) - begin);
+    };
+    CHECK(at("family") == k.family);
+    CHECK(at("isa") == k.isa);
+    CHECK(at("precision") == k.precision);
+    ++rows;
+  }
+  CHECK(rows == sdpa::kernel_registry().size());
+  for (const auto& line : lines) {
+    CAPTURE(line);
+    CHECK(columns(line) <= 100);
+  }
 
   const auto i = run_cli("info", dir);
   REQUIRE(i.exit_code == 0);
@@ -142,12 +186,74 @@ TEST_CASE("validate, list, info, --version and --help") {
   CHECK(info["suite"]["build_type"].is_string());
 
   CHECK(run_cli("--version", dir).out.rfind("sdpa-bench 0.1.0", 0) == 0);
-  for (const char* sub : {"run", "validate", "list", "info", "report"}) {
+  for (const char* sub : {"", "run", "time", "validate", "list", "info", "report", "claims",
+                          "compare", "merge", "slurm", "attend"}) {
     const auto h = run_cli(std::string(sub) + " --help", dir);
     CAPTURE(sub);
     CHECK(h.exit_code == 0);
     CHECK(h.out.find("Usage") != std::string::npos);
+    // Fits a terminal of 100 columns, and every option says what it takes (a number, a file).
+    for (const auto& line : lines_of(h.out)) {
+      CAPTURE(line);
+      CHECK(columns(line) <= 100);
+      CHECK(line.find(" TEXT") == std::string::npos);
+    }
   }
+  CHECK(run_cli("run --help", dir).out.find("-j,--threads INT") != std::string::npos);
+}
+
+TEST_CASE("mistakes in names get the nearest valid one") {
+  TempDir dir;
+  dir.write("tiny.json", kTinyConfig);
+  const std::string tiny = (dir / "tiny.json").string();
+  const auto option = run_cli("run " + tiny + " --thread 2", dir);
+  CHECK(option.exit_code == 2);
+  CHECK(option.err.rfind("error: run: unexpected argument(s): ", 0) == 0);
+  CHECK(option.err.find(" (did you mean --threads?)\n") != std::string::npos);
+  // A subcommand that does not exist, even with --help, is an error with the nearest name.
+  for (const char* typo : {"tme --help", "tme"}) {
+    CAPTURE(typo);
+    const auto sub = run_cli(typo, dir);
+    CHECK(sub.exit_code == 2);
+    CHECK(sub.err.rfind("error: unknown subcommand \"tme\" (did you mean \"time\"?)\n", 0) == 0);
+    CHECK(sub.out == "");
+  }
+  const auto kernel = run_cli("time --kernel flsh --print-config", dir);
+  CHECK(kernel.exit_code == 2);
+  CHECK(kernel.err == "error: time: --kernel: unknown kernel \"flsh\" (did you mean \"flash\"?)\n");
+}
+
+TEST_CASE("renamed output options: the old spelling still works, with a note") {
+  TempDir dir;
+  dir.write("tiny.json", kTinyConfig);
+  const std::string r = (dir / "r.json").string();
+  REQUIRE(run_cli("run " + (dir / "tiny.json").string() + " -o " + r, dir).exit_code == 0);
+  const auto now = run_cli("report " + r + " --format csv --out-dir " + (dir / "a").string(), dir);
+  CHECK(now.exit_code == 0);
+  CHECK(now.err.find("note:") == std::string::npos);
+  const auto old = run_cli("report " + r + " --format csv --out " + (dir / "b").string(), dir);
+  CHECK(old.exit_code == 0);
+  CHECK(old.err.rfind("note: report --out is now --out-dir; the old spelling will go\n", 0) == 0);
+  std::size_t files = 0;
+  for (const auto& f : std::filesystem::directory_iterator(dir / "a/csv")) {
+    CAPTURE(f.path());
+    CHECK(sdpa::testing::slurp(f.path()) ==
+          sdpa::testing::slurp(dir / "b/csv" / f.path().filename()));
+    ++files;
+  }
+  CHECK(files > 0);
+}
+
+TEST_CASE("tables are aligned for a terminal and stay the same Markdown") {
+  const std::string md =
+      "### t\n\n| kernel | shape | GFLOP/s |\n|---|---:|---:|\n| flash | 1×16×16 | 3.5 |\n"
+      "| naive-long | 2 | 12.25 |\n\nnote | not a table\n| a | b |\n";
+  const std::string aligned = sdpa::report::aligned_tables(md);
+  CHECK(aligned ==
+        "### t\n\n| kernel     |   shape | GFLOP/s |\n| ---------- | ------: | ------: |\n"
+        "| flash      | 1×16×16 |     3.5 |\n| naive-long |       2 |   12.25 |\n\nnote | not a "
+        "table\n| a | b |\n");
+  CHECK(sdpa::report::aligned_tables("") == "");
 }
 
 TEST_CASE("report regenerates the tables from a result file alone") {
@@ -230,7 +336,7 @@ TEST_CASE("timing runs: schema, machine.peak, Google Benchmark's JSON, then comp
   CHECK(c.out.find("without a match") == std::string::npos);
 
   const auto csv =
-      run_cli("compare " + a + " " + b + " --format csv --out " + (dir / "cmp").string(), dir);
+      run_cli("compare " + a + " " + b + " --format csv --out-dir " + (dir / "cmp").string(), dir);
   REQUIRE(csv.exit_code == 0);
   CHECK(csv.out.rfind("# timing: B = ", 0) == 0);
   CHECK(csv.out.find("\nkernel,shape,threads,direction,") != std::string::npos);
@@ -275,4 +381,88 @@ TEST_CASE("Google Benchmark's flags after --: passed through, checked before any
   CHECK(format.exit_code == 2);
   CHECK(format.err.find("--benchmark_out_format=csv: expected json") != std::string::npos);
   CHECK(run_cli("list -- --benchmark_filter=x", dir).exit_code == 2);
+}
+
+namespace {
+
+// `sdpa-bench time` options and the config file they stand for, written out by hand.
+const char* kTimeOptions =
+    "time --kernel naive,reference --heads 4/2,2 --n-q 1,3 --n-kv 16 --d 8 -j 1 "
+    "--repetitions 2 --min-time 0.002 --warmup-time 0.001";
+const char* kTimeConfig = R"({
+  "name": "time", "seed": 0,
+  "experiments": [
+    {"name": "roofline", "kind": "roofline", "isa": ["scalar"], "threads": 1},
+    {"name": "time-heads-4-2-d-8", "kind": "timing", "kernel": ["naive", "reference"],
+     "heads_q": 4, "heads_kv": 2, "n_q": [1, 3], "n_kv": 16, "d_k": 8, "d_v": 8, "threads": 1,
+     "repetitions": 2, "min_time": 0.002, "warmup_time": 0.001},
+    {"name": "time-heads-2-2-d-8", "kind": "timing", "kernel": ["naive", "reference"],
+     "heads_q": 2, "heads_kv": 2, "n_q": [1, 3], "n_kv": 16, "d_k": 8, "d_v": 8, "threads": 1,
+     "repetitions": 2, "min_time": 0.002, "warmup_time": 0.001}
+  ]
+})";
+
+// Each experiment's name and kind, and its cells' indices and values of the kind's axes (what a
+// record's params hold), a line each; keys sorted, as the order of a config's keys is its own.
+std::string cells_of(const std::vector<sdpa::ExperimentPlan>& plan) {
+  std::string cells;
+  for (const auto& e : plan)
+    for (const auto& c : e.cells) {
+      nlohmann::json axes = nlohmann::json::object();
+      for (const auto& axis : e.kind->axes)
+        if (c.params.contains(axis)) axes[axis] = nlohmann::json::parse(c.params[axis].dump());
+      cells +=
+          e.name + " " + e.kind->name + " " + std::to_string(c.index) + " " + axes.dump() + "\n";
+    }
+  return cells;
+}
+
+}  // namespace
+
+TEST_CASE("time: the cells of the config its options stand for") {
+  TempDir dir;
+  const auto printed = run_cli(std::string(kTimeOptions) + " --print-config", dir);
+  CAPTURE(printed.err);
+  REQUIRE(printed.exit_code == 0);
+  const auto from_options = sdpa::make_plan(sdpa::parse_config("printed", printed.out));
+  const auto from_file = sdpa::make_plan(sdpa::parse_config("file", kTimeConfig));
+  CHECK(cells_of(from_options) == cells_of(from_file));
+  const std::string cells = cells_of(from_file);
+  CHECK(std::count(cells.begin(), cells.end(), '\n') == 1 + 2 * 2 * 2);  // roofline, 2 x 2 x 2
+
+  // Run: the records are those cells, the table the one `report` prints of the result file.
+  const std::string out = (dir / "t.json").string();
+  const auto r = run_cli(std::string(kTimeOptions) + " -o " + out, dir);
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto doc = sdpa::json::parse(sdpa::testing::slurp(out));
+  CHECK(schema_errors(sdpa::testing::slurp(out)) == "");
+  std::string recorded;
+  for (const auto& e : doc["experiments"])
+    for (const auto& rec : e["records"])
+      recorded += e["name"].get<std::string>() + " " + e["kind"].get<std::string>() + " " +
+                  rec["cell"].dump() + " " + nlohmann::json::parse(rec["params"].dump()).dump() +
+                  "\n";
+  CHECK(recorded == cells);
+  CHECK(r.out == run_cli("report " + out, dir).out);
+  CHECK(r.out.find("### timing: time-heads-4-2-d-8") != std::string::npos);
+
+  // Without -o: the same table, no file left behind.
+  const auto bare = run_cli(std::string(kTimeOptions), dir);
+  CHECK(bare.exit_code == 0);
+  CHECK(bare.out.find("### timing: time-heads-2-2-d-8") != std::string::npos);
+  CHECK(bare.err.find("result file:") == std::string::npos);
+}
+
+TEST_CASE("time: a bad value names its option, as a config's would name its path") {
+  TempDir dir;
+  const auto zero = run_cli("time --kernel naive --n-kv 16,0 --print-config", dir);
+  CHECK(zero.exit_code == 2);
+  CHECK(zero.err ==
+        "error: time: --n-kv: expected a positive integer or a non-empty list of positive "
+        "integers, found number 0\n");
+  const auto heads = run_cli("time --kernel flash --heads 32/6 --print-config", dir);
+  CHECK(heads.exit_code == 2);
+  CHECK(heads.err == "error: time: --heads: expected a multiple of heads_kv (6), found 32\n");
+  CHECK(run_cli("time --n-kv 16", dir).exit_code == 2);  // --kernel is required
 }

@@ -91,7 +91,7 @@ TEST_CASE("class 1: nesting 70 000 levels deep and -j 100000 are refused, not cr
                     too_deep);
   refused.check("run " + tiny + " -o " + out + " -j 100000",
                 "-j,--threads: expected an integer from 1 to 1024, found \"100000\"");
-  refused.check("attend --q q.npy --k k.npy --v v.npy --out o -j 100000",
+  refused.check("attend --q q.npy --k k.npy --v v.npy --out-dir o -j 100000",
                 "-j,--threads: expected an integer from 1 to 1024, found \"100000\"");
 }
 
@@ -121,7 +121,7 @@ TEST_CASE("class 2: FIFOs and devices are refused by type, and times have a ceil
                 fifo + ": cannot read result file: it is a FIFO, expected a file");
   refused.check("validate /dev/zero",
                 "/dev/zero: cannot read config: it is a character device, expected a file");
-  refused.check("attend --q " + fifo + " --k k.npy --v v.npy --out " + (dir / "o").string(),
+  refused.check("attend --q " + fifo + " --k k.npy --v v.npy --out-dir " + (dir / "o").string(),
                 fifo + ": cannot read array: it is a FIFO, expected a .npy file");
   refused.check("run " + cfg + " -o " + out + " -- --benchmark_min_time=1e308",
                 "--benchmark_min_time: expected a number in (0, 60], found \"1e308\"");
@@ -235,10 +235,11 @@ TEST_CASE("class 6: attend refuses d_k = 0, non-finite inputs or scale, overflow
   write_array(dir, "k2.npy", {2, 4}, 0.25f);
   write_array(dir, "v2.npy", {2, 2}, 1.0f);
   auto path = [&](const char* name) { return (dir / name).string(); };
-  const std::string kv = " --k " + path("k.npy") + " --v " + path("v.npy") + " --out " + path("o");
+  const std::string kv =
+      " --k " + path("k.npy") + " --v " + path("v.npy") + " --out-dir " + path("o");
   const Refused refused{dir};
   refused.check("attend --q " + path("q0.npy") + " --k " + path("k0.npy") + " --v " +
-                    path("v.npy") + " --out " + path("o"),
+                    path("v.npy") + " --out-dir " + path("o"),
                 path("q0.npy") +
                     ": expected a shape without zero dimensions (attention needs a query, a key "
                     "and d >= 1), found (3, 0)");
@@ -251,19 +252,19 @@ TEST_CASE("class 6: attend refuses d_k = 0, non-finite inputs or scale, overflow
   refused.check("attend --q " + path("qnan.npy") + kv,
                 path("qnan.npy") + ": expected finite values, found nan at row 1, column 2");
   refused.check("attend --q " + path("q.npy") + " --k " + path("big.npy") + " --v " +
-                    path("v.npy") + " --out " + path("o"),
+                    path("v.npy") + " --out-dir " + path("o"),
                 "the inputs' magnitudes overflow fp32 before the scale applies: q.k reaches "
                 "1.8e+39 (largest |Q| 1.5, |K| 3e+38, |V| 3, d_k 4), above fp32's largest "
                 "3.4e+38; o.npy would hold non-finite values; reduce the inputs");
   // Issue 40: Q up to 3e38 with a scale of 1.2e-38 (c q.k about 43) overflows in naive's q.k,
   // before the scale; causal with more queries than keys leaves rows that see no key.
   refused.check("attend --q " + path("huge.npy") + " --k " + path("k1.npy") + " --v " +
-                    path("v.npy") + " --out " + path("o") + " --scale 1.2e-38 --kernel naive",
+                    path("v.npy") + " --out-dir " + path("o") + " --scale 1.2e-38 --kernel naive",
                 "the inputs' magnitudes overflow fp32 before the scale applies: q.k reaches "
                 "3.6e+39 (largest |Q| 3e+38, |K| 3, |V| 3, d_k 4), above fp32's largest "
                 "3.4e+38; o.npy would hold non-finite values; reduce the inputs");
   refused.check("attend --causal --q " + path("q.npy") + " --k " + path("k2.npy") + " --v " +
-                    path("v2.npy") + " --out " + path("o"),
+                    path("v2.npy") + " --out-dir " + path("o"),
                 "--causal: query rows 0 to 0 of each head see no key (n_q 3 > n_kv 2, the mask "
                 "aligned to the end of the keys): their lse would be -inf; expected n_q <= n_kv "
                 "with --causal");
@@ -283,16 +284,13 @@ TEST_CASE("class 7: usage errors exit 2 and name the option or subcommand") {
   refused.check("run " + tiny + " -j two",
                 "-j,--threads: expected an integer from 1 to 1024, found \"two\"");
   refused.check("frob",
-                "unknown subcommand \"frob\"; expected one of run, validate, list, info, "
+                "unknown subcommand \"frob\"; expected one of run, time, validate, list, info, "
                 "report, claims, compare, merge, slurm, attend" +
                     more);
-  refused.check("rnu " + tiny,
-                "unknown subcommand \"rnu\" (did you mean \"run\"?); expected one "
-                "of run, validate, list, info, report, claims, compare, merge, slurm, attend" +
-                    more);
+  refused.check("rnu " + tiny, "unknown subcommand \"rnu\" (did you mean \"run\"?)" + more);
   refused.check("",
-                "expected a subcommand (run, validate, list, info, report, claims, compare, merge, "
-                "slurm, attend), found none" +
+                "expected a subcommand (run, time, validate, list, info, report, claims, compare, "
+                "merge, slurm, attend), found none" +
                     more);
   refused.check("run", "run: missing config" + more);
   refused.check("run " + tiny + " extra", "run: unexpected argument(s): extra" + more);
@@ -325,18 +323,18 @@ TEST_CASE("class 8: output paths are checked before any work") {
                 "-o " + out + ": it is Google Benchmark's JSON (" + out + "); choose another file");
   refused.check("claims " + tiny + " -o " + tiny,
                 "-o " + tiny + ": it is an input (" + tiny + "); choose another file");
-  refused.check("report " + tiny + " --out " + tiny,
-                "--out " + tiny + ": it is a file, expected a folder");
-  refused.check("compare " + tiny + " " + tiny + " --out " + tiny,
-                "--out " + tiny + ": it is a file, expected a folder");
-  refused.check("attend --q " + (dir / "folder/o.npy").string() + " --k k --v v --out " +
+  refused.check("report " + tiny + " --out-dir " + tiny,
+                "--out-dir " + tiny + ": it is a file, expected a folder");
+  refused.check("compare " + tiny + " " + tiny + " --out-dir " + tiny,
+                "--out-dir " + tiny + ": it is a file, expected a folder");
+  refused.check("attend --q " + (dir / "folder/o.npy").string() + " --k k --v v --out-dir " +
                     (dir / "folder").string() + " --kernel naive",
-                "--out " + (dir / "folder").string() + ": " + (dir / "folder/o.npy").string() +
+                "--out-dir " + (dir / "folder").string() + ": " + (dir / "folder/o.npy").string() +
                     ": it is --q (" + (dir / "folder/o.npy").string() + "); choose another file");
 
   // A folder written before (csv/ and README.md exist) is one to write again.
   REQUIRE(run_cli("run " + tiny + " -o " + out, dir).exit_code == 0);
-  const std::string report = "report " + out + " --format both --out " + (dir / "rep").string();
+  const std::string report = "report " + out + " --format both --out-dir " + (dir / "rep").string();
   REQUIRE(run_cli(report, dir).exit_code == 0);
   const auto again = run_cli(report, dir);
   CAPTURE(again.err);
@@ -471,8 +469,8 @@ TEST_CASE("class 10: duplicate keys, empty values and library messages") {
                 "run: --benchmark-json: expected a value, found an empty string");
   refused.check("claims " + tiny + " -o ''",
                 "claims: --output: expected a value, found an empty string");
-  refused.check("attend --q q --k k --v v --out ''",
-                "attend: --out: expected a value, found an empty string");
+  refused.check("attend --q q --k k --v v --out-dir ''",
+                "attend: --out-dir: expected a value, found an empty string");
 }
 
 TEST_CASE("class 10: result files with no data, an unknown kind or impossible times") {
@@ -497,7 +495,7 @@ TEST_CASE("class 10: result files with no data, an unknown kind or impossible ti
     d["experiments"][0]["records"][0]["time_s"]["samples"][0] = 1e-310;
   });
   const Refused refused{dir};
-  const std::string out = " --out " + (dir / "out").string();
+  const std::string out = " --out-dir " + (dir / "out").string();
   for (const std::string& cmd : {std::string("report "), std::string("report") + out + " "}) {
     refused.check(cmd + none, none + ": /experiments: expected at least one experiment, found []");
     refused.check(cmd + empty, empty +
@@ -526,7 +524,7 @@ TEST_CASE("class 10: result files with no data, an unknown kind or impossible ti
 
 // Issue 40: result files from other machines are untrusted. Names that try to run a command
 // in a plot script or leave the output folder are drawn, tabulated and written escaped.
-TEST_CASE("class 11: hostile names in a result file run nothing and stay inside --out") {
+TEST_CASE("class 11: hostile names in a result file run nothing and stay inside --out-dir") {
   TempDir dir;
   const std::string good = result_of(dir, kTiny);
   const auto doc = sdpa::json::parse(slurp(good));
@@ -550,12 +548,12 @@ TEST_CASE("class 11: hostile names in a result file run nothing and stay inside 
     const fs::path out = dir / "deep" / "it's" / ("out" + std::to_string(i));
     const auto before = files_in(dir.path);
     const auto r = run_cli(
-        "report " + file + " --plots --format both --out " + sdpa::shell_quoted(out.string()), dir,
-        "timeout 120 ");
+        "report " + file + " --plots --format both --out-dir " + sdpa::shell_quoted(out.string()),
+        dir, "timeout 120 ");
     CAPTURE(r.err);
     CHECK(r.exit_code == 0);
     CHECK_FALSE(fs::exists(canary));
-    // Everything new is --out, a folder on its way or under it.
+    // Everything new is --out-dir, a folder on its way or under it.
     const std::string inside = fs::relative(out, dir.path).string();
     for (const auto& f : files_in(dir.path))
       if (!before.contains(f)) CHECK((f.starts_with(inside) || inside.starts_with(f + "/")));
@@ -582,8 +580,9 @@ TEST_CASE("class 11: gnuplot failing is an error naming the plot") {
   dir.write("bin/gnuplot", "#!/bin/sh\necho 'gnuplot: broken' >&2\nexit 3\n");
   fs::permissions(dir / "bin" / "gnuplot", fs::perms(0755));
   const fs::path out = dir / "it's out";
-  const auto r = run_cli("report " + good + " --plots --out " + sdpa::shell_quoted(out.string()),
-                         dir, "PATH=" + (dir / "bin").string() + ":$PATH ");
+  const auto r =
+      run_cli("report " + good + " --plots --out-dir " + sdpa::shell_quoted(out.string()), dir,
+              "PATH=" + (dir / "bin").string() + ":$PATH ");
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("error: report --plots: gnuplot failed on " +
                    (out / "plots" / "v-variance.gp").string() +
@@ -616,8 +615,8 @@ TEST_CASE("class 12: report, compare and claims refuse an edited result file by 
   refused.check("claims " + e, e + ": /contents_sha256: does not match the file's contents" + tail);
   // Read anyway: marked in the tables, the index, the CSV and the plots.
   const fs::path out = dir / "out";
-  const auto r =
-      run_cli("report --allow-edited " + e + " --format both --plots --out " + out.string(), dir);
+  const auto r = run_cli(
+      "report --allow-edited " + e + " --format both --plots --out-dir " + out.string(), dir);
   CAPTURE(r.err);
   REQUIRE(r.exit_code == 0);
   const std::string readme = slurp(out / "README.md");

@@ -75,9 +75,11 @@ TEST_CASE("tables for every kind, and byte-identical output from the same inputs
   TempDir dir;
   dir.write("r.json", result_text());
   const auto a = run_cli(
-      "report " + (dir / "r.json").string() + " --format both --out " + (dir / "a").string(), dir);
+      "report " + (dir / "r.json").string() + " --format both --out-dir " + (dir / "a").string(),
+      dir);
   const auto b = run_cli(
-      "report " + (dir / "r.json").string() + " --format both --out " + (dir / "b").string(), dir);
+      "report " + (dir / "r.json").string() + " --format both --out-dir " + (dir / "b").string(),
+      dir);
   REQUIRE(a.exit_code == 0);
   REQUIRE(b.exit_code == 0);
   // The index links a page per experiment, which holds its tables.
@@ -120,10 +122,10 @@ TEST_CASE("an experiment without records is named with a note, not left out") {
 TEST_CASE("CSV is tidy and parses back to the same numbers") {
   TempDir dir;
   dir.write("r.json", result_text());
-  REQUIRE(
-      run_cli("report " + (dir / "r.json").string() + " --format csv --out " + dir.path.string(),
-              dir)
-          .exit_code == 0);
+  REQUIRE(run_cli("report " + (dir / "r.json").string() + " --format csv --out-dir " +
+                      dir.path.string(),
+                  dir)
+              .exit_code == 0);
   const json doc = json::parse(result_text());
   std::istringstream csv(slurp(dir / "csv" / "v.csv"));
   std::string line;
@@ -154,7 +156,7 @@ TEST_CASE("several files: pages gain the machine, CSV gains machine and file col
   dir.write("a.json", result_text());
   dir.write("b.json", sdpa::report::result_file_text(other));
   const auto r = run_cli("report " + (dir / "a.json").string() + " " + (dir / "b.json").string() +
-                             " --format both --out " + (dir / "out").string(),
+                             " --format both --out-dir " + (dir / "out").string(),
                          dir);
   REQUIRE(r.exit_code == 0);
   const std::string page = slurp(dir / "out" / "experiments" / "v.md");
@@ -172,7 +174,7 @@ TEST_CASE("plots: gnuplot scripts with SVG and PNG; without gnuplot, a clear mes
   TempDir dir;
   dir.write("r.json", result_text());
   const auto r = run_cli(
-      "report " + (dir / "r.json").string() + " --plots --out " + (dir / "p").string(), dir);
+      "report " + (dir / "r.json").string() + " --plots --out-dir " + (dir / "p").string(), dir);
   REQUIRE(r.exit_code == 0);
   for (const char* name : {"v-variance", "e-entropy", "g-jacobian", "g-participation"}) {
     CAPTURE(name);
@@ -185,8 +187,8 @@ TEST_CASE("plots: gnuplot scripts with SVG and PNG; without gnuplot, a clear mes
   }
   // The same with a PATH on which there is no gnuplot.
   const auto bare =
-      run_cli("report " + (dir / "r.json").string() + " --plots --out " + (dir / "q").string(), dir,
-              "PATH=/nonexistent ");
+      run_cli("report " + (dir / "r.json").string() + " --plots --out-dir " + (dir / "q").string(),
+              dir, "PATH=/nonexistent ");
   CHECK(bare.exit_code == 0);
   CHECK(bare.err.find("gnuplot not found") != std::string::npos);
   CHECK(bare.err.find("apt-get install gnuplot-nox") != std::string::npos);
@@ -225,7 +227,7 @@ TEST_CASE(
   dir.write("c.json", sdpa::report::result_file_text(third));
   const auto r =
       run_cli("report " + (dir / "a.json").string() + " " + (dir / "b.json").string() + " " +
-                  (dir / "c.json").string() + " --plots --out " + (dir / "p").string(),
+                  (dir / "c.json").string() + " --plots --out-dir " + (dir / "p").string(),
               dir);
   REQUIRE(r.exit_code == 0);
   const std::string machine = mine["machine_id"];
@@ -317,5 +319,5 @@ TEST_CASE("csv and plots need an output folder") {
   dir.write("r.json", result_text());
   const auto r = run_cli("report " + (dir / "r.json").string() + " --format csv", dir);
   CHECK(r.exit_code == 2);
-  CHECK(r.err == "error: report: --format csv|both and --plots write files; give --out DIR\n");
+  CHECK(r.err == "error: report: --format csv|both and --plots write files; give --out-dir DIR\n");
 }

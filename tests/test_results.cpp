@@ -54,7 +54,7 @@ TEST_CASE(
   const auto files = committed_result_files();
   REQUIRE_FALSE(files.empty());
   // As `make report` calls it, in a folder of its own: the same paths (results/<machine>/<file>,
-  // links to the committed files) and --out results, the plots' scripts outside it.
+  // links to the committed files) and --out-dir results, the plots' scripts outside it.
   TempDir dir;
   std::string args;
   for (const auto& f : files) {
@@ -62,7 +62,7 @@ TEST_CASE(
     fs::create_symlink(fs::absolute(f), dir / f);
     args += " " + f;
   }
-  const auto r = run_cli("report" + args + " --format both --plots --out results --plot-scripts " +
+  const auto r = run_cli("report" + args + " --format both --plots --out-dir results --plot-scripts " +
                              (dir / "scripts").string(),
                          dir, "cd " + dir.path.string() + " && ");
   REQUIRE(r.exit_code == 0);

@@ -286,7 +286,8 @@ TEST_CASE("slurm writes the array, the per-shard run and the merge after it") {
   Sweep s;
   const std::string folder = s.path("batch");
   const auto r = run_cli(
-      "slurm " + s.config + " --shards 3 -o " + folder + " --partition=debug -- --time 5", s.dir);
+      "slurm " + s.config + " --shards 3 --out-dir " + folder + " --partition=debug -- --time 5",
+      s.dir);
   CAPTURE(r.err);
   REQUIRE(r.exit_code == 0);
   const std::string array = slurp(folder + "/array.sbatch"),

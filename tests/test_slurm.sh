@@ -132,7 +132,7 @@ EOF
   fail "the unsharded run failed: $(cat "$tmp/whole.err")"
 
 # The scripts, with an sbatch option passed through, submitted as a user would.
-"$bench" slurm "$tmp/tiny.json" --shards 3 -o "$tmp/sweep" --time=5 --cpus-per-task=1 >/dev/null ||
+"$bench" slurm "$tmp/tiny.json" --shards 3 --out-dir "$tmp/sweep" --time=5 --cpus-per-task=1 >/dev/null ||
   fail "sdpa-bench slurm failed"
 grep -q -- '--time=5' "$tmp/sweep/submit.sh" || fail "sbatch options not passed through"
 submitted=$(timeout 60 sh "$tmp/sweep/submit.sh" 2>&1) || fail "submit.sh failed: $submitted"

@@ -1,34 +1,43 @@
 #!/usr/bin/env bash
-# Installs every Debian package that building, testing and `make run` need.
-# Idempotent: when everything is present it checks with dpkg-query and installs nothing.
-#   tools/setup.sh           the native (x86-64) build
+# Installs the Debian packages the build needs. Idempotent: when everything is present it checks
+# with dpkg-query and installs nothing.
+#   tools/setup.sh           building and running sdpa-bench (make run)
+#   tools/setup.sh --test    also the test suite's and the developer tools' (make test, lint, fuzz)
 #   tools/setup.sh --arm64   also the aarch64 cross-build and its emulated tests (make test-arm64)
 set -euo pipefail
 
-arm64=false
-case "${1:-}" in
-  "") ;;
-  --arm64) arm64=true ;;
-  *) echo "usage: tools/setup.sh [--arm64]" >&2; exit 2 ;;
-esac
+arm64=false test=false
+for flag in "$@"; do
+  case "$flag" in
+    --arm64) arm64=true ;;
+    --test) test=true ;;
+    *) echo "usage: tools/setup.sh [--test] [--arm64]" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
-  cmake make g++ clang pkg-config git
-  libbenchmark-dev libbenchmark-tools   # timing (Google Benchmark) and its compare.py
+  cmake make g++ pkg-config git
+  libbenchmark-dev                      # timing (Google Benchmark)
   nlohmann-json3-dev libvalijson-dev    # JSON documents and JSON Schema validation
   libeigen3-dev libopenblas-dev         # peer kernels
   libboost-math-dev libboost-random-dev # statistics and portable normal sampling
-  doctest-dev                           # tests
+  doctest-dev                           # tests (configured with the build, header-only)
   librandom123-dev                      # Philox counter-based RNG
   libhwy-dev                            # portable SIMD with run-time dispatch
   libcli11-dev                          # command line
   libssl-dev                            # SHA-256 of configs (OpenSSL EVP)
   gnuplot-nox                           # plots
-  clang-tidy clang-format               # make lint
-  libclang-rt-14-dev libomp-dev         # make fuzz: libFuzzer and ASan runtimes, OpenMP for clang
-  slurmctld slurmd slurm-client munge   # test_slurm: a one-node Slurm on loopback runs a sweep
-  chromium                              # test_site: the results site in a headless browser
 )
+
+if $test; then
+  packages+=(
+    slurmctld slurmd slurm-client munge   # test_slurm: a one-node Slurm on loopback runs a sweep
+    clang-tidy clang-format               # make lint
+    clang libclang-rt-14-dev libomp-dev   # make fuzz: clang, libFuzzer and ASan runtimes, OpenMP
+    libbenchmark-tools                    # Google Benchmark's compare.py (reads --benchmark-json)
+    chromium                              # test_site: the results site in a headless browser
+  )
+fi
 
 if $arm64; then
   packages+=(

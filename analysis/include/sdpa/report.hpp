@@ -55,6 +55,11 @@ std::vector<std::string> kind_names();
 
 std::string markdown(const std::vector<Table>& tables);
 
+// `text` with each Markdown table's columns padded to one width (UTF-8 characters), right-
+// aligned where the separator says "---:", for reading on a terminal; lines outside tables are
+// left as they are. Still Markdown, as the unpadded text is.
+std::string aligned_tables(const std::string& text);
+
 // Tidy CSV: one file per experiment (records of the same experiment name and kind from every
 // file together), one row per record, one column per field (nested fields joined with '.',
 // a ci95 pair as .ci95_low and .ci95_high). Numbers are written with 17 significant digits,

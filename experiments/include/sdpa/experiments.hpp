@@ -156,6 +156,27 @@ std::vector<ExperimentPlan> make_plan(const Config& config);
 // parse_config checks the config's own thread count; a run checks its -j.
 std::vector<std::string> memory_problems(const std::vector<ExperimentPlan>& plans, int threads);
 
+// ---- a one-shot timing (`sdpa-bench time`) -----------------------------------------------
+
+// The options of `sdpa-bench time` as given ("" when not given): each a timing parameter's value
+// or a comma-separated list of them; heads and d are pairs "Q/KV" and "DK/DV" ("32/8", "128":
+// d_k = d_v = 128), one timing experiment per pair listed.
+struct TimingOptions {
+  std::string kernel, heads, n_q, n_kv, d, batch, threads, direction;
+  std::string repetitions, min_time, warmup_time;
+  bool causal = false;
+  std::uint64_t seed = 0;
+  std::string description;  // the command line, kept in the result file
+};
+
+// The config those options stand for (kinds/timing/command_line.cpp): a roofline on the timed
+// thread counts, then the timing experiments. parse_config checks it as it would a file.
+json timing_config(const TimingOptions& options);
+
+// A problem of that config as its user reads it: the JSON path of a value ("/experiments/1/n_kv/0")
+// rewritten as the option that gave it ("--n-kv").
+std::string timing_message(std::string message);
+
 // ---- machine and build --------------------------------------------------------------------
 
 // CPU (model, vendor, family, model, stepping, microarchitecture), cores, ISA extensions,

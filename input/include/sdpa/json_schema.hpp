@@ -68,4 +68,7 @@ std::string json_error_message(const std::exception& e);
 // "a", "b", "c" (each quoted).
 std::string join_quoted(const std::vector<std::string>& words);
 
+// "a,b,,c" split at `separator`: {"a", "b", "", "c"} ("" gives {""}).
+std::vector<std::string> split(const std::string& text, char separator);
+
 }  // namespace sdpa
