@@ -57,8 +57,8 @@ json isa_extensions() {
     if (present) out.push_back(name);
 #else
   static const char* wanted[] = {
-      "sse4_2",   "avx",      "avx2",        "fma",         "f16c",        "avx512f", "avx512dq",
-      "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni", "avx512_fp16", "amx_tile"};
+      "sse4_2",   "avx",      "avx2",     "fma",         "f16c",        "avx_vnni",    "avx512f",
+      "avx512dq", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni", "avx512_fp16", "amx_tile"};
   std::istringstream flags(cpuinfo("flags"));
   std::vector<std::string> have;
   for (std::string f; flags >> f;) have.push_back(f);

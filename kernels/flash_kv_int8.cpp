@@ -6,15 +6,18 @@
 // quantises the activation row before its integer dot products), so the kernel computes
 // attention of Q, K and V each rounded per row to int8:
 //  - decode shapes: flash's decode path (attention_decode-inl.h) through kv_int8-inl.h's hooks:
-//    the block's rows of scale Q quantised per tile, S = exact int32 dot products (vpdpbusd on
-//    AVX512_VNNI, flash-kv-int8@avx512-vnni; plain C++ elsewhere: the same bits) times the two
-//    rows' scales, the online softmax in fp32, and V widened to fp32 (int8 x scale) in registers
-//    as P V loads it;
+//    the block's rows of scale Q quantised per tile, S = exact int32 dot products (vpdpbusd:
+//    flash-kv-int8@avx512-vnni, @avx-vnni; vpmaddubsw: @avx2; plain C++ elsewhere: the same
+//    bits, kv_int8.hpp) times the two rows' scales, the online softmax in fp32, and V widened to
+//    fp32 (int8 x scale) in registers as P V loads it;
 //  - any other shape: Q, K and V rounded (dequantised) to fp32 once per call and flash's tiles
 //    run on them, as flash-kv-f16 does for prefill (compute-bound: the O(n d) widening is small).
 // Both compute on the same rounded values (Q of the decode path is scale Q rounded, of the other
 // scale x Q-rounded: one fp32 rounding of the scale apart), on any thread count the same bits.
+#include <algorithm>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "cached_scratch.hpp"
@@ -65,7 +68,11 @@ void Int8Forward(const ForwardArgs& a, Int8ScoresFn scores) {
 }
 
 void KvInt8Forward(const ForwardArgs& a) { Int8Forward(a, &int8_scores_portable); }
-void KvInt8VnniForward(const ForwardArgs& a) { Int8Forward(a, &int8_scores_vnni); }
+void KvInt8Avx2Forward(const ForwardArgs& a) { Int8Forward(a, int8_scores(Int8Dots::avx2)); }
+void KvInt8AvxVnniForward(const ForwardArgs& a) { Int8Forward(a, int8_scores(Int8Dots::avx_vnni)); }
+void KvInt8Avx512VnniForward(const ForwardArgs& a) {
+  Int8Forward(a, int8_scores(Int8Dots::avx512_vnni));
+}
 
 }  // namespace sdpa::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -76,7 +83,9 @@ HWY_AFTER_NAMESPACE();
 namespace sdpa::detail {
 
 HWY_EXPORT(KvInt8Forward);
-HWY_EXPORT(KvInt8VnniForward);
+HWY_EXPORT(KvInt8Avx2Forward);
+HWY_EXPORT(KvInt8AvxVnniForward);
+HWY_EXPORT(KvInt8Avx512VnniForward);
 
 namespace {
 
@@ -103,11 +112,48 @@ std::vector<Kernel> flash_kv_int8_kernels() {
     k.kv_element_bytes = 1;
     k.kv_row_bytes = sizeof(float);
   }
-  // The best entry is the native one where the CPU has it: vpdpbusd for the scores, the best
-  // Highway target (AVX-512, which AVX512_VNNI implies) for the rest.
-  if (int8_native_available())
-    put_native_first(entries, "avx512-vnni", std::string(what) + ", vpdpbusd (avx512-vnni)",
-                     supported_targets(HWY_DISPATCH_TABLE(KvInt8VnniForward)).front().fn);
+  // The entries whose scores are an instruction set's own dots (kv_int8.hpp), each on the
+  // Highway target `base` of its vectors: family@avx2 itself (vpmaddubsw; its roof is
+  // avx2-int8), family@avx-vnni before it, family@avx512-vnni before family@avx512.
+  const auto on = [](const auto& table, std::string_view isa) -> ForwardFn {
+    for (const auto& t : supported_targets(table))
+      if (t.isa == isa) return t.fn;
+    return nullptr;
+  };
+  struct Native {
+    Int8Dots dots;
+    const char *base, *isa, *peak_isa, *instruction;
+    ForwardFn forward;
+  };
+  // Widest first: the first this CPU runs is also the family's best entry.
+  const Native natives[] = {{Int8Dots::avx512_vnni, "avx512", "avx512-vnni", "", "vpdpbusd",
+                             on(HWY_DISPATCH_TABLE(KvInt8Avx512VnniForward), "avx512")},
+                            {Int8Dots::avx_vnni, "avx2", "avx-vnni", "", "vpdpbusd",
+                             on(HWY_DISPATCH_TABLE(KvInt8AvxVnniForward), "avx2")},
+                            {Int8Dots::avx2, "avx2", "avx2", "avx2-int8", "vpmaddubsw",
+                             on(HWY_DISPATCH_TABLE(KvInt8Avx2Forward), "avx2")}};
+  std::optional<Kernel> best;
+  for (const Native& n : natives) {
+    const auto at = std::find_if(entries.begin(), entries.end(), [&](const Kernel& k) {
+      return k.name == "flash-kv-int8@" + std::string(n.base);
+    });
+    if (at == entries.end() || !int8_dots_available(n.dots)) continue;
+    Kernel k = *at;
+    k.name = "flash-kv-int8@" + std::string(n.isa);
+    k.isa = n.isa;
+    k.peak_isa = n.peak_isa;
+    k.description = std::string(what) + ", " + n.instruction + " (" + n.isa + ")";
+    k.forward = n.forward;
+    if (k.isa == n.base)
+      *at = k;
+    else
+      entries.insert(at, k);
+    if (!best) best = k;
+  }
+  if (best) {
+    entries.front() = *best;
+    entries.front().name = "flash-kv-int8";
+  }
   return entries;
 }
 

@@ -93,8 +93,8 @@ inline std::vector<Kernel> per_target_kernels(const std::string& family,
 }
 
 // Makes the entry of a micro-kernel written for one instruction set (chosen by CPUID: flash-bf16's
-// vdpbf16ps, flash-kv-int8's vpdpbusd) the family's best: the first entry becomes it under the
-// family's name, and family@isa follows it.
+// vdpbf16ps) the family's best: the first entry becomes it under the family's name, and
+// family@isa follows it.
 inline void put_native_first(std::vector<Kernel>& entries, const std::string& isa,
                              const std::string& description, ForwardFn forward) {
   Kernel k = entries.front();

@@ -1,15 +1,18 @@
-// The native int8 scores (kv_int8.hpp): vpdpbusd micro-kernels on AVX512_VNNI, written for one
-// instruction set by hand as bf16_dots_x86.cpp is (Highway 1.0.3 has no int8 dot product). Each
-// function carries its target attribute, so this file builds with the baseline flags and
-// nothing in it runs unless int8_native_available() says the CPU has AVX512_VNNI. Elsewhere the
-// functions abort (the registry leaves the native entry out).
+// The native int8 scores (kv_int8.hpp), written for each instruction set by hand as
+// bf16_dots_x86.cpp is (Highway 1.0.3 has no int8 dot product): vpdpbusd on AVX512_VNNI (zmm,
+// 16 keys a vector) and on AVX-VNNI (ymm, VEX, int8_dots_ymm-inl.h), vpmaddubsw and vpmaddwd on
+// AVX2. Every function carries its instruction set's target attribute or pragma, so this file
+// builds with the baseline flags and nothing in it runs unless int8_dots_available() says the
+// CPU has that set. Elsewhere only the portable dots exist.
 //
-// vpdpbusd multiplies unsigned bytes by signed bytes, four at a time into each int32 lane. Keys
-// are the unsigned operand, each byte flipped by 0x80 (k + 128, one xor per vector shared by
-// every query row), and the query row's quad is broadcast as the signed one; then
+// vpdpbusd and vpmaddubsw multiply unsigned bytes by signed bytes. vpdpbusd: keys are the
+// unsigned operand, each byte flipped by 0x80 (k + 128, one xor per vector shared by every query
+// row), and the query row's quad is broadcast as the signed one; then
 // sum (k + 128) q = sum k q + 128 sum q, and the row's 128 sum q is subtracted once. As in
 // llama.cpp's and oneDNN's x86 int8 paths (which flip or offset one operand the same way), the
 // products cannot saturate: |k|, |q| <= 127, so each lane holds at most 255 * 127 * d4.
+// vpmaddubsw adds pairs into int16, where k + 128 would saturate (2 * 255 * 127 > 32767): it
+// takes |k| and q with k's sign (vpsignb), as llama.cpp's AVX2 q8_0 dot does.
 #include <cstdint>
 
 #include "decode_blocks.hpp"
@@ -19,7 +22,10 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #define SDPA_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
@@ -86,22 +92,9 @@ SDPA_VNNI_TARGET void block_scores(const std::int8_t* q, std::int64_t ld_q, cons
   }
 }
 
-bool cpu_has_vnni() {
-  // __builtin_cpu_supports also checks that the OS saves the zmm state.
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-}
-
-}  // namespace
-
-bool int8_native_available() {
-  static const bool available = cpu_has_vnni();
-  return available;
-}
-
-void int8_scores_vnni(const std::int8_t* q, std::int64_t ld_q, const float* q_scale,
-                      std::int64_t rows, const std::int8_t* k, const float* k_scale,
-                      std::int64_t d4, std::int64_t nk, float* scores, std::int64_t ld_s) {
+void avx512_vnni_scores(const std::int8_t* q, std::int64_t ld_q, const float* q_scale,
+                        std::int64_t rows, const std::int8_t* k, const float* k_scale,
+                        std::int64_t d4, std::int64_t nk, float* scores, std::int64_t ld_s) {
   using Block =
       void (*)(const std::int8_t*, std::int64_t, const float*, const std::int32_t*,
                const std::int8_t*, const float*, std::int64_t, std::int64_t, float*, std::int64_t);
@@ -123,7 +116,7 @@ void int8_scores_vnni(const std::int8_t* q, std::int64_t ld_q, const float* q_sc
   }
 }
 
-SDPA_VNNI_TARGET float int8_dot_chains(std::int64_t steps) {
+SDPA_VNNI_TARGET float avx512_vnni_chains(std::int64_t steps) {
   static_assert(peak::kChains == 12);
   // Each step adds 4 per lane; long runs wrap around in int32, harmlessly (only the
   // dependence of the result on every chain matters).
@@ -141,21 +134,117 @@ SDPA_VNNI_TARGET float int8_dot_chains(std::int64_t steps) {
   return float(total);
 }
 
+}  // namespace
+}  // namespace sdpa::detail
+
+// AVX2: |k| times q with k's sign. Each int16 sum of vpmaddubsw is |k0| s0 + |k1| s1 with
+// |k|, |s| <= 127, at most 2 * 127 * 127 = 32258 < 32767: it never saturates.
+#pragma GCC push_options
+#pragma GCC target("avx2")
+namespace sdpa::detail {
+namespace {
+namespace avx2 {
+struct Dot {
+  static constexpr std::int32_t kOffset = 0;
+  static constexpr bool kTwoChains = false;  // a chain step is one vpaddd
+  struct Keys {
+    __m256i magnitude, sign;
+  };
+  static Keys keys(__m256i k) { return {_mm256_abs_epi8(k), k}; }
+  static __m256i add(__m256i acc, Keys k, __m256i q) {
+    const __m256i pairs = _mm256_maddubs_epi16(k.magnitude, _mm256_sign_epi8(q, k.sign));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
+};
+#include "int8_dots_ymm-inl.h"
+}  // namespace avx2
+}  // namespace
+}  // namespace sdpa::detail
+#pragma GCC pop_options
+
+// AVX-VNNI: vpdpbusd in ymm (VEX), keys flipped by 0x80 as on AVX512_VNNI.
+#pragma GCC push_options
+#pragma GCC target("avx2,avxvnni")
+namespace sdpa::detail {
+namespace {
+namespace avx_vnni {
+struct Dot {
+  static constexpr std::int32_t kOffset = 128;
+  static constexpr bool kTwoChains = true;  // a chain step is a vpdpbusd
+  using Keys = __m256i;
+  static Keys keys(__m256i k) { return _mm256_xor_si256(k, _mm256_set1_epi8(char(0x80))); }
+  static __m256i add(__m256i acc, Keys k, __m256i q) { return _mm256_dpbusd_avx_epi32(acc, k, q); }
+};
+#include "int8_dots_ymm-inl.h"
+}  // namespace avx_vnni
+}  // namespace
+}  // namespace sdpa::detail
+#pragma GCC pop_options
+
+namespace sdpa::detail {
+
+bool int8_dots_available(Int8Dots dots) {
+  // __builtin_cpu_supports also checks that the OS saves the ymm and zmm state.
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  static const bool avx_vnni = avx2 && __builtin_cpu_supports("avxvnni");
+  static const bool avx512_vnni =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  switch (dots) {
+    case Int8Dots::portable:
+      return true;
+    case Int8Dots::avx2:
+      return avx2;
+    case Int8Dots::avx_vnni:
+      return avx_vnni;
+    case Int8Dots::avx512_vnni:
+      return avx512_vnni;
+  }
+  return false;
+}
+
+Int8ScoresFn int8_scores(Int8Dots dots) {
+  switch (dots) {
+    case Int8Dots::avx2:
+      return &avx2::scores;
+    case Int8Dots::avx_vnni:
+      return &avx_vnni::scores;
+    case Int8Dots::avx512_vnni:
+      return &avx512_vnni_scores;
+    case Int8Dots::portable:
+      break;
+  }
+  return &int8_scores_portable;
+}
+
+int int8_dot_lanes(Int8Dots dots) { return dots == Int8Dots::avx512_vnni ? 64 : 32; }
+
+float int8_dot_chains(Int8Dots dots, std::int64_t steps) {
+  switch (dots) {
+    case Int8Dots::avx2:
+      return avx2::dot_chains(steps);
+    case Int8Dots::avx_vnni:
+      return avx_vnni::dot_chains(steps);
+    case Int8Dots::avx512_vnni:
+      return avx512_vnni_chains(steps);
+    case Int8Dots::portable:
+      break;
+  }
+  std::abort();
+}
+
 }  // namespace sdpa::detail
 
 #else  // no native int8 products in this build
 
 #include <cstdlib>
 
-// Unreachable while int8_native_available() is false; loud if a caller forgets to ask.
 namespace sdpa::detail {
-bool int8_native_available() { return false; }
-void int8_scores_vnni(const std::int8_t*, std::int64_t, const float*, std::int64_t,
-                      const std::int8_t*, const float*, std::int64_t, std::int64_t, float*,
-                      std::int64_t) {
-  std::abort();
-}
-float int8_dot_chains(std::int64_t) { std::abort(); }
+bool int8_dots_available(Int8Dots dots) { return dots == Int8Dots::portable; }
+Int8ScoresFn int8_scores(Int8Dots) { return &int8_scores_portable; }
+int int8_dot_lanes(Int8Dots) { return 0; }
+// Unreachable while int8_dots_available() is false; loud if a caller forgets to ask.
+float int8_dot_chains(Int8Dots, std::int64_t) { std::abort(); }
 }  // namespace sdpa::detail
 
 #endif

@@ -1,12 +1,12 @@
 // The int8 K/V format of flash-kv-int8 (flash_kv_int8.cpp; precision "kv-int8"): K and V held as
 // int8 with one fp32 scale per token and K/V head, as OpenVINO's and llama.cpp's CPU caches keep
-// them, and the integer dot products of its scores, native (int8_dots_x86.cpp: AVX512_VNNI) or
-// portable (kv_int8.cpp). Internal to sdpa_kernels (and its tests).
+// them, and the integer dot products of its scores, native (int8_dots_x86.cpp: AVX2,
+// AVX-VNNI, AVX512_VNNI) or portable (kv_int8.cpp). Internal to sdpa_kernels (and its tests).
 //
 // Quantisation, per row x of n values (a token's keys or values in one head, a row of Q):
 // symmetric, scale = max|x| / 127, x_c = scale * round(x_c / scale), so each element moves by at
 // most scale / 2 (the tests' tolerances derive from it) and the ints stay within [-127, 127]
-// (never -128: the unsigned-times-signed trick of vpdpbusd below needs no saturation).
+// (never -128: the unsigned-times-signed products of vpdpbusd and vpmaddubsw need no saturation).
 // A zero row has scale 0 (max|x| / 127 with no special case in the formula; its ints are 0, so
 // it dequantises to exact zeros either way, and 0 keeps "scale x int" the one rule). A row with
 // a non-finite element has scale NaN: it dequantises, and scores, to NaN, as fp32 attention of
@@ -83,19 +83,29 @@ using Int8ScoresFn = void (*)(const std::int8_t* q, std::int64_t ld_q, const flo
                               std::int64_t rows, const std::int8_t* k, const float* k_scale,
                               std::int64_t d4, std::int64_t nk, float* scores, std::int64_t ld_s);
 
-// Plain C++ (every CPU), and AVX512_VNNI's vpdpbusd (int8_dots_x86.cpp; call only where
-// int8_native_available()).
+// Plain C++ (every CPU).
 void int8_scores_portable(const std::int8_t* q, std::int64_t ld_q, const float* q_scale,
                           std::int64_t rows, const std::int8_t* k, const float* k_scale,
                           std::int64_t d4, std::int64_t nk, float* scores, std::int64_t ld_s);
-void int8_scores_vnni(const std::int8_t* q, std::int64_t ld_q, const float* q_scale,
-                      std::int64_t rows, const std::int8_t* k, const float* k_scale,
-                      std::int64_t d4, std::int64_t nk, float* scores, std::int64_t ld_s);
-// Whether this build has int8_scores_vnni and this CPU runs it (AVX512_VNNI with AVX512BW).
-bool int8_native_available();
-// Peak of vpdpbusd: kChains (sdpa/peak.hpp) independent chains of `steps` steps; each step of
-// a chain is 64 int8 multiply-adds (128 ops). Returns a value that depends on every chain.
-float int8_dot_chains(std::int64_t steps);
+
+// The x86 instructions for int8 dot products (int8_dots_x86.cpp), and the portable C++ above.
+// The sums are exact in every one, so all give the same bits.
+enum class Int8Dots {
+  portable,
+  avx2,         // vpmaddubsw, vpmaddwd (ymm): AVX2 without VNNI
+  avx_vnni,     // vpdpbusd (ymm, VEX): AVX-VNNI
+  avx512_vnni,  // vpdpbusd (zmm): AVX512_VNNI with AVX512BW
+};
+// Whether this build has `dots` and this CPU runs them (portable: always).
+bool int8_dots_available(Int8Dots dots);
+// The scores by `dots`. Precondition: int8_dots_available(dots).
+Int8ScoresFn int8_scores(Int8Dots dots);
+// int8 products of one step of int8_dot_chains: 32 a ymm, 64 a zmm.
+int int8_dot_lanes(Int8Dots dots);
+// Peak of `dots` (not portable): kChains (sdpa/peak.hpp) independent chains of `steps` steps,
+// each step the instructions the scores issue for int8_dot_lanes(dots) products. Returns a
+// value that depends on every chain. Precondition: int8_dots_available(dots).
+float int8_dot_chains(Int8Dots dots, std::int64_t steps);
 
 // K and V of one shape in the layout above, with their scales ([kv head][n_kv] each).
 struct StoredKvInt8 : StoredKv {

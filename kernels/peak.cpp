@@ -86,9 +86,11 @@ constexpr Target kTargets[] = {
     {"scalar", HWY_SCALAR | HWY_EMU128},
     {"sse4", HWY_SSE4},
     {"avx2", HWY_AVX2},
+    {"avx2-int8", HWY_AVX2},  // AVX2's int8 dots (kInt8Roofs below)
+    {"avx-vnni", HWY_AVX2},   // AVX2 with AVX-VNNI (kInt8Roofs below)
     {"avx512", HWY_AVX3},
     {"avx512-bf16", HWY_AVX3},  // AVX-512 with AVX512_BF16 (kBf16Isa below)
-    {"avx512-vnni", HWY_AVX3},  // AVX-512 with AVX512_VNNI (kVnniIsa below)
+    {"avx512-vnni", HWY_AVX3},  // AVX-512 with AVX512_VNNI (kInt8Roofs below)
     {"neon", HWY_NEON},
     {"sve-256", HWY_SVE_256},
     {"sve2-128", HWY_SVE2_128},
@@ -97,9 +99,23 @@ constexpr Target kTargets[] = {
 // The bf16 roof: its multiply-adds are vdpbf16ps (bf16 pairs into fp32: 32 a vector, the
 // native products of flash-bf16, sdpa/kernels.hpp), its triad AVX-512's.
 constexpr std::string_view kBf16Isa = "avx512-bf16";
-// The int8 roof: vpdpbusd (64 int8 products into int32 a vector, the scores of flash-kv-int8),
-// each product counted as a multiply-add (2 ops) like an FMA lane; its triad AVX-512's.
-constexpr std::string_view kVnniIsa = "avx512-vnni";
+// The int8 roofs: the dot products of flash-kv-int8's scores (kv_int8.hpp), each int8 product
+// counted as a multiply-add (2 ops) like an FMA lane; the triad is that of the Highway target
+// they run beside (kTargets). avx2-int8 steps through vpsignb, vpmaddubsw, vpmaddwd and vpaddd
+// for 32 products; avx-vnni and avx512-vnni through one vpdpbusd for 32 and 64.
+struct Int8Roof {
+  std::string_view isa;
+  detail::Int8Dots dots;
+};
+constexpr Int8Roof kInt8Roofs[] = {{"avx2-int8", detail::Int8Dots::avx2},
+                                   {"avx-vnni", detail::Int8Dots::avx_vnni},
+                                   {"avx512-vnni", detail::Int8Dots::avx512_vnni}};
+
+const Int8Roof* find_int8_roof(std::string_view isa) {
+  for (const auto& r : kInt8Roofs)
+    if (isa == r.isa) return &r;
+  return nullptr;
+}
 
 const Target* find_target(std::string_view isa) {
   for (const auto& t : kTargets)
@@ -133,11 +149,16 @@ const std::vector<std::string>& known_isas() {
 
 bool isa_supported(std::string_view isa) {
   if (isa == kBf16Isa) return detail::bf16_native_available() && isa_supported("avx512");
-  if (isa == kVnniIsa) return detail::int8_native_available() && isa_supported("avx512");
+  if (const Int8Roof* r = find_int8_roof(isa); r && !detail::int8_dots_available(r->dots))
+    return false;
   const Target* t = find_target(isa);
   if (t == nullptr || (t->bits & HWY_TARGETS) == 0) return false;
   if (t->bits & (HWY_SCALAR | HWY_EMU128)) return true;
   return (t->bits & hwy::SupportedTargets()) != 0;
+}
+
+bool dot_product_isa(std::string_view isa) {
+  return isa == kBf16Isa || find_int8_roof(isa) != nullptr;
 }
 
 std::vector<std::string> supported_isas() {
@@ -149,13 +170,13 @@ std::vector<std::string> supported_isas() {
 
 int lanes(std::string_view isa) {
   if (isa == kBf16Isa) return 32;
-  if (isa == kVnniIsa) return 64;
+  if (const Int8Roof* r = find_int8_roof(isa)) return detail::int8_dot_lanes(r->dots);
   return entry(HWY_DISPATCH_TABLE(Lanes), isa)();
 }
 
 float multiply_add_chains(std::string_view isa, std::int64_t steps, float a, float b) {
   if (isa == kBf16Isa) return detail::bf16_dot_chains(steps);
-  if (isa == kVnniIsa) return detail::int8_dot_chains(steps);
+  if (const Int8Roof* r = find_int8_roof(isa)) return detail::int8_dot_chains(r->dots, steps);
   return entry(HWY_DISPATCH_TABLE(MultiplyAddChains), isa)(steps, a, b);
 }
 

@@ -831,9 +831,12 @@ std::vector<const sdpa::Kernel*> int8_kernels() {
   return out;
 }
 
-// The Highway target an int8 entry runs its fp32 steps on (the native one: the best).
+// The Highway target an int8 entry runs its fp32 steps on (the vpdpbusd entries: their
+// vectors' width).
 std::string fp32_isa(const sdpa::Kernel& k) {
-  return k.isa == "avx512-vnni" ? sdpa::find_kernel("flash")->isa : k.isa;
+  if (k.isa == "avx512-vnni") return "avx512";
+  if (k.isa == "avx-vnni") return "avx2";
+  return k.isa;
 }
 
 Outputs run_args(const sdpa::Kernel& kern, sdpa::ForwardArgs args) {
@@ -880,16 +883,20 @@ void check_int8_case(const Case& c) {
       CHECK_MESSAGE(same_bits(o.out, got.out), threads, " threads, stored K/V, probes");
       CHECK_MESSAGE(same_bits(o.lse, got.lse), threads, " threads, stored K/V, probes");
     }
-    // vpdpbusd and the portable dots are exact integer sums: on one Highway target, one result.
-    if (!sdpa::detail::int8_native_available())
+    // The dots are exact integer sums: on one Highway target, one result (vpdpbusd in zmm
+    // against AVX-512's portable dots, in ymm against AVX2's vpmaddubsw).
+    using sdpa::detail::Int8Dots;
+    if (!sdpa::detail::int8_dots_available(Int8Dots::avx512_vnni))
       note_not_run(
-          "flash-kv-int8's native (vpdpbusd) outputs equal to the portable dots': needs "
+          "flash-kv-int8@avx512-vnni's outputs equal to flash-kv-int8@avx512's: needs "
           "avx512-vnni");
-    if (kern->isa == "avx512-vnni") {
-      const Outputs portable =
-          run_args(*sdpa::find_kernel("flash-kv-int8@" + fp32_isa(*kern)), args);
-      CHECK_MESSAGE(same_bits(portable.out, got.out), "native and portable outputs differ");
-      CHECK_MESSAGE(same_bits(portable.lse, got.lse), "native and portable lse differ");
+    if (!sdpa::detail::int8_dots_available(Int8Dots::avx_vnni))
+      note_not_run(
+          "flash-kv-int8@avx-vnni's outputs equal to flash-kv-int8@avx2's: needs avx-vnni");
+    if (fp32_isa(*kern) != kern->isa) {
+      const Outputs twin = run_args(*sdpa::find_kernel("flash-kv-int8@" + fp32_isa(*kern)), args);
+      CHECK_MESSAGE(same_bits(twin.out, got.out), "outputs differ from the same target's twin");
+      CHECK_MESSAGE(same_bits(twin.lse, got.lse), "lse differs from the same target's twin");
     }
   }
 }
@@ -973,8 +980,24 @@ TEST_CASE("the int8 K/V kernel: registry entries and bytes") {
   REQUIRE(best != nullptr);
   CHECK(best->precision == "kv-int8");
   CHECK(bool(best->store_kv));
-  CHECK(best->isa ==
-        (sdpa::detail::int8_native_available() ? "avx512-vnni" : sdpa::find_kernel("flash")->isa));
+  // The best is the widest native dots this CPU runs, on their Highway target.
+  using sdpa::detail::Int8Dots;
+  const auto has = [](Int8Dots dots, const char* target) {
+    return sdpa::detail::int8_dots_available(dots) &&
+           sdpa::find_kernel(std::string("flash@") + target) != nullptr;
+  };
+  const std::string want = has(Int8Dots::avx512_vnni, "avx512") ? "avx512-vnni"
+                           : has(Int8Dots::avx_vnni, "avx2")    ? "avx-vnni"
+                           : has(Int8Dots::avx2, "avx2")        ? "avx2"
+                                                                : sdpa::find_kernel("flash")->isa;
+  CHECK(best->isa == want);
+  CHECK((sdpa::find_kernel("flash-kv-int8@avx-vnni") != nullptr) ==
+        has(Int8Dots::avx_vnni, "avx2"));
+  CHECK((sdpa::find_kernel("flash-kv-int8@avx512-vnni") != nullptr) ==
+        has(Int8Dots::avx512_vnni, "avx512"));
+  // AVX2's int8 dots are read against their own roof, the others' roof is their ISA.
+  if (const auto* avx2 = sdpa::find_kernel("flash-kv-int8@avx2"))
+    CHECK(avx2->peak_isa == (has(Int8Dots::avx2, "avx2") ? "avx2-int8" : ""));
   // A byte per element and a 4-byte scale per row of K and of V.
   const Shape s{.batch_heads = 4, .n_q = 1, .n_kv = 100, .d_k = 8, .d_v = 8, .group = 2};
   CHECK(best->bytes(s) == 4.0 * (4 * 8 + 4 * 8) + 1.0 * (2 * 100 * 16) + 4.0 * 2 * (2 * 100));
@@ -983,6 +1006,130 @@ TEST_CASE("the int8 K/V kernel: registry entries and bytes") {
 TEST_CASE("the int8 K/V kernel is within its bounds, thread-count and ISA independent") {
   // The 16-bit formats' cases.
   for_each_storage_case(700, check_int8_case);
+}
+
+// The scores of every int8 dot product this CPU runs against exact sums, in kv_int8.hpp's K
+// layout (the byte of depth c of key t of a block of nb keys at (c / 4 nb + t) 4 + c % 4): rows
+// and keys around the passes' and blocks' edges, and the largest products (+-127 x +-127, which
+// vpmaddubsw's int16 pairs hold without saturating) besides random ones.
+TEST_CASE("int8 dots: every instruction set gives the exact sums, +-127 included, same bits") {
+  using sdpa::detail::Int8Dots;
+  std::mt19937 rng(41);
+  std::uniform_int_distribution<int> any(-127, 127), sign(0, 1);
+  std::uniform_real_distribution<float> scales(0.001f, 2.0f);
+  // kLargest: every product +127 x +127 (as -127 x -127), kSmallest: every one -127 x 127.
+  enum Fill { kRandom, kExtreme, kLargest, kSmallest };
+  const std::pair<Int8Dots, const char*> all[] = {{Int8Dots::portable, "portable"},
+                                                  {Int8Dots::avx2, "avx2"},
+                                                  {Int8Dots::avx_vnni, "avx-vnni"},
+                                                  {Int8Dots::avx512_vnni, "avx512-vnni"}};
+  for (const auto& [dots, name] : all) {
+    if (!sdpa::detail::int8_dots_available(dots)) {
+      note_not_run(std::string("int8 dots of ") + name + " against exact sums: needs " + name);
+      continue;
+    }
+    const auto scores = sdpa::detail::int8_scores(dots);
+    for (const std::int64_t rows : {1, 3, 4, 5, 8, 9, 16})
+      for (const std::int64_t d4 : {4, 8, 12, 20, 128, 132})
+        for (const std::int64_t nk : {1, 7, 8, 9, 16, 17, 40})
+          for (const Fill fill : {kRandom, kExtreme, kLargest, kSmallest}) {
+            CAPTURE(name);
+            CAPTURE(rows);
+            CAPTURE(d4);
+            CAPTURE(nk);
+            CAPTURE(int(fill));
+            const auto value = [&](bool key) {
+              switch (fill) {
+                case kRandom:
+                  return any(rng);
+                case kExtreme:
+                  return sign(rng) ? 127 : -127;
+                case kLargest:
+                  return -127;
+                case kSmallest:
+                  return key ? -127 : 127;
+              }
+              return 0;
+            };
+            const std::int64_t ld_q = d4 + 4, ld_s = nk + 3;
+            std::vector<std::int8_t> q(std::size_t(rows * ld_q), 99), k(std::size_t(nk * d4));
+            std::vector<std::int32_t> kv(std::size_t(nk * d4));  // key j's row, row-major
+            for (std::int64_t i = 0; i < rows; ++i)
+              for (std::int64_t c = 0; c < d4; ++c)
+                q[std::size_t(i * ld_q + c)] = std::int8_t(value(false));
+            for (std::int64_t j = 0; j < nk; ++j)
+              for (std::int64_t c = 0; c < d4; ++c) {
+                const std::int64_t j0 = j / 16 * 16, nb = std::min<std::int64_t>(16, nk - j0);
+                const int x = value(true);
+                kv[std::size_t(j * d4 + c)] = x;
+                k[std::size_t(j0 * d4 + (c / 4 * nb + (j - j0)) * 4 + c % 4)] = std::int8_t(x);
+              }
+            std::vector<float> q_scale(static_cast<std::size_t>(rows));
+            std::vector<float> k_scale(static_cast<std::size_t>(nk));
+            for (float& x : q_scale) x = scales(rng);
+            for (float& x : k_scale) x = scales(rng);
+            std::vector<float> got(std::size_t(rows * ld_s), -1.0f);
+            scores(q.data(), ld_q, q_scale.data(), rows, k.data(), k_scale.data(), d4, nk,
+                   got.data(), ld_s);
+            std::int64_t wrong = 0;
+            for (std::int64_t i = 0; i < rows; ++i)
+              for (std::int64_t j = 0; j < ld_s; ++j) {
+                std::int64_t dot = 0;
+                for (std::int64_t c = 0; c < d4; ++c)
+                  dot += std::int64_t(q[std::size_t(i * ld_q + c)]) * kv[std::size_t(j * d4 + c)];
+                // Past nk: untouched.
+                const float want =
+                    j < nk ? (q_scale[std::size_t(i)] * k_scale[std::size_t(j)]) * float(dot)
+                           : -1.0f;
+                if (std::bit_cast<std::uint32_t>(got[std::size_t(i * ld_s + j)]) !=
+                    std::bit_cast<std::uint32_t>(want))
+                  ++wrong;
+              }
+            CHECK(wrong == 0);
+          }
+  }
+}
+
+// Every int8 entry at +-127 everywhere (inputs +-1: each row rounds to +-127 with scale 1/127,
+// so the kernels are fp32-close to fp64 of the inputs), decode and grouped, and each vpdpbusd
+// entry against its Highway target's twin to the bit.
+TEST_CASE("the int8 K/V entries at +-127 everywhere: near fp64, the same bits as their twins") {
+  std::mt19937 rng(127);
+  const auto signs = [&](std::int64_t n) {
+    std::vector<float> x(static_cast<std::size_t>(n));
+    for (float& e : x) e = rng() % 2 ? 1.0f : -1.0f;
+    return x;
+  };
+  const auto wide = [](const std::vector<float>& x) {
+    return std::vector<double>(x.begin(), x.end());
+  };
+  for (const Shape s :
+       {Shape{.batch_heads = 32, .n_q = 1, .n_kv = 100, .d_k = 128, .d_v = 128, .group = 4},
+        Shape{.batch_heads = 8, .n_q = 1, .n_kv = 37, .d_k = 20, .d_v = 12, .group = 8},
+        Shape{.batch_heads = 6, .n_q = 3, .n_kv = 17, .d_k = 36, .d_v = 16, .group = 2}}) {
+    const auto q = signs(s.q_elements()), k = signs(s.k_elements()), v = signs(s.v_elements());
+    const float scale = 1.0f / std::sqrt(float(s.d_k));
+    const auto ref = sdpa::reference_attention(s, wide(q), wide(k), wide(v), scale, false);
+    for (const auto* kern : int8_kernels()) {
+      INFO(kern->name, " bh=", s.batch_heads, " n_q=", s.n_q, " n_kv=", s.n_kv, " d_k=", s.d_k);
+      sdpa::ForwardArgs args{.shape = s, .q = q.data(), .k = k.data(), .v = v.data()};
+      args.scale = scale;
+      const Outputs got = run_args(*kern, args);
+      double worst = 0;
+      for (std::size_t i = 0; i < got.out.size(); ++i)
+        worst = std::max(worst, std::abs(got.out[i] - ref.out[i]));
+      for (std::size_t i = 0; i < got.lse.size(); ++i)
+        worst = std::max(worst, std::abs(got.lse[i] - ref.lse[i]));
+      CHECK(worst < 1e-4);  // NaN fails too
+      if (fp32_isa(*kern) != kern->isa) {
+        const auto* twin = sdpa::find_kernel("flash-kv-int8@" + fp32_isa(*kern));
+        REQUIRE(twin != nullptr);
+        const Outputs want = run_args(*twin, args);
+        CHECK(same_bits(got.out, want.out));
+        CHECK(same_bits(got.lse, want.lse));
+      }
+    }
+  }
 }
 
 TEST_CASE("a stored int8 K/V of another format or shape is refused") {

@@ -142,8 +142,9 @@ TEST_CASE("timing and roofline: schema messages") {
       "string \"sideways\"");
   CHECK(error_of(R"({"name": "a", "kind": "roofline", "isa": ["avx2", "avx1024"]})") ==
         "bad.json: /experiments/0/isa/1: expected an instruction set (\"scalar\", \"sse4\", "
-        "\"avx2\", \"avx512\", \"avx512-bf16\", \"avx512-vnni\", \"neon\", \"sve-256\", "
-        "\"sve2-128\") or a non-empty list of them, found string \"avx1024\"");
+        "\"avx2\", \"avx2-int8\", \"avx-vnni\", \"avx512\", \"avx512-bf16\", \"avx512-vnni\", "
+        "\"neon\", \"sve-256\", \"sve2-128\") or a non-empty list of them, found string "
+        "\"avx1024\"");
   CHECK(error_of(R"({"name": "a", "kind": "roofline", "min_time": 0})") ==
         "bad.json: /experiments/0/min_time: expected a positive number of seconds (at most 60) per "
         "repetition, found number 0");
@@ -222,15 +223,19 @@ TEST_CASE("timing: every repetition kept, statistics and % of peak from the run'
 TEST_CASE("timing: OpenBLAS is read against the best fp32 ISA, not a dot-product roof") {
   const auto isas = sdpa::peak::supported_isas();
   const std::string peak = sdpa::peak_isa_for("openblas");
-  CHECK(peak != "avx512-bf16");
-  CHECK(peak != "avx512-vnni");
-  for (const char* dots : {"avx512-bf16", "avx512-vnni"})
-    CHECK(sdpa::peak_isa_for(dots) == (sdpa::peak::isa_supported(dots) ? dots : ""));
+  const char* const dots[] = {"avx2-int8", "avx-vnni", "avx512-bf16", "avx512-vnni"};
+  for (const char* roof : dots) {
+    CAPTURE(roof);
+    CHECK(sdpa::peak::dot_product_isa(roof));
+    CHECK(peak != roof);
+    CHECK(sdpa::peak_isa_for(roof) == (sdpa::peak::isa_supported(roof) ? roof : ""));
+  }
   // The widest fp32 ISA this CPU runs: the last supported one but the dot-product roofs.
   std::string widest;
   for (const auto& isa : isas)
-    if (isa != "avx512-bf16" && isa != "avx512-vnni") widest = isa;
+    if (std::find(std::begin(dots), std::end(dots), isa) == std::end(dots)) widest = isa;
   CHECK(peak == widest);
+  CHECK_FALSE(sdpa::peak::dot_product_isa(widest));
 }
 
 TEST_CASE("timing: memory is each kernel's own formula, the peers' n_q x n_kv scores included") {

@@ -190,16 +190,17 @@ json time_statistics(const BenchmarkRuns& runs) {
   return t;
 }
 
-// The share of the machine's peak for the kernel's ISA at this thread count, and of the roof
-// that binds at the cell's intensity: min(FMA peak, intensity x triad bandwidth), both from a
-// roofline measured earlier in the run, else measured now (briefly), never assumed.
+// The share of the machine's peak for the kernel's ISA (its peak_isa where it has one) at this
+// thread count, and of the roof that binds at the cell's intensity: min(FMA peak, intensity x
+// triad bandwidth), both from a roofline measured earlier in the run, else measured now
+// (briefly), never assumed.
 void add_peak(json& record, const TimingCell& c, double gflops, RunShared& shared) {
-  const std::string isa = peak_isa_for(c.kernel->isa);
+  const std::string& kernel_isa = c.kernel->peak_isa.empty() ? c.kernel->isa : c.kernel->peak_isa;
+  const std::string isa = peak_isa_for(kernel_isa);
   if (isa.empty()) {
     for (const char* k : {"percent_of_peak", "peak", "roof_gflops", "percent_of_roof", "bound"})
       record[k] = nullptr;
-    record["peak_note"] =
-        "no peak measured: no roofline ISA for kernel ISA \"" + c.kernel->isa + "\"";
+    record["peak_note"] = "no peak measured: no roofline ISA for kernel ISA \"" + kernel_isa + "\"";
     return;
   }
   if (!find_peak(shared.peaks, isa, c.threads)) {

@@ -182,6 +182,9 @@ struct Kernel {
   std::string name;    // e.g. "flash", "simd@avx2"
   std::string family;  // e.g. "flash", "flash-kv-int8", "eigen", "ggml" (docs/design.md lists them)
   std::string isa;     // instruction set the entry runs on, e.g. "scalar", "avx2", "avx512"
+  // The roofline ISA (sdpa/peak.hpp) whose peak its timings are read against, where not `isa`:
+  // flash-kv-int8@avx2's "avx2-int8" (its scores are int8 dot products, not fp32 FMAs).
+  std::string peak_isa = {};
   // Number format of the arithmetic (docs/design.md,
   // "Conventions for inference shapes and precision"): "fp32", or "bf16" (Q, K, V
   // rounded to bf16 on entry, bf16 products accumulated in fp32, softmax in fp32, P rounded to

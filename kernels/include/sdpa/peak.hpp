@@ -16,19 +16,22 @@
 namespace sdpa::peak {
 
 // The instruction sets the peaks are measured for, narrowest first: "scalar" (what the
-// baseline build runs), "sse4", "avx2", "avx512" (AVX-512F/BW/DQ/VL), "avx512-bf16" (AVX-512
-// with AVX512_BF16: the roof of bf16 kernels, whose multiply-adds are vdpbf16ps), "avx512-vnni"
-// (AVX-512 with AVX512_VNNI: the roof of int8 dot products, vpdpbusd) on x86-64,
-// "neon", "sve-256" (SVE at 256 bits), "sve2-128" (SVE2 at 128 bits) on aarch64; every build
-// knows all.
+// baseline build runs), "sse4", "avx2", "avx2-int8" (AVX2's int8 dot products, vpmaddubsw and
+// vpmaddwd: the roof of flash-kv-int8@avx2), "avx-vnni" (AVX2 with AVX-VNNI: vpdpbusd in ymm),
+// "avx512" (AVX-512F/BW/DQ/VL), "avx512-bf16" (AVX-512 with AVX512_BF16: the roof of bf16
+// kernels, whose multiply-adds are vdpbf16ps), "avx512-vnni" (AVX-512 with AVX512_VNNI:
+// vpdpbusd in zmm) on x86-64, "neon", "sve-256" (SVE at 256 bits), "sve2-128" (SVE2 at 128
+// bits) on aarch64; every build knows all.
 const std::vector<std::string>& known_isas();
 // Those of known_isas() this build compiled and this CPU runs.
 std::vector<std::string> supported_isas();
 bool isa_supported(std::string_view isa);
+// Whether `isa` is the roof of bf16 or int8 dot products rather than of fp32 multiply-adds.
+bool dot_product_isa(std::string_view isa);
 
 // Multiply-add lanes of one vector on `isa`: fp32 lanes (1 for scalar); on avx512-bf16 the 32
-// bf16 products a vdpbf16ps adds, on avx512-vnni the 64 int8 products of a vpdpbusd. Precondition:
-// isa_supported(isa).
+// bf16 products a vdpbf16ps adds, on the int8 roofs the int8 products of one step (avx2-int8,
+// avx-vnni: 32; avx512-vnni: 64). Precondition: isa_supported(isa).
 int lanes(std::string_view isa);
 
 // Independent multiply-add chains per vector lane: enough to cover latency x throughput of
@@ -37,8 +40,8 @@ inline constexpr int kChains = 12;
 
 // Runs kChains independent chains acc = acc * a + b of `steps` steps each, in vectors of
 // `isa`, and returns a value that depends on every chain (so nothing can be elided). On
-// avx512-bf16 each step is one vdpbf16ps, on avx512-vnni one vpdpbusd, of fixed operands (a and
-// b are not used).
+// avx512-bf16 each step is one vdpbf16ps, on the int8 roofs one int8 dot product step
+// (kv_int8.hpp's int8_dot_chains) (a and b are not used).
 // ISAs without a fused multiply-add (scalar, sse4 on the baseline build) issue a multiply
 // and an add; both count as 2 FLOPs per lane per step. Precondition: isa_supported(isa).
 float multiply_add_chains(std::string_view isa, std::int64_t steps, float a, float b);
