@@ -96,6 +96,7 @@ std::string peak_line(const std::vector<const json*>& records) {
 KindReport timing_report() {
   return {.name = "timing",
           .measurement = true,
+          .timed = "time_s",
           .tables = timing_tables,
           .curves = {{.suffix = "throughput",
                       .row_key = "n_kv",
