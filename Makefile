@@ -49,9 +49,6 @@ bench: build
 # are in it), and the tables, plots and claims generated from them. `make report` regenerates
 # only the tables, plots and claims from the committed files.
 RESULT_CONFIGS ?= quick seeds hardware models training stability precision paper
-# The result files the claims read, in the order `sdpa-bench claims` takes them
-# (tests/test_results.cpp lists the same).
-CLAIMS_CONFIGS = seeds training stability precision
 results: bin
 	$(eval MACHINE := $(shell $(BIN) info --machine-id))
 	@for c in $(RESULT_CONFIGS); do \
@@ -61,11 +58,13 @@ results: bin
 
 # Reference results are results/<machine>/<config>.json; runs named <config>-<UTC time>.json
 # (what `sdpa-bench run` writes by default, e.g. `make run`) are a user's own and left out.
+# The claims read the first reference result of each config `claims --list-inputs` names (the
+# claims' registry, analysis/claims.cpp), in that order.
 REFERENCE_RESULTS = $(shell ls results/*/*.json | grep -Ev -- '-[0-9]{8}T[0-9]{6}Z\.json$$')
 # The plots' gnuplot scripts go to the build folder: results/ holds what people open (.svg, .png).
 report: bin
 	$(BIN) report $(REFERENCE_RESULTS) --format both --plots --out-dir results --plot-scripts $(BUILD)/plot-scripts
-	$(BIN) claims $(foreach c,$(CLAIMS_CONFIGS),$(firstword $(filter %/$(c).json,$(REFERENCE_RESULTS)))) -o results/claims.md
+	$(BIN) claims $(foreach c,$(shell $(BIN) claims --list-inputs),$(firstword $(filter %/$(notdir $(c)),$(REFERENCE_RESULTS)))) -o results/claims.md
 
 # The committed results as a static site (open $(SITE)/index.html; nothing is fetched).
 SITE ?= build/site

@@ -12,6 +12,7 @@
 #include "markdown.hpp"
 #include "sdpa/escape.hpp"
 #include "sdpa/input_error.hpp"
+#include "sdpa/json_schema.hpp"
 #include "sdpa/report.hpp"
 #include "sdpa/stability_analysis.hpp"
 #include "training_verdict.hpp"
@@ -21,27 +22,60 @@ namespace {
 
 using report::number;
 using Records = std::vector<const json*>;
-using Sources = std::vector<Source>;
 
-std::string file_names(const Sources& sources) {
-  std::string names;
-  for (const auto& s : sources) names += (names.empty() ? "" : ", ") + s.file;
-  return names;
+// A value a claim decides by that is not a number (a result file stores a non-finite value as
+// null): evaluate() names its file and JSON path.
+struct NotANumber {
+  const json* node;
+};
+
+double num(const json& x) {
+  if (!x.is_number()) throw NotANumber{&x};
+  return x.get<double>();
 }
 
-const json& experiment(const Sources& sources, const std::string& name) {
-  for (const auto& s : sources)
-    for (const auto& e : (*s.result)["experiments"])
-      if (e["name"] == name) {
-        // A verdict needs data: an experiment without records must not let a claim hold.
-        if (e["records"].empty())
-          throw InputError(s.file + ": experiment \"" + name +
-                           "\": expected records for its claims, found none (no data)");
-        return e;
-      }
-  throw InputError(file_names(sources) + ": no experiment named \"" + name +
-                   "\"; the claims report reads a result file of configs/seeds.json");
-}
+std::string num_text(const json& x) { return number(num(x)); }
+
+// The result files of one evaluation, and which of them some claim has read.
+class Inputs {
+ public:
+  explicit Inputs(const std::vector<Source>& sources)
+      : sources_(sources), read_(sources.size(), false) {}
+
+  // The first experiment named `name` that has records, its file marked read; null when none.
+  const json* experiment(const std::string& name) {
+    for (std::size_t i = 0; i < sources_.size(); ++i)
+      for (const auto& e : (*sources_[i].result)["experiments"])
+        if (e["name"] == name && !e["records"].empty()) {
+          read_[i] = true;
+          return &e;
+        }
+    return nullptr;
+  }
+
+  // Every experiment of `kind` that has records, in file order, their files marked read.
+  struct Found {
+    const json* experiment;
+    std::string file;
+  };
+  std::vector<Found> of_kind(const std::string& kind) {
+    std::vector<Found> out;
+    for (std::size_t i = 0; i < sources_.size(); ++i)
+      for (const auto& e : (*sources_[i].result)["experiments"])
+        if (e["kind"] == kind && !e["records"].empty()) {
+          read_[i] = true;
+          out.push_back({&e, sources_[i].file});
+        }
+    return out;
+  }
+
+  const std::vector<Source>& sources() const { return sources_; }
+  bool read(std::size_t i) const { return read_[i]; }
+
+ private:
+  const std::vector<Source>& sources_;
+  std::vector<bool> read_;
+};
 
 Records select(const json& exp, const std::function<bool(const json& params)>& keep) {
   Records out;
@@ -56,21 +90,25 @@ std::string cited(const json& exp, const Records& records) {
   return "experiment `" + exp["name"].get<std::string>() + "`, cells " + cells;
 }
 
-double value(const json& stat) { return stat["value"].get<double>(); }
+double value(const json& stat) { return num(stat["value"]); }
 
 std::string with_ci(const json& stat) {
   if (stat["value"].is_null()) return "non-finite";  // how a result file stores inf or NaN
   const json& ci = stat["ci95"];
   if (ci[0].is_null() || ci[1].is_null()) return number(value(stat));  // one seed: no interval
-  return number(value(stat)) + " [" + number(ci[0].get<double>()) + ", " +
-         number(ci[1].get<double>()) + "]";
+  return number(value(stat)) + " [" + num_text(ci[0]) + ", " + num_text(ci[1]) + "]";
+}
+
+// A value shown, not decided by: "non-finite" where the file stores null.
+std::string shown(const json& stat) {
+  return stat["value"].is_null() ? "non-finite" : number(value(stat));
 }
 
 // Whether `predicted` is consistent with a statistic when `family` such checks are made at
 // once: |value - predicted| within the Bonferroni-corrected normal quantile of its standard
 // error (the 95 % CI's half-width / 1.96), so the whole family errs 5 % of the time.
 bool consistent(const json& stat, double predicted, std::size_t family) {
-  const double se = (stat["ci95"][1].get<double>() - stat["ci95"][0].get<double>()) / (2 * 1.96);
+  const double se = (num(stat["ci95"][1]) - num(stat["ci95"][0])) / (2 * 1.96);
   const boost::math::normal normal;
   const double z = boost::math::quantile(normal, 1 - 0.05 / (2.0 * double(family)));
   return std::abs(value(stat) - predicted) <= z * se;
@@ -84,19 +122,19 @@ std::string join(const std::vector<std::string>& words, const std::string& separ
   return s;
 }
 
-Claim claim_variance_is_d_k(const Sources& sources) {
-  const json& e = experiment(sources, "claim1-2-variance");
-  const Records rs = select(e, [](const json& p) { return p["scale"] == "none"; });
-  Claim c(1,
-          "If Q and K have entries with mean 0 and variance 1, each entry of QK^T has mean 0 "
-          "and variance d_k.");
+// ---- claims 1-9: the experiments of configs/seeds.json --------------------------------------
+
+void claim_variance_is_d_k(Inputs& in, Claim& c) {
+  const json* e = in.experiment("claim1-2-variance");
+  if (!e) return;
+  const Records rs = select(*e, [](const json& p) { return p["scale"] == "none"; });
   c.header = {"d_k", "mean [95% CI]", "variance [95% CI]", "theory", "consistent"};
   std::vector<std::string> failing;
   for (const json* r : rs) {
     const double d_k = (*r)["params"]["d_k"];
     const bool ok =
         consistent((*r)["score_mean"], 0.0, 2 * rs.size()) &&
-        consistent((*r)["score_variance"], (*r)["score_variance"]["predicted"], 2 * rs.size());
+        consistent((*r)["score_variance"], num((*r)["score_variance"]["predicted"]), 2 * rs.size());
     if (!ok) failing.push_back(number(d_k));
     c.rows.push_back({number(d_k), with_ci((*r)["score_mean"]), with_ci((*r)["score_variance"]),
                       "0, " + number(d_k), yes_no(ok)});
@@ -107,16 +145,13 @@ Claim claim_variance_is_d_k(const Sources& sources) {
           ? "mean and variance agree with 0 and d_k at every d_k tested (Bonferroni-corrected "
             "5 % family-wise level)"
           : "measured mean or variance departs from theory at d_k = " + join(failing);
-  c.source = cited(e, rs);
-  return c;
+  c.source = cited(*e, rs);
 }
 
-Claim claim_scaling_restores_unit_variance(const Sources& sources) {
-  const json& e = experiment(sources, "claim1-2-variance");
-  const Records rs = select(e, [](const json& p) { return p["scale"] != "none"; });
-  Claim c(2,
-          "Dividing by sqrt(d_k) brings that variance back to 1 for every d_k; dividing by d_k "
-          "instead shrinks it to 1/d_k.");
+void claim_scaling_restores_unit_variance(Inputs& in, Claim& c) {
+  const json* e = in.experiment("claim1-2-variance");
+  if (!e) return;
+  const Records rs = select(*e, [](const json& p) { return p["scale"] != "none"; });
   c.header = {"d_k", "scale", "variance [95% CI]", "theory", "consistent"};
   std::vector<std::string> failing;
   for (const json* r : rs) {
@@ -124,7 +159,7 @@ Claim claim_scaling_restores_unit_variance(const Sources& sources) {
     const bool sqrt_dk = (*r)["params"]["scale"] == "sqrt_dk";
     const double theory = sqrt_dk ? 1.0 : 1.0 / d_k;
     const bool ok =
-        consistent((*r)["score_variance"], (*r)["score_variance"]["predicted"], rs.size());
+        consistent((*r)["score_variance"], num((*r)["score_variance"]["predicted"]), rs.size());
     if (!ok)
       failing.push_back((sqrt_dk ? "1/sqrt(d_k) at d_k = " : "1/d_k at d_k = ") + number(d_k));
     c.rows.push_back({number(d_k), sqrt_dk ? "1/sqrt(d_k)" : "1/d_k",
@@ -134,21 +169,18 @@ Claim claim_scaling_restores_unit_variance(const Sources& sources) {
   c.reason = failing.empty()
                  ? "every scaled variance agrees with 1, every 1/d_k variance with 1/d_k"
                  : "departs from theory for " + join(failing);
-  c.source = cited(e, rs);
-  return c;
+  c.source = cited(*e, rs);
 }
 
-Claim claim_two_by_two(const Sources& sources) {
-  const json& e = experiment(sources, "claim3-2x2");
-  const Records rs = select(e, [](const json&) { return true; });
+void claim_two_by_two(Inputs& in, Claim& c) {
+  const json* e = in.experiment("claim3-2x2");
+  if (!e) return;
+  const Records rs = select(*e, [](const json&) { return true; });
   const json& sv = (*rs.at(0))["sample_variance"];
-  Claim c(3,
-          "np.var of the product of two 2 x 2 standard-normal matrices should be d_k = 2, so "
-          "seeing 1.6 is puzzling.");
   double at_16 = -1;
   for (const auto& x : sv["cdf_at"])
-    if (x["x"] == 1.6) at_16 = x["fraction"];
-  const double q05 = sv["q05"], q95 = sv["q95"];
+    if (x["x"] == 1.6) at_16 = num(x["fraction"]);
+  const double q05 = num(sv["q05"]), q95 = num(sv["q95"]);
   const bool is_two = consistent(sv, 2.0, 2), is_15 = consistent(sv, 1.5, 2);
   const bool typical = q05 <= 1.6 && 1.6 <= q95;
   c.header = {"statistic", "measured", "theory"};
@@ -161,16 +193,13 @@ Claim claim_two_by_two(const Sources& sources) {
              (is_two ? "consistent with 2" : "not 2") +
              " (ddof 0 over 4 entries loses a quarter); 1.6 is " +
              (typical ? "inside" : "outside") + " the 5-95 % range of a single trial";
-  c.source = cited(e, rs);
-  return c;
+  c.source = cited(*e, rs);
 }
 
-Claim claim_numpy_printout(const Sources& sources) {
-  const json& e = experiment(sources, "claim4-1111x111");
-  const Records rs = select(e, [](const json&) { return true; });
-  Claim c(4,
-          "NumPy printed np.var(A @ B) = 110.56 for A 1111 x 111, B 111 x 1111, and 0.996 after "
-          "dividing by sqrt(111): consistent with variance d_k = 111, and 1 after scaling.");
+void claim_numpy_printout(Inputs& in, Claim& c) {
+  const json* e = in.experiment("claim4-1111x111");
+  if (!e) return;
+  const Records rs = select(*e, [](const json&) { return true; });
   c.header = {"scale",       "printed",      "E[np.var] theory", "measured mean [95% CI]",
               "sd (theory)", "5-95 % range", "P(<= printed)",    "printed is typical"};
   bool all_typical = true;
@@ -180,28 +209,25 @@ Claim claim_numpy_printout(const Sources& sources) {
     const double printed = scaled ? 0.996 : 110.56;
     double fraction = -1;
     for (const auto& x : sv["cdf_at"])
-      if (x["x"] == printed) fraction = x["fraction"];
-    const bool typical = sv["q05"].get<double>() <= printed && printed <= sv["q95"].get<double>();
+      if (x["x"] == printed) fraction = num(x["fraction"]);
+    const bool typical = num(sv["q05"]) <= printed && printed <= num(sv["q95"]);
     all_typical = all_typical && typical;
     c.rows.push_back(
-        {scaled ? "1/sqrt(111)" : "none", number(printed), number(sv["predicted"]), with_ci(sv),
-         number(sv["stddev"]["value"]) + " (" + number(sv["stddev"]["predicted"]) + ")",
-         number(sv["q05"]) + " - " + number(sv["q95"]), number(fraction), yes_no(typical)});
+        {scaled ? "1/sqrt(111)" : "none", number(printed), num_text(sv["predicted"]), with_ci(sv),
+         shown(sv["stddev"]) + " (" + num_text(sv["stddev"]["predicted"]) + ")",
+         num_text(sv["q05"]) + " - " + num_text(sv["q95"]), number(fraction), yes_no(typical)});
   }
   c.verdict = all_typical ? Verdict::holds : Verdict::does_not_hold;
   c.reason = all_typical
                  ? "both printed values lie inside the 5-95 % range of np.var for that shape"
                  : "a printed value lies outside the 5-95 % range for that shape";
-  c.source = cited(e, rs);
-  return c;
+  c.source = cited(*e, rs);
 }
 
-Claim claim_projections(const Sources& sources) {
-  const json& e = experiment(sources, "claim5-projections");
-  const Records rs = select(e, [](const json&) { return true; });
-  Claim c(5,
-          "It is safe to assume unit-variance queries and keys because inputs are LayerNorm'd "
-          "and W_Q, W_K are initialised to preserve variance (Xavier/Glorot).");
+void claim_projections(Inputs& in, Claim& c) {
+  const json* e = in.experiment("claim5-projections");
+  if (!e) return;
+  const Records rs = select(*e, [](const json&) { return true; });
   c.header = {"init", "scaled score variance [95% CI]", "theory (d_model v)^2", "ratio to 1"};
   // Stated thresholds: "unit" means a CI containing 1; within a factor 1.5 counts as a
   // qualified yes; further off, the assumption does not hold.
@@ -210,10 +236,10 @@ Claim claim_projections(const Sources& sources) {
   for (const json* r : rs) {
     const json& v = (*r)["score_variance"];
     const double x = value(v);
-    all_unit = all_unit && v["ci95"][0].get<double>() <= 1 && 1 <= v["ci95"][1].get<double>();
+    all_unit = all_unit && num(v["ci95"][0]) <= 1 && 1 <= num(v["ci95"][1]);
     all_near = all_near && x >= 1 / 1.5 && x <= 1.5;
     c.rows.push_back(
-        {(*r)["params"]["init"], with_ci(v), number(v["per_entry_predicted"]), number(x)});
+        {(*r)["params"]["init"], with_ci(v), num_text(v["per_entry_predicted"]), number(x)});
     parts.push_back((*r)["params"]["init"].get<std::string>() + " gives " + number(x));
   }
   c.verdict = all_unit   ? Verdict::holds
@@ -222,8 +248,7 @@ Claim claim_projections(const Sources& sources) {
   c.reason = "d_model 512, d_k 64, scaled by 1/sqrt(d_k): " + join(parts) +
              " (1 would be unit variance; Var(q) = d_model Var(w), which neither initialisation "
              "sets to 1)";
-  c.source = cited(e, rs);
-  return c;
+  c.source = cited(*e, rs);
 }
 
 // Records of one experiment grouped by N, each group ordered by d_k as in the file.
@@ -233,21 +258,21 @@ std::map<double, Records> by_n(const json& exp, const std::function<bool(const j
   return groups;
 }
 
-Claim claim_saturation(const Sources& sources) {
-  const json& e = experiment(sources, "claim6-saturation");
-  Claim c(6, "Without scaling, softmax becomes almost one-hot as d_k grows.");
+void claim_saturation(Inputs& in, Claim& c) {
+  const json* e = in.experiment("claim6-saturation");
+  if (!e) return;
   c.header = {"N",        "d_k",        "entropy [95% CI]",
               "H / ln N", "max weight", "rows with max weight > 0.9"};
   bool monotone = true;
   std::vector<std::string> not_one_hot;
   Records all;
-  for (const auto& [n, rs] : by_n(e, [](const json& p) { return p["scale"] == "none"; })) {
+  for (const auto& [n, rs] : by_n(*e, [](const json& p) { return p["scale"] == "none"; })) {
     for (std::size_t i = 0; i < rs.size(); ++i) {
       const json& r = *rs[i];
       if (i > 0 && value(r["max_weight"]) <= value((*rs[i - 1])["max_weight"])) monotone = false;
       c.rows.push_back({number(n), number(r["params"]["d_k"]), with_ci(r["entropy"]),
-                        number(r["entropy_normalised"]), number(value(r["max_weight"])),
-                        number(r["rows_max_weight_over_0_9"])});
+                        num_text(r["entropy_normalised"]), number(value(r["max_weight"])),
+                        num_text(r["rows_max_weight_over_0_9"])});
       all.push_back(rs[i]);
     }
     // "Almost one-hot" (stated threshold): mean max weight above 0.9 at the largest d_k.
@@ -262,12 +287,10 @@ Claim claim_saturation(const Sources& sources) {
                  : "the max weight grows with d_k, but at the largest d_k it stays at or below 0.9 "
                    "for " +
                        join(not_one_hot) + " (the larger N, the later softmax condenses)";
-  c.source = cited(e, all);
-  return c;
+  c.source = cited(*e, all);
 }
 
-Claim claim_gap_of_four() {
-  Claim c(7, "A gap of 4 between two scores already gives an almost one-sided distribution.");
+void claim_gap_of_four(Inputs&, Claim& c) {
   // Exact arithmetic, not a measurement: softmax([0, 4]).
   const double high = 1 / (1 + std::exp(-4.0)), low = 1 - high;
   c.header = {"weights of softmax([0, 4])", "max weight"};
@@ -276,12 +299,11 @@ Claim claim_gap_of_four() {
   c.verdict = high >= 0.95 ? Verdict::holds : Verdict::does_not_hold;
   c.reason = "the larger weight is " + number(high) + " (threshold for almost one-sided: 0.95)";
   c.source = "computed exactly: 1 / (1 + e^-4)";
-  return c;
 }
 
-Claim claim_gradients(const Sources& sources) {
-  const json& e = experiment(sources, "claim8-gradients");
-  Claim c(8, "Without scaling, gradients through most positions become very small.");
+void claim_gradients(Inputs& in, Claim& c) {
+  const json* e = in.experiment("claim8-gradients");
+  if (!e) return;
   c.header = {"d_k",
               "participation unscaled",
               "participation scaled",
@@ -289,19 +311,25 @@ Claim claim_gradients(const Sources& sources) {
               "||J||_F^2 scaled",
               "unscaled larger"};
   std::map<double, std::pair<const json*, const json*>> pairs;  // d_k -> (unscaled, scaled)
-  Records all;
-  for (const json* r : select(e, [](const json&) { return true; })) {
+  for (const json* r : select(*e, [](const json&) { return true; })) {
     auto& slot = pairs[(*r)["params"]["d_k"].get<double>()];
     ((*r)["params"]["scale"] == "none" ? slot.first : slot.second) = r;
-    all.push_back(r);
   }
+  // A d_k measured one way only compares nothing.
+  const auto complete = [&](const json* r) {
+    const auto& pair = pairs.at((*r)["params"]["d_k"].get<double>());
+    return pair.first && pair.second;
+  };
+  Records all;
+  for (const json* r : select(*e, [](const json&) { return true; }))
+    if (complete(r)) all.push_back(r);
   std::vector<std::string> larger;
   double last_participation = 1;
   for (const auto& [d_k, pair] : pairs) {
+    if (!pair.first || !pair.second) continue;
     const json &u = *pair.first, &s = *pair.second;
     // "Larger" only when the intervals are separated.
-    const bool bigger =
-        u["jacobian_fro2"]["ci95"][0].get<double>() > s["jacobian_fro2"]["ci95"][1].get<double>();
+    const bool bigger = num(u["jacobian_fro2"]["ci95"][0]) > num(s["jacobian_fro2"]["ci95"][1]);
     if (bigger) larger.push_back(number(d_k));
     last_participation = value(u["participation"]);
     c.rows.push_back({number(d_k), number(value(u["participation"])),
@@ -324,27 +352,26 @@ Claim claim_gradients(const Sources& sources) {
            : "; but the softmax Jacobian's norm is larger unscaled than scaled at "
              "d_k = " +
                  join(larger) + ": the gradient concentrates on a few keys rather than vanishing");
-  c.source = cited(e, all);
-  return c;
+  c.source = cited(*e, all);
 }
 
-Claim claim_scaled_never_saturates(const Sources& sources) {
-  const json& e = experiment(sources, "claim9-scaled-entropy");
-  Claim c(9, "Scaling by 1/sqrt(d_k) keeps softmax from saturating, for any d_k.");
+void claim_scaled_never_saturates(Inputs& in, Claim& c) {
+  const json* e = in.experiment("claim9-scaled-entropy");
+  if (!e) return;
   c.header = {"N", "d_k", "entropy [95% CI]", "H / ln N", "ln N - 1/2", "max weight"};
   // Stated thresholds: not saturated = normalised entropy >= 0.8 at every d_k; "for any d_k"
   // without qualification = the entropy varies by at most 0.1 nats across d_k.
   bool saturated = false;
   std::vector<std::string> varying;
   Records all;
-  for (const auto& [n, rs] : by_n(e, [](const json&) { return true; })) {
+  for (const auto& [n, rs] : by_n(*e, [](const json&) { return true; })) {
     double lo = 1e300, hi = -1e300;
     for (const json* r : rs) {
       const double h = value((*r)["entropy"]);
       lo = std::min(lo, h), hi = std::max(hi, h);
-      saturated = saturated || (*r)["entropy_normalised"].get<double>() < 0.8;
+      saturated = saturated || num((*r)["entropy_normalised"]) < 0.8;
       c.rows.push_back({number(n), number((*r)["params"]["d_k"]), with_ci((*r)["entropy"]),
-                        number((*r)["entropy_normalised"]), number(std::log(n) - 0.5),
+                        num_text((*r)["entropy_normalised"]), number(std::log(n) - 0.5),
                         number(value((*r)["max_weight"]))});
       all.push_back(r);
     }
@@ -359,14 +386,14 @@ Claim claim_scaled_never_saturates(const Sources& sources) {
                  ? "the entropy stays near ln N - 1/2 at every d_k and N tested"
                  : "never saturated, but the entropy still moves with d_k for " + join(varying) +
                        " (at small d_k the logits are products, not Gaussian)";
-  c.source = cited(e, all);
-  return c;
+  c.source = cited(*e, all);
 }
+
+// ---- claim 10: the training experiments (configs/training.json) -----------------------------
 
 // Every training experiment of the files, each group of its records (e.g. per optimiser)
 // compared at each d_k: unscaled against 1/sqrt(d_k).
-std::optional<Claim> claim_training(const Sources& sources) {
-  Claim c(10, "Without scaling, training becomes slower or less stable.");
+void claim_training(Inputs& in, Claim& c) {
   c.header = {"experiment",
               "d_k",
               "steps to target: unscaled [95% CI]",
@@ -379,41 +406,37 @@ std::optional<Claim> claim_training(const Sources& sources) {
   bool slower = false;
   std::int64_t nonfinite = 0;
   std::string cited_experiments;
-  for (const auto& s : sources)
-    for (const auto& e : (*s.result)["experiments"]) {
-      if (e["kind"] != "training" || e["records"].empty()) continue;
-      cited_experiments += (cited_experiments.empty() ? "experiment `" : ", `") +
-                           e["name"].get<std::string>() + "` of " + s.file;
-      std::string fixed;
-      for (const auto& [title, records] :
-           report::group_records(e["records"], "d_k", "scale", fixed)) {
-        const auto pairs = report::unscaled_vs_scaled(records);
-        if (pairs.empty()) continue;
-        const std::string name =
-            e["name"].get<std::string>() + (title.empty() ? "" : " (" + title + ")");
-        std::vector<std::pair<double, bool>> worse;
-        for (const auto& p : pairs) {
-          const json &u = *p.none, &k = *p.scaled;
-          worse.emplace_back(p.d_k, p.verdict.worse);
-          slower = slower || p.verdict.slower;
-          if (p.verdict.better) better_at.push_back(name + " d_k = " + number(p.d_k));
-          if (p.verdict.less_stable) less_stable_at.push_back(name + " d_k = " + number(p.d_k));
-          nonfinite += u["nonfinite_steps"]["total"].get<std::int64_t>() +
-                       k["nonfinite_steps"]["total"].get<std::int64_t>();
-          c.rows.push_back(
-              {name, number(p.d_k), with_ci(u["steps_to_target"]["censored_mean"]),
-               with_ci(k["steps_to_target"]["censored_mean"]), with_ci(u["final_loss"]),
-               with_ci(k["final_loss"]),
-               report::seeds_with_nonfinite(u) + ", " + report::seeds_with_nonfinite(k),
-               p.verdict.text});
-        }
-        if (worse.back().second)
-          worse_from.push_back(name + " " + report::onset(worse));
-        else
-          not_worse.push_back(name);
+  for (const auto& [e, file] : in.of_kind("training")) {
+    cited_experiments += (cited_experiments.empty() ? "experiment `" : ", `") +
+                         (*e)["name"].get<std::string>() + "` of " + file;
+    std::string fixed;
+    for (const auto& [title, records] :
+         report::group_records((*e)["records"], "d_k", "scale", fixed)) {
+      const auto pairs = report::unscaled_vs_scaled(records);
+      if (pairs.empty()) continue;
+      const std::string name =
+          (*e)["name"].get<std::string>() + (title.empty() ? "" : " (" + title + ")");
+      std::vector<std::pair<double, bool>> worse;
+      for (const auto& p : pairs) {
+        const json &u = *p.none, &k = *p.scaled;
+        worse.emplace_back(p.d_k, p.verdict.worse);
+        slower = slower || p.verdict.slower;
+        if (p.verdict.better) better_at.push_back(name + " d_k = " + number(p.d_k));
+        if (p.verdict.less_stable) less_stable_at.push_back(name + " d_k = " + number(p.d_k));
+        nonfinite += u["nonfinite_steps"]["total"].get<std::int64_t>() +
+                     k["nonfinite_steps"]["total"].get<std::int64_t>();
+        c.rows.push_back({name, number(p.d_k), with_ci(u["steps_to_target"]["censored_mean"]),
+                          with_ci(k["steps_to_target"]["censored_mean"]), with_ci(u["final_loss"]),
+                          with_ci(k["final_loss"]),
+                          report::seeds_with_nonfinite(u) + ", " + report::seeds_with_nonfinite(k),
+                          p.verdict.text});
       }
+      if (worse.back().second)
+        worse_from.push_back(name + " " + report::onset(worse));
+      else
+        not_worse.push_back(name);
     }
-  if (c.rows.empty()) return std::nullopt;
+  }
   // Stated thresholds: "holds" when, in every experiment, unscaled is resolvably worse (slower,
   // higher final loss or less stable, disjoint 95 % CIs) at the largest d_k tried and better at
   // none; qualified when that is so in some experiments only, or it is better somewhere.
@@ -435,7 +458,6 @@ std::optional<Claim> claim_training(const Sources& sources) {
     c.reason += std::string("; no training step was non-finite in any seed, scaled or not") +
                 (slower ? ": unscaled training is slower, not less stable" : "");
   c.source = cited_experiments + " (every cell with scale none or sqrt_dk)";
-  return c;
 }
 
 // ---- claims 11-13: the stability experiments (configs/stability.json) ----------------------
@@ -457,28 +479,26 @@ struct Sweeps {
   std::string cited;  // the experiments, for the claims' sources
 };
 
-Sweeps stability_sweeps(const Sources& sources) {
+Sweeps stability_sweeps(Inputs& in) {
   Sweeps out;
-  for (const auto& s : sources)
-    for (const auto& e : (*s.result)["experiments"]) {
-      if (e["kind"] != "stability" || e["records"].empty()) continue;
-      out.cited += (out.cited.empty() ? "experiment `" : ", `") + e["name"].get<std::string>() +
-                   "` of " + s.file;
-      std::string fixed;
-      for (const auto& [title, records] :
-           report::group_records(e["records"], "d_k", "scale", fixed)) {
-        std::map<double, SweepCell> by_d_k;
-        for (const json* r : records) {
-          const double d_k = (*r)["params"]["d_k"].get<double>();
-          SweepCell& c = by_d_k[d_k];
-          c.d_k = d_k;
-          c.name = e["name"].get<std::string>() + (title.empty() ? "" : " (" + title + ")") +
-                   " d_k = " + number(d_k);
-          c.scheme.emplace_back((*r)["params"]["scale"].get<std::string>(), r);
-        }
-        for (auto& [d_k, c] : by_d_k) out.cells.push_back(std::move(c));
+  for (const auto& [e, file] : in.of_kind("stability")) {
+    out.cited += (out.cited.empty() ? "experiment `" : ", `") + (*e)["name"].get<std::string>() +
+                 "` of " + file;
+    std::string fixed;
+    for (const auto& [title, records] :
+         report::group_records((*e)["records"], "d_k", "scale", fixed)) {
+      std::map<double, SweepCell> by_d_k;
+      for (const json* r : records) {
+        const double d_k = (*r)["params"]["d_k"].get<double>();
+        SweepCell& c = by_d_k[d_k];
+        c.d_k = d_k;
+        c.name = (*e)["name"].get<std::string>() + (title.empty() ? "" : " (" + title + ")") +
+                 " d_k = " + number(d_k);
+        c.scheme.emplace_back((*r)["params"]["scale"].get<std::string>(), r);
       }
+      for (auto& [d_k, c] : by_d_k) out.cells.push_back(std::move(c));
     }
+  }
   return out;
 }
 
@@ -502,8 +522,8 @@ Verdict verdict_of(std::size_t shown, std::size_t cells) {
                           : Verdict::holds_with_qualification;
 }
 
-Claim claim_lr_range(const Sweeps& sweeps) {
-  Claim c(11, "Without scaling, the range of learning rates that train is narrower.");
+void claim_lr_range(Inputs& in, Claim& c) {
+  const Sweeps sweeps = stability_sweeps(in);
   c.header = {"cell", "rates that train: unscaled", "1/sqrt(d_k)", "widest of the other schemes",
               "LR sensitivity: unscaled minus 1/sqrt(d_k), paired [95% CI]"};
   std::vector<std::string> narrower, not_narrower;
@@ -538,13 +558,10 @@ Claim claim_lr_range(const Sweeps& sweeps) {
   c.source = sweeps.cited +
              " (scale none and sqrt_dk; a rate trains when more than half of its "
              "seeds reach the target accuracy)";
-  return c;
 }
 
-Claim claim_logit_growth(const Sweeps& sweeps) {
-  Claim c(12,
-          "Attention logits grow during training until softmax saturates when nothing bounds "
-          "them.");
+void claim_logit_growth(Inputs& in, Claim& c) {
+  const Sweeps sweeps = stability_sweeps(in);
   c.header = {"cell",
               "scale",
               "smallest rate where logits grow ≥ 10× and softmax saturates",
@@ -624,11 +641,10 @@ Claim claim_logit_growth(const Sweeps& sweeps) {
         "attention), so saturation alone is not failure: " +
         join(trains_saturated);
   c.source = sweeps.cited + " (the mean curves of the largest logit and the entropy per block)";
-  return c;
 }
 
-Claim claim_qk_norm(const Sweeps& sweeps) {
-  Claim c(13, "QK-norm makes training less sensitive to the learning rate than 1/sqrt(d_k) alone.");
+void claim_qk_norm(Inputs& in, Claim& c) {
+  const Sweeps sweeps = stability_sweeps(in);
   c.header = {"cell",
               "LR sensitivity: 1/sqrt(d_k) [95% CI]",
               "QK-norm [95% CI]",
@@ -657,14 +673,6 @@ Claim claim_qk_norm(const Sweeps& sweeps) {
   if (!unresolved.empty()) c.reason += "; unresolved (interval contains 0) in " + join(unresolved);
   if (!more.empty()) c.reason += "; resolvably more sensitive in " + join(more);
   c.source = sweeps.cited + " (scale sqrt_dk and qk_norm; differences per seed)";
-  return c;
-}
-
-// Claims 11-13 from every stability experiment of the files; none when there is none.
-std::vector<Claim> stability_claims(const Sources& sources) {
-  const Sweeps sweeps = stability_sweeps(sources);
-  if (sweeps.cells.empty()) return {};
-  return {claim_lr_range(sweeps), claim_logit_growth(sweeps), claim_qk_norm(sweeps)};
 }
 
 // ---- claim 14: the precision experiments (configs/precision.json) ---------------------------
@@ -675,10 +683,7 @@ std::vector<Claim> stability_claims(const Sources& sources) {
 // measured too) it does; Y the largest upper bound of the scaled O error over every d_k.
 constexpr double kLossFactor = 2.0;
 
-std::optional<Claim> claim_half_precision(const Sources& sources) {
-  Claim c(14,
-          "In half precision, unscaled attention overflows or loses accuracy from some d_k on, "
-          "while 1/sqrt(d_k) keeps its error bounded.");
+void claim_half_precision(Inputs& in, Claim& c) {
   c.header = {"kernel (precision)", "d_k",   "O err unscaled [95% CI]",
               "O err 1/sqrt(d_k)",  "ratio", "lse err unscaled / scaled",
               "non-finite rows",    "loses"};
@@ -686,82 +691,80 @@ std::optional<Claim> claim_half_precision(const Sources& sources) {
   std::vector<std::string> found, missing;
   std::size_t groups = 0;
   bool scaled_nonfinite = false;
-  for (const auto& s : sources)
-    for (const auto& e : (*s.result)["experiments"]) {
-      if (e["kind"] != "precision" || e["records"].empty()) continue;
-      sources_cited += (sources_cited.empty() ? "experiment `" : ", `") +
-                       e["name"].get<std::string>() + "` of " + s.file;
-      std::string fixed;
-      for (const auto& [title, records] :
-           report::group_records(e["records"], "d_k", "scale", fixed)) {
-        // Half precision only: fp32 is not, and int8 K/V (kv-int8) is a scale per row, not a
-        // 16-bit format.
-        const json& precision = records.front()->at("precision");
-        if (precision == "fp32" || precision == "kv-int8") continue;
-        std::map<double, std::pair<const json*, const json*>> by_d_k;  // {unscaled, scaled}
-        for (const json* r : records) {
-          const json& scale = (*r)["params"]["scale"];
-          auto& cell = by_d_k[(*r)["params"]["d_k"].get<double>()];
-          if (scale == "none") cell.first = r;
-          if (scale == "sqrt_dk") cell.second = r;
-        }
-        const json& first = *records.front();
-        // The group's parameters, with the kernel named even where it is the only one.
-        const std::string kernel = "kernel " + first["params"]["kernel"].get<std::string>();
-        const std::string name =
-            (title.find(kernel) == std::string::npos ? kernel + (title.empty() ? "" : ", " + title)
-                                                     : title) +
-            " (" + first["precision"].get<std::string>() + ")";
-        // Y also in units of the precision's unit roundoff, where the record gives it.
-        const auto within = [&](double y) {
-          return number(y) + (first.contains("unit_roundoff")
-                                  ? " (" + number(y / first["unit_roundoff"].get<double>()) + " u)"
-                                  : std::string());
-        };
-        // A null share (not finite) counts as every row.
-        const auto nonfinite = [](const json& r) {
-          return r["nonfinite_rows"].is_number() ? r["nonfinite_rows"].get<double>() : 1.0;
-        };
-        double x = 0, y = 0;  // x = 0: no d_k from which on unscaled loses
-        std::string lse_at_largest;
-        for (const auto& [d_k, cell] : by_d_k) {
-          const auto [none, scaled] = cell;
-          if (!none || !scaled) continue;
-          const json& a = (*none)["error"]["total"]["o_rms"];
-          const json& b = (*scaled)["error"]["total"]["o_rms"];
-          const double nf_none = nonfinite(*none), nf_scaled = nonfinite(*scaled);
-          scaled_nonfinite = scaled_nonfinite || nf_scaled > 0;
-          const bool finite = a["value"].is_number() && b["value"].is_number();
-          const bool loses =
-              nf_none > 0 ||
-              (finite && value(a) >= kLossFactor * value(b) && a["ci95"][0].is_number() &&
-               b["ci95"][1].is_number() && a["ci95"][0].get<double>() > b["ci95"][1].get<double>());
-          if (b["ci95"][1].is_number()) y = std::max(y, b["ci95"][1].get<double>());
-          if (!loses)
-            x = 0;
-          else if (x == 0)
-            x = d_k;
-          const std::string lse = number(value((*none)["error"]["total"]["lse_rms"])) + " / " +
-                                  number(value((*scaled)["error"]["total"]["lse_rms"]));
-          lse_at_largest =
-              "; lse error (nats) unscaled / scaled at d_k = " + number(d_k) + ": " + lse;
-          c.rows.push_back({name, number(d_k), with_ci(a), with_ci(b),
-                            finite ? number(value(a) / value(b)) : "-", lse,
-                            number(nf_none) + " / " + number(nf_scaled), yes_no(loses)});
-        }
-        ++groups;
-        (x > 0 ? found : missing)
-            .push_back(
-                name +
-                (x > 0
-                     ? ": unscaled loses from d_k = " + number(x) +
-                           " on, while 1/sqrt(d_k) keeps the O error within " + within(y)
-                     : std::string(": unscaled does not lose up to the largest d_k (1/sqrt(d_k) ") +
-                           "within " + within(y) + ")") +
-                lse_at_largest);
+  for (const auto& [e, file] : in.of_kind("precision")) {
+    sources_cited += (sources_cited.empty() ? "experiment `" : ", `") +
+                     (*e)["name"].get<std::string>() + "` of " + file;
+    std::string fixed;
+    for (const auto& [title, records] :
+         report::group_records((*e)["records"], "d_k", "scale", fixed)) {
+      // Half precision only: fp32 is not, and int8 K/V (kv-int8) is a scale per row, not a
+      // 16-bit format.
+      const json& precision = records.front()->at("precision");
+      if (precision == "fp32" || precision == "kv-int8") continue;
+      std::map<double, std::pair<const json*, const json*>> by_d_k;  // {unscaled, scaled}
+      for (const json* r : records) {
+        const json& scale = (*r)["params"]["scale"];
+        auto& cell = by_d_k[(*r)["params"]["d_k"].get<double>()];
+        if (scale == "none") cell.first = r;
+        if (scale == "sqrt_dk") cell.second = r;
       }
+      const json& first = *records.front();
+      // The group's parameters, with the kernel named even where it is the only one.
+      const std::string kernel = "kernel " + first["params"]["kernel"].get<std::string>();
+      const std::string name =
+          (title.find(kernel) == std::string::npos ? kernel + (title.empty() ? "" : ", " + title)
+                                                   : title) +
+          " (" + first["precision"].get<std::string>() + ")";
+      // Y also in units of the precision's unit roundoff, where the record gives it.
+      const auto within = [&](double y) {
+        return number(y) + (first.contains("unit_roundoff")
+                                ? " (" + number(y / num(first["unit_roundoff"])) + " u)"
+                                : std::string());
+      };
+      // A null share (not finite) counts as every row.
+      const auto nonfinite = [](const json& r) {
+        return r["nonfinite_rows"].is_number() ? r["nonfinite_rows"].get<double>() : 1.0;
+      };
+      double x = 0, y = 0;  // x = 0: no d_k from which on unscaled loses
+      std::string lse_at_largest;
+      std::size_t compared = 0;
+      for (const auto& [d_k, cell] : by_d_k) {
+        const auto [none, scaled] = cell;
+        if (!none || !scaled) continue;
+        ++compared;
+        const json& a = (*none)["error"]["total"]["o_rms"];
+        const json& b = (*scaled)["error"]["total"]["o_rms"];
+        const double nf_none = nonfinite(*none), nf_scaled = nonfinite(*scaled);
+        scaled_nonfinite = scaled_nonfinite || nf_scaled > 0;
+        const bool finite = a["value"].is_number() && b["value"].is_number();
+        const bool loses = nf_none > 0 || (finite && value(a) >= kLossFactor * value(b) &&
+                                           a["ci95"][0].is_number() && b["ci95"][1].is_number() &&
+                                           num(a["ci95"][0]) > num(b["ci95"][1]));
+        if (b["ci95"][1].is_number()) y = std::max(y, num(b["ci95"][1]));
+        if (!loses)
+          x = 0;
+        else if (x == 0)
+          x = d_k;
+        const std::string lse = shown((*none)["error"]["total"]["lse_rms"]) + " / " +
+                                shown((*scaled)["error"]["total"]["lse_rms"]);
+        lse_at_largest =
+            "; lse error (nats) unscaled / scaled at d_k = " + number(d_k) + ": " + lse;
+        c.rows.push_back({name, number(d_k), with_ci(a), with_ci(b),
+                          finite ? number(value(a) / value(b)) : "-", lse,
+                          number(nf_none) + " / " + number(nf_scaled), yes_no(loses)});
+      }
+      if (compared == 0) continue;  // no verdict on this group from nothing
+      ++groups;
+      (x > 0 ? found : missing)
+          .push_back(name +
+                     (x > 0 ? ": unscaled loses from d_k = " + number(x) +
+                                  " on, while 1/sqrt(d_k) keeps the O error within " + within(y)
+                            : std::string(": unscaled does not lose up to the largest d_k "
+                                          "(1/sqrt(d_k) ") +
+                                  "within " + within(y) + ")") +
+                     lse_at_largest);
     }
-  if (groups == 0) return std::nullopt;
+  }
   c.verdict = scaled_nonfinite ? Verdict::does_not_hold : verdict_of(found.size(), groups);
   std::vector<std::string> all = found;
   all.insert(all.end(), missing.begin(), missing.end());
@@ -769,9 +772,147 @@ std::optional<Claim> claim_half_precision(const Sources& sources) {
              join(all, "; ") + " (loses: non-finite rows, or an O error at least " +
              number(kLossFactor) + "x the scaled one's with disjoint 95 % CIs)";
   c.source = sources_cited;
-  return c;
 }
+
+// ---- the registry ---------------------------------------------------------------------------
+
+// One claim: its number, its text, the config whose run's result file it reads ("" for none),
+// what a cell that can test it is (for a claim not tested), and its evaluator, which fills the
+// evidence, the verdict, the reason and the source (no rows: nothing could test it). Adding a
+// claim is one entry here and its evaluator above; the command line, the Makefile and the
+// tests read the rest from this list.
+struct Entry {
+  int number;
+  const char* statement;
+  const char* config;
+  const char* needs;
+  void (*evaluate)(Inputs& in, Claim& c);
+};
+
+const Entry kClaims[] = {
+    {1,
+     "If Q and K have entries with mean 0 and variance 1, each entry of QK^T has mean 0 and "
+     "variance d_k.",
+     "configs/seeds.json", "records of experiment `claim1-2-variance` with scale none",
+     claim_variance_is_d_k},
+    {2,
+     "Dividing by sqrt(d_k) brings that variance back to 1 for every d_k; dividing by d_k "
+     "instead shrinks it to 1/d_k.",
+     "configs/seeds.json", "records of experiment `claim1-2-variance` with a scale other than none",
+     claim_scaling_restores_unit_variance},
+    {3,
+     "np.var of the product of two 2 x 2 standard-normal matrices should be d_k = 2, so seeing "
+     "1.6 is puzzling.",
+     "configs/seeds.json", "a record of experiment `claim3-2x2`", claim_two_by_two},
+    {4,
+     "NumPy printed np.var(A @ B) = 110.56 for A 1111 x 111, B 111 x 1111, and 0.996 after "
+     "dividing by sqrt(111): consistent with variance d_k = 111, and 1 after scaling.",
+     "configs/seeds.json", "records of experiment `claim4-1111x111`", claim_numpy_printout},
+    {5,
+     "It is safe to assume unit-variance queries and keys because inputs are LayerNorm'd and "
+     "W_Q, W_K are initialised to preserve variance (Xavier/Glorot).",
+     "configs/seeds.json", "records of experiment `claim5-projections`", claim_projections},
+    {6, "Without scaling, softmax becomes almost one-hot as d_k grows.", "configs/seeds.json",
+     "records of experiment `claim6-saturation` with scale none", claim_saturation},
+    {7, "A gap of 4 between two scores already gives an almost one-sided distribution.", "", "",
+     claim_gap_of_four},
+    {8, "Without scaling, gradients through most positions become very small.",
+     "configs/seeds.json",
+     "records of experiment `claim8-gradients` unscaled and scaled at the same d_k",
+     claim_gradients},
+    {9, "Scaling by 1/sqrt(d_k) keeps softmax from saturating, for any d_k.", "configs/seeds.json",
+     "records of experiment `claim9-scaled-entropy`", claim_scaled_never_saturates},
+    {10, "Without scaling, training becomes slower or less stable.", "configs/training.json",
+     "a `training` experiment with scale none and sqrt_dk at the same d_k", claim_training},
+    {11, "Without scaling, the range of learning rates that train is narrower.",
+     "configs/stability.json",
+     "a `stability` experiment with scale none and sqrt_dk at the same d_k", claim_lr_range},
+    {12, "Attention logits grow during training until softmax saturates when nothing bounds them.",
+     "configs/stability.json", "a `stability` experiment with scale none", claim_logit_growth},
+    {13, "QK-norm makes training less sensitive to the learning rate than 1/sqrt(d_k) alone.",
+     "configs/stability.json",
+     "a `stability` experiment with scale sqrt_dk and qk_norm at the same d_k", claim_qk_norm},
+    {14,
+     "In half precision, unscaled attention overflows or loses accuracy from some d_k on, while "
+     "1/sqrt(d_k) keeps its error bounded.",
+     "configs/precision.json",
+     "a `precision` experiment of a 16-bit kernel with scale none and sqrt_dk at the same d_k",
+     claim_half_precision},
+};
+
+// "claim 10", "claims 11-13", "claims 1-6, 8, 9".
+std::string claim_numbers(const std::vector<int>& numbers) {
+  std::string s;
+  for (std::size_t i = 0; i < numbers.size();) {
+    std::size_t j = i;
+    while (j + 1 < numbers.size() && numbers[j + 1] == numbers[j] + 1) ++j;
+    if (j < i + 2) j = i;  // a range of three or more
+    s += (s.empty() ? "" : ", ") + std::to_string(numbers[i]) +
+         (j > i ? "-" + std::to_string(numbers[j]) : "");
+    i = j + 1;
+  }
+  return (numbers.size() > 1 ? "claims " : "claim ") + s;
+}
+
+// The JSON pointer of `node` inside `root` (found by address), or nullopt.
+std::optional<std::string> pointer_to(const json& root, const json* node) {
+  if (&root == node) return "";
+  const auto escaped = [](std::string key) {
+    for (std::size_t at = 0; (at = key.find_first_of("~/", at)) != std::string::npos; at += 2)
+      key.replace(at, 1, key[at] == '~' ? "~0" : "~1");
+    return key;
+  };
+  if (root.is_object())
+    for (auto it = root.begin(); it != root.end(); ++it)
+      if (auto below = pointer_to(*it, node)) return "/" + escaped(it.key()) + *below;
+  if (root.is_array())
+    for (std::size_t i = 0; i < root.size(); ++i)
+      if (auto below = pointer_to(root[i], node)) return "/" + std::to_string(i) + *below;
+  return std::nullopt;
+}
+
+std::string file_names(const std::vector<Source>& sources) {
+  std::string names;
+  for (const auto& s : sources) names += (names.empty() ? "" : ", ") + s.file;
+  return names;
+}
+
+// "file: /json/path" of a value some source holds.
+std::string located(const std::vector<Source>& sources, const json* node) {
+  for (const auto& s : sources)
+    if (auto path = pointer_to(*s.result, node)) return s.file + ": " + *path;
+  return file_names(sources);
+}
+
+// The same result twice would count its cells twice, or hide that a second file was meant.
+void refuse_duplicates(const std::vector<Source>& sources) {
+  for (std::size_t j = 0; j < sources.size(); ++j)
+    for (std::size_t i = 0; i < j; ++i)
+      if (*sources[i].result == *sources[j].result)
+        throw InputError(sources[j].file + ": the same result as " + sources[i].file +
+                         " (a file given twice); give each result file once");
+}
+
 }  // namespace
+
+std::vector<Input> inputs() {
+  std::vector<Input> out;
+  for (const Entry& e : kClaims) {
+    if (*e.config == '\0') continue;
+    auto it =
+        std::find_if(out.begin(), out.end(), [&](const Input& i) { return i.config == e.config; });
+    if (it == out.end()) it = out.insert(out.end(), {e.config, {}});
+    it->claims.push_back(e.number);
+  }
+  return out;
+}
+
+std::string inputs_text() {
+  std::string s;
+  for (const auto& i : inputs())
+    s += (s.empty() ? "" : ", ") + i.config + " (" + claim_numbers(i.claims) + ")";
+  return s;
+}
 
 std::string to_string(Verdict v) {
   switch (v) {
@@ -781,29 +922,45 @@ std::string to_string(Verdict v) {
       return "holds with qualification";
     case Verdict::does_not_hold:
       return "does not hold";
+    case Verdict::not_tested:
+      return "not tested";
   }
   return "?";
 }
 
 std::vector<Claim> evaluate(const std::vector<Source>& sources) {
-  try {
-    std::vector<Claim> claims = {claim_variance_is_d_k(sources),
-                                 claim_scaling_restores_unit_variance(sources),
-                                 claim_two_by_two(sources),
-                                 claim_numpy_printout(sources),
-                                 claim_projections(sources),
-                                 claim_saturation(sources),
-                                 claim_gap_of_four(),
-                                 claim_gradients(sources),
-                                 claim_scaled_never_saturates(sources)};
-    if (auto training = claim_training(sources)) claims.push_back(std::move(*training));
-    for (auto& claim : stability_claims(sources)) claims.push_back(std::move(claim));
-    if (auto precision = claim_half_precision(sources)) claims.push_back(std::move(*precision));
-    return claims;
-  } catch (const json::exception& e) {
-    throw InputError(file_names(sources) +
-                     ": a record the claims need is missing or malformed: " + e.what());
+  refuse_duplicates(sources);
+  Inputs in(sources);
+  std::vector<Claim> claims;
+  for (const Entry& entry : kClaims) {
+    Claim c(entry.number, entry.statement);
+    const std::string which = "claim " + std::to_string(entry.number);
+    try {
+      entry.evaluate(in, c);
+    } catch (const NotANumber& bad) {
+      throw InputError(located(sources, bad.node) + ": expected a number, found " +
+                       describe_found(*bad.node) + " (" + which + " decides by it)");
+    } catch (const json::exception& e) {
+      throw InputError(file_names(sources) + ": " + which +
+                       ": a record it reads is missing or malformed: " + json_error_message(e));
+    }
+    // No verdict from nothing: a claim that compared no cell is not tested.
+    if (c.rows.empty()) {
+      c.verdict = Verdict::not_tested;
+      c.reason = std::string("no comparable cells (needs ") + entry.needs + ", from a run of `" +
+                 entry.config + "`)";
+      c.header.clear();
+      c.source.clear();
+    }
+    claims.push_back(std::move(c));
   }
+  std::vector<std::string> unread;
+  for (std::size_t i = 0; i < sources.size(); ++i)
+    if (!in.read(i))
+      unread.push_back(sources[i].file + ": no claim reads it (the claims read runs of " +
+                       inputs_text() + ")");
+  if (!unread.empty()) throw InputError::from_lines(unread);
+  return claims;
 }
 
 std::vector<Claim> evaluate(const json& result, const std::string& file) {
@@ -811,39 +968,36 @@ std::vector<Claim> evaluate(const json& result, const std::string& file) {
 }
 
 std::string markdown(const std::vector<Claim>& claims, const std::vector<std::string>& files) {
-  std::string command;
+  std::string command, runs;
   for (const auto& f : files) command += " " + f;
-  const auto has = [&](int number) {
-    return std::any_of(claims.begin(), claims.end(),
-                       [&](const Claim& c) { return c.number == number; });
-  };
-  const bool training = has(10), stability = has(11), precision = has(14);
+  for (const auto& input : inputs()) {
+    std::vector<int> tested;
+    for (const auto& c : claims)
+      if (c.verdict != Verdict::not_tested &&
+          std::find(input.claims.begin(), input.claims.end(), c.number) != input.claims.end())
+        tested.push_back(c.number);
+    if (!tested.empty())
+      runs += (runs.empty() ? "" : "; ") + claim_numbers(tested) + " from a run of `" +
+              input.config + "`";
+  }
   std::ostringstream out;
   out << "# Claims about scaled dot-product attention, tested\n\n"
       << "Generated by " << markdown_code("sdpa-bench claims" + command) << " from "
-      << (files.size() > 1 ? "those result files" : "that result file") << " alone (a run of "
-      << "`configs/seeds.json`"
-      << (training ? "; claim 10 from a run of `configs/training.json`" : "")
-      << (stability ? "; claims 11-13 from a run of `configs/stability.json`" : "")
-      << (precision ? "; claim 14 from a run of `configs/precision.json`" : "")
-      << "). Each verdict is computed from the cited records; thresholds are stated in "
+      << (files.size() > 1 ? "those result files" : "that result file") << " alone"
+      << (runs.empty() ? "" : " (" + runs + ")")
+      << ". Each verdict is computed from the cited records; thresholds are stated in "
       << "`analysis/claims.cpp`.\n\n| claim | verdict |\n|---|---|\n";
   for (const auto& c : claims)
     out << "| " << c.number << ". " << markdown_text(c.statement) << " | **" << to_string(c.verdict)
         << "** |\n";
-  if (!training)
-    out << "\nClaim 10 (does unscaled attention train slower or less stably?) needs a result "
-           "file with a `training` experiment, such as a run of `configs/training.json`; none "
-           "was given.\n";
-  if (!stability)
-    out << "\nClaims 11-13 (learning-rate range, logit growth, QK-norm) need a result file with a "
-           "`stability` experiment, such as a run of `configs/stability.json`; none was given.\n";
   for (const auto& c : claims) {
     // The reason and the source name experiments and files: data, escaped like the tables.
     out << "\n## Claim " << c.number << "\n\n> " << markdown_text(c.statement)
-        << "\n\n**Verdict: " << to_string(c.verdict) << "**: " << markdown_text(c.reason) << ".\n\n"
-        << report::markdown_table(c.header, c.rows, false)
-        << "\nSource: " << markdown_text(c.source) << ".\n";
+        << "\n\n**Verdict: " << to_string(c.verdict) << "**: " << markdown_text(c.reason) << ".\n";
+    if (!c.rows.empty())
+      out << "\n"
+          << report::markdown_table(c.header, c.rows, false)
+          << "\nSource: " << markdown_text(c.source) << ".\n";
   }
   return out.str();
 }

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <tuple>
+#include <unordered_map>
 
 #include "kind_report.hpp"
 #include "sdpa/escape.hpp"
@@ -21,31 +22,53 @@ std::string interval(double low, double high) {
   return "[" + number(low) + ", " + number(high) + "]";
 }
 
-// A timing record and what matching and comparing need from it.
+// A number as the key writes it: integral values as integers, so 64 and 64.0 are one value.
+json normalised(const json& v) {
+  if (v.is_number_float()) {
+    const double x = v.get<double>();
+    if (x == std::floor(x) && std::abs(x) < 9e15) return json(std::int64_t(x));
+  }
+  if (v.is_structured()) {
+    json out = v;
+    for (auto& [k, item] : out.items()) item = normalised(item);
+    return out;
+  }
+  return v;
+}
+
+// A cell's identity across files: its kind and its value of every axis (the record's params,
+// which the runner writes from the kind's axes). An axis the record also states at its top
+// level is keyed by the record's value (threads "all" by the count it ran on), so two cells
+// match only when every axis does, whatever axes a kind has or gains.
+std::string cell_key(const json& experiment, const json& record) {
+  json axes = record["params"];
+  for (auto& [axis, v] : axes.items())
+    if (record.contains(axis)) v = record[axis];
+  return experiment["kind"].get<std::string>() + " " + normalised(axes).dump();
+}
+
+// A timed record (KindReport::timed) and what matching and comparing need from it.
 struct Timing {
+  const json* experiment = nullptr;
   const json* record = nullptr;
-  std::string key;  // kernel, shape, threads, direction
+  const char* field = nullptr;  // the kind's statistic of seconds per call
+  std::string key;
   std::vector<double> samples;
   bool used = false;
 
-  explicit Timing(const json& r) : record(&r) {
-    for (const char* k : {"kernel", "batch_heads", "n_q", "n_kv", "d_k", "d_v", "causal"})
-      key += r["params"][k].dump() + "|";
-    // The head axes, when a side has them (older records ran one head): 1 is their default.
-    for (const char* k : {"batch", "heads_q", "heads_kv"})
-      key += std::to_string(r["params"].value(k, 1)) + "|";
-    key += std::to_string(threads()) + "|" + direction();
-    if (r.contains("time_s")) samples = r["time_s"]["samples"].get<std::vector<double>>();
+  Timing(const json& e, const json& r, const char* timed)
+      : experiment(&e), record(&r), field(timed), key(cell_key(e, r)) {
+    if (ran()) samples = r[field]["samples"].get<std::vector<double>>();
   }
   const json& params() const { return (*record)["params"]; }
   std::string kernel() const { return params()["kernel"]; }
   std::string direction() const { return params()["direction"]; }
   int threads() const { return (*record)["threads"]; }
-  bool ran() const { return record->contains("time_s"); }
+  bool ran() const { return record->contains(field); }
   std::string shape() const { return report::timing_shape(params()); }
   std::string median() const {
     if (!ran()) return "not run";
-    const json& t = (*record)["time_s"];
+    const json& t = (*record)[field];
     return duration(t["value"]) + " [" + duration(t["ci95"][0]) + ", " + duration(t["ci95"][1]) +
            "]";
   }
@@ -65,15 +88,40 @@ struct Timing {
 
 std::vector<Timing> timings_of(const json& doc) {
   std::vector<Timing> out;
-  for (const auto& e : doc["experiments"])
-    if (e["kind"] == "timing")
-      for (const auto& r : e["records"]) out.emplace_back(r);
+  for (const auto& e : doc["experiments"]) {
+    const report::KindReport* kind = report::find_kind_report(e["kind"]);
+    if (kind && kind->timed)
+      for (const auto& r : e["records"]) out.emplace_back(e, r, kind->timed);
+  }
+  return out;
+}
+
+// Pairs each cell of `as` with the unused cell of `bs` of the same key, preferring one of an
+// experiment of the same name (a cell can appear in two experiments of a file).
+std::vector<std::pair<Timing*, Timing*>> match(std::vector<Timing>& as, std::vector<Timing>& bs) {
+  std::unordered_map<std::string, std::vector<Timing*>> by_key;
+  for (auto& b : bs) by_key[b.key].push_back(&b);
+  std::vector<std::pair<Timing*, Timing*>> out;
+  for (auto& a : as) {
+    const auto it = by_key.find(a.key);
+    if (it == by_key.end()) continue;
+    Timing* chosen = nullptr;
+    for (Timing* b : it->second)
+      if (!b->used && (!chosen || ((*b->experiment)["name"] == (*a.experiment)["name"] &&
+                                   (*chosen->experiment)["name"] != (*a.experiment)["name"])))
+        chosen = b;
+    if (!chosen) continue;
+    a.used = chosen->used = true;
+    out.emplace_back(&a, chosen);
+  }
   return out;
 }
 
 // The verdict on B against A from the Mann-Whitney test of their repetitions.
 struct Verdict {
+  enum Outcome { faster, slower, indistinguishable, none };
   std::string u = "-", p = "-", text;
+  Outcome outcome = none;
 };
 
 Verdict verdict(const Timing& a, const Timing& b) {
@@ -86,10 +134,13 @@ Verdict verdict(const Timing& a, const Timing& b) {
                       std::to_string(kMinRepetitions) + " per side"};
   const auto test = stats::mann_whitney(a.samples, b.samples);
   Verdict v{number(test.u), number(test.p) + (test.exact ? " (exact)" : " (normal)"), ""};
-  if (test.p >= kAlpha)
-    v.text = "no significant difference";
-  else
-    v.text = stats::median(b.samples) < stats::median(a.samples) ? "**faster**" : "**slower**";
+  if (test.p >= kAlpha) {
+    v.text = "no significant difference", v.outcome = Verdict::indistinguishable;
+  } else {
+    const bool faster = stats::median(b.samples) < stats::median(a.samples);
+    v.text = faster ? "**faster**" : "**slower**";
+    v.outcome = faster ? Verdict::faster : Verdict::slower;
+  }
   return v;
 }
 
@@ -113,9 +164,20 @@ bool same_config(const ResultFile& a, const ResultFile& b) {
   return a.doc["config"]["sha256"] == b.doc["config"]["sha256"] && a.doc["seed"] == b.doc["seed"];
 }
 
-std::vector<Table> timing_tables(const ResultFile& base, const ResultFile& other) {
-  std::vector<Timing> as = timings_of(base.doc), bs = timings_of(other.doc);
-  if (as.empty() && bs.empty()) return {};
+// The timed cells of B against A's: matched by their axes, each with its verdict.
+struct TimingComparison {
+  std::vector<Timing> as, bs;
+  std::vector<std::tuple<const Timing*, const Timing*, Verdict>> cells;
+  TimingComparison(const ResultFile& base, const ResultFile& other)
+      : as(timings_of(base.doc)), bs(timings_of(other.doc)) {
+    for (const auto& [a, b] : match(as, bs)) cells.emplace_back(a, b, verdict(*a, *b));
+  }
+  TimingComparison(const TimingComparison&) = delete;  // cells point into as and bs
+};
+
+std::vector<Table> timing_tables(const ResultFile& base, const ResultFile& other,
+                                 const TimingComparison& c) {
+  if (c.as.empty() && c.bs.empty()) return {};
   Table t;
   t.title = "timing: B = " + file_label(other) + " against A = " + file_label(base);
   t.header = {"kernel",
@@ -134,23 +196,19 @@ std::vector<Table> timing_tables(const ResultFile& base, const ResultFile& other
               "B % roof",
               "notes"};
   const bool configs_differ = base.doc["config"]["sha256"] != other.doc["config"]["sha256"];
-  for (auto& a : as) {
-    auto b = std::find_if(bs.begin(), bs.end(),
-                          [&](const Timing& x) { return !x.used && x.key == a.key; });
-    if (b == bs.end()) continue;
-    a.used = b->used = true;
-    const Verdict v = verdict(a, *b);
+  for (const auto& [a, b, v] : c.cells) {
     std::string notes;
     for (const auto& [flag, text] :
-         {std::pair{a.noisy(), "noisy A"}, std::pair{b->noisy(), "noisy B"},
+         {std::pair{a->noisy(), "noisy A"}, std::pair{b->noisy(), "noisy B"},
           std::pair{configs_differ, "configs differ"}})
       if (flag) notes += (notes.empty() ? "" : ", ") + std::string(text);
-    t.rows.push_back({a.kernel(), a.shape(), std::to_string(a.threads()), a.direction(), a.median(),
-                      b->median(), speedup(a, *b), v.u, v.p, v.text, a.percent_of_peak(),
-                      b->percent_of_peak(), a.percent_of_roof(), b->percent_of_roof(),
-                      notes.empty() ? "-" : notes});
+    t.rows.push_back({a->kernel(), a->shape(), std::to_string(a->threads()), a->direction(),
+                      a->median(), b->median(), speedup(*a, *b), v.u, v.p, v.text,
+                      a->percent_of_peak(), b->percent_of_peak(), a->percent_of_roof(),
+                      b->percent_of_roof(), notes.empty() ? "-" : notes});
   }
   t.note =
+      "Cells are matched by their value of every parameter (threads by the count they ran on). "
       "Speedup = median(A) / median(B) (above 1: B is faster), its interval a percentile "
       "bootstrap of the ratio of medians (4000 resamples per side, fixed seed). U: "
       "Mann-Whitney U of A's repetitions against B's; p two-sided, exact (counted over all "
@@ -166,13 +224,13 @@ std::vector<Table> timing_tables(const ResultFile& base, const ResultFile& other
               "repetitions may differ.";
   std::vector<Table> out = {std::move(t)};
 
-  const std::string kNoMatch = "no cell with this kernel, shape, threads and direction in ";
+  const std::string kNoMatch = "no cell with the same parameters in ";
   Table unmatched;
   unmatched.title =
       "timing cells without a match: " + file_label(other) + " against " + file_label(base);
   unmatched.header = {"file", "kernel", "shape", "threads", "direction", "reason"};
   for (const auto& [file, list, where] :
-       {std::tuple{&base, &as, &other}, std::tuple{&other, &bs, &base}})
+       {std::tuple{&base, &c.as, &other}, std::tuple{&other, &c.bs, &base}})
     for (const auto& x : *list)
       if (!x.used)
         unmatched.rows.push_back({file->path, x.kernel(), x.shape(), std::to_string(x.threads()),
@@ -224,29 +282,34 @@ std::map<std::pair<std::string, int>, std::pair<double, double>> peak_ranges(con
   return out;
 }
 
-// Files of one machine id whose FMA peaks disagree beyond their noise: the ranges of their
+// Two files of one machine id whose FMA peaks disagree beyond their noise: the ranges of their
 // repetitions do not overlap. One machine id is one machine type, and hosts behind a type
-// differ; such files should not be read as one machine.
+// differ; such files should not be read as one machine. One row per ISA and thread count.
+std::vector<std::vector<std::string>> disagreeing_peaks(const ResultFile& a, const ResultFile& b) {
+  std::vector<std::vector<std::string>> rows;
+  const std::string id = a.doc.value("machine_id", std::string());
+  if (id.empty() || b.doc.value("machine_id", std::string()) != id) return rows;
+  const auto range = [](const std::pair<double, double>& r) {
+    return "[" + number(r.first) + ", " + number(r.second) + "]";
+  };
+  const auto b_ranges = peak_ranges(b.doc);
+  for (const auto& [key, ra] : peak_ranges(a.doc)) {
+    const auto rb = b_ranges.find(key);
+    if (rb == b_ranges.end() || (ra.second >= rb->second.first && rb->second.second >= ra.first))
+      continue;
+    rows.push_back({id, key.first, std::to_string(key.second), a.path, range(ra), b.path,
+                    range(rb->second), number(rb->second.second / ra.second)});
+  }
+  return rows;
+}
+
 Table peak_disagreements(const std::vector<ResultFile>& files) {
   Table t;
   t.title = "warning: peaks of one machine id that disagree beyond their noise";
   t.header = {"machine id", "isa", "threads", "A", "A repetitions", "B", "B repetitions", "B / A"};
-  const auto range = [](const std::pair<double, double>& r) {
-    return "[" + number(r.first) + ", " + number(r.second) + "]";
-  };
   for (std::size_t i = 0; i < files.size(); ++i)
-    for (std::size_t j = i + 1; j < files.size(); ++j) {
-      const std::string id = files[i].doc.value("machine_id", std::string());
-      if (id.empty() || files[j].doc.value("machine_id", std::string()) != id) continue;
-      const auto b_ranges = peak_ranges(files[j].doc);
-      for (const auto& [key, a] : peak_ranges(files[i].doc)) {
-        const auto b = b_ranges.find(key);
-        if (b == b_ranges.end() || (a.second >= b->second.first && b->second.second >= a.first))
-          continue;
-        t.rows.push_back({id, key.first, std::to_string(key.second), files[i].path, range(a),
-                          files[j].path, range(b->second), number(b->second.second / a.second)});
-      }
-    }
+    for (std::size_t j = i + 1; j < files.size(); ++j)
+      for (auto& row : disagreeing_peaks(files[i], files[j])) t.rows.push_back(std::move(row));
   t.note =
       "GFLOP/s of the roofline's repetitions (a file's noise is the range they span; its peak "
       "is their best). Ranges that do not overlap mean different hosts or conditions behind one "
@@ -284,54 +347,189 @@ bool is_statistics(const json& experiment) {
   return !kind || !kind->measurement;
 }
 
-// The outcome for one statistics experiment of A: identical in B, or the first difference.
-std::string reproduced(const json& experiment, std::size_t index, const ResultFile& other) {
+// "cells 0, 3, 7" (at most ten named, then how many in all).
+std::string cell_list(const std::vector<std::string>& cells) {
+  std::string s;
+  for (std::size_t i = 0; i < cells.size() && i < 10; ++i) s += (i ? ", " : "") + cells[i];
+  if (cells.size() > 10) s += ", … (" + std::to_string(cells.size()) + " in all)";
+  return (cells.size() == 1 ? "cell " : "cells ") + s;
+}
+
+// One statistics experiment of A against B's of the same name and kind, record by record
+// matched by their axes (never by position): identical, the first difference, or which cells
+// one side lacks (a file against one of its shards compares the cells both hold).
+struct Reproduced {
+  std::string text;
+  bool finding = false;
+};
+
+Reproduced reproduced(const json& experiment, std::size_t index, const ResultFile& other) {
   const json& bx = other.doc["experiments"];
-  auto match = std::find_if(bx.begin(), bx.end(),
-                            [&](const json& x) { return x["name"] == experiment["name"]; });
-  if (match == bx.end()) return "**finding**: missing from " + other.path;
-  const std::string at = "/experiments/" + std::to_string(index);
-  const auto d = first_difference(experiment["records"], (*match)["records"], at + "/records");
-  if (!d) return "identical";
-  const json::json_pointer below(d->substr(at.size()));
-  auto shown = [&](const json& x) { return x.contains(below) ? x.at(below).dump() : "(absent)"; };
-  return "**finding**: first difference at " + *d + ": " + shown(experiment) + " against " +
-         shown(*match);
+  const auto match = std::find_if(bx.begin(), bx.end(), [&](const json& x) {
+    return x["name"] == experiment["name"] && x["kind"] == experiment["kind"];
+  });
+  if (match == bx.end()) return {"**finding**: missing from " + other.path, true};
+  std::unordered_map<std::string, std::vector<std::size_t>> in_b;
+  const json& brs = (*match)["records"];
+  for (std::size_t j = brs.size(); j-- > 0;) in_b[cell_key(*match, brs[j])].push_back(j);
+  std::vector<std::string> only_a;
+  std::size_t shared = 0;
+  const json& ars = experiment["records"];
+  for (std::size_t i = 0; i < ars.size(); ++i) {
+    auto it = in_b.find(cell_key(experiment, ars[i]));
+    if (it == in_b.end() || it->second.empty()) {
+      only_a.push_back(ars[i]["cell"].dump());
+      continue;
+    }
+    const json& b = brs[it->second.back()];
+    it->second.pop_back();
+    ++shared;
+    const std::string at =
+        "/experiments/" + std::to_string(index) + "/records/" + std::to_string(i);
+    if (const auto d = first_difference(ars[i], b, at)) {
+      const json::json_pointer below(d->substr(at.size()));
+      const auto shown = [&](const json& x) {
+        return x.contains(below) ? x.at(below).dump() : "(absent)";
+      };
+      return {
+          "**finding**: first difference at " + *d + ": " + shown(ars[i]) + " against " + shown(b),
+          true};
+    }
+  }
+  std::vector<std::string> only_b;
+  for (std::size_t j = 0; j < brs.size(); ++j) {
+    const auto& left = in_b[cell_key(*match, brs[j])];
+    if (std::find(left.begin(), left.end(), j) != left.end())
+      only_b.push_back(brs[j]["cell"].dump());
+  }
+  if (only_a.empty() && only_b.empty()) return {"identical"};
+  std::string text = shared == 0 ? "not compared: no cell in both"
+                                 : "identical in the " + std::to_string(shared) +
+                                       (shared == 1 ? " cell" : " cells") + " both hold";
+  if (!only_a.empty()) text += "; not in B: A's " + cell_list(only_a);
+  if (!only_b.empty()) text += "; not in A: B's " + cell_list(only_b);
+  return {text};
 }
 
 // Each statistics experiment of `base` (is_statistics) against `other`'s of the same name.
-Table reproducibility_table(const ResultFile& base, const ResultFile& other) {
-  Table t;
+struct Reproducibility {
+  Table table;
+  std::size_t identical = 0, findings = 0, other = 0;
+};
+
+Reproducibility reproducibility(const ResultFile& base, const ResultFile& other) {
+  Reproducibility out;
+  Table& t = out.table;
   t.title = "reproducibility of statistics: " + file_label(other) + " against " + file_label(base);
   t.header = {"experiment", "kind", "records", "result"};
   const json& experiments = base.doc["experiments"];
   for (std::size_t i = 0; i < experiments.size(); ++i) {
     const json& e = experiments[i];
     if (!is_statistics(e)) continue;
-    const std::string result =
-        same_config(base, other) ? reproduced(e, i, other)
-                                 : "not compared: different config (sha256 " + config_label(base) +
-                                       "… and " + config_label(other) + "…) or seed";
-    t.rows.push_back({e["name"], e["kind"], std::to_string(e["records"].size()), result});
+    Reproduced r{"not compared: different config (sha256 " + config_label(base) + "… and " +
+                 config_label(other) + "…) or seed"};
+    if (same_config(base, other)) r = reproduced(e, i, other);
+    (r.finding ? out.findings : r.text == "identical" ? out.identical : out.other)++;
+    t.rows.push_back({e["name"], e["kind"], std::to_string(e["records"].size()), r.text});
   }
   t.note =
       "Same config sha256 and seed must give identical statistics on machines of the same "
-      "ISA (docs/design.md, \"Randomness\"); a finding names the first differing JSON path (of A).";
+      "ISA (docs/design.md, \"Randomness\"); records are matched by their value of every "
+      "parameter, and a finding names the first differing JSON path (of A).";
+  return out;
+}
+
+std::string commit_of(const ResultFile& f) {
+  return f.doc.value(json::json_pointer("/suite/git_commit"), std::string("unknown"));
+}
+
+// B against A in a few lines: the timed cells' geometric mean ratio and verdict counts, the
+// statistics' outcome, and what makes the files hard to compare (commits, dirty trees, peaks).
+Table summary(const ResultFile& base, const ResultFile& other, const TimingComparison& timing,
+              const Reproducibility& statistics) {
+  Table t;
+  t.title = "summary: B = " + file_label(other) + " against A = " + file_label(base);
+  t.header = {"B against A", ""};
+  if (!timing.as.empty() || !timing.bs.empty()) {
+    std::vector<double> log_ratios;
+    std::size_t count[4] = {};
+    for (const auto& [a, b, v] : timing.cells) {
+      ++count[v.outcome];
+      if (!a->samples.empty() && !b->samples.empty())
+        log_ratios.push_back(std::log(stats::median(b->samples) / stats::median(a->samples)));
+    }
+    const auto unmatched = [](const std::vector<Timing>& list) {
+      return std::count_if(list.begin(), list.end(), [](const Timing& x) { return !x.used; });
+    };
+    const auto [only_a, only_b] = std::pair{unmatched(timing.as), unmatched(timing.bs)};
+    t.rows.push_back(
+        {"timed cells matched",
+         std::to_string(timing.cells.size()) +
+             (only_a + only_b == 0 ? ""
+                                   : "; without a match: " + std::to_string(only_a) + " of A, " +
+                                         std::to_string(only_b) + " of B (listed below)")});
+    std::string mean = "-";
+    if (!log_ratios.empty()) {
+      const double m = stats::mean(log_ratios);
+      mean = number(std::exp(m));
+      if (log_ratios.size() > 1) {
+        const auto ci = stats::mean_ci(log_ratios);
+        mean += " " + interval(std::exp(ci.low), std::exp(ci.high));
+      }
+      mean += " over " + std::to_string(log_ratios.size()) + " cells run in both (below 1: B " +
+              "faster)";
+    }
+    t.rows.push_back({"time B / A, geometric mean [95% CI]", mean});
+    t.rows.push_back({"B faster / slower / indistinguishable / no verdict",
+                      std::to_string(count[Verdict::faster]) + " / " +
+                          std::to_string(count[Verdict::slower]) + " / " +
+                          std::to_string(count[Verdict::indistinguishable]) + " / " +
+                          std::to_string(count[Verdict::none])});
+  }
+  if (!statistics.table.rows.empty())
+    t.rows.push_back({"statistics experiments",
+                      std::to_string(statistics.identical) + " identical, " +
+                          std::to_string(statistics.findings) + " with a finding, " +
+                          std::to_string(statistics.other) + " partly or not compared"});
+  const std::string a = commit_of(base), b = commit_of(other);
+  const auto clean = [](std::string c) {
+    return c.ends_with("-dirty") ? c.substr(0, c.size() - 6) : c;
+  };
+  if (clean(a) != clean(b))
+    t.rows.push_back({"**warning**", "different suite commits: A " + a + ", B " + b +
+                                         " (kernels and statistics may differ between them)"});
+  for (const auto& [side, file] : {std::pair{"A", &base}, std::pair{"B", &other}})
+    if (commit_of(*file).ends_with("-dirty"))
+      t.rows.push_back({"**warning**", std::string(side) + " was built from a tree with " +
+                                           "uncommitted changes (" + commit_of(*file) +
+                                           "): its code is that of no commit"});
+  for (const auto& row : disagreeing_peaks(base, other))
+    t.rows.push_back({"**warning**", "machine id " + row[0] + ": the FMA peaks for " + row[1] +
+                                         " on " + row[2] + " thread(s) disagree beyond their " +
+                                         "noise (" + row[4] + " against " + row[6] +
+                                         " GFLOP/s): different hosts or conditions"});
+  t.note =
+      "time B / A: the ratio of the medians of each cell run in both, its geometric mean over "
+      "the cells with a Student-t 95 % interval of the mean log ratio (the spread across cells, "
+      "not each cell's noise). Faster, slower, indistinguishable: the Mann-Whitney U test of "
+      "each cell at alpha = 0.05 (the timing table below).";
   return t;
 }
 
 }  // namespace
 
 std::vector<Table> tables(const std::vector<ResultFile>& files) {
-  std::vector<Table> out;
-  for (std::size_t i = 1; i < files.size(); ++i)
-    for (auto& t : timing_tables(files[0], files[i])) out.push_back(std::move(t));
+  std::vector<Table> summaries, out;
+  for (std::size_t i = 1; i < files.size(); ++i) {
+    const TimingComparison timing(files[0], files[i]);
+    Reproducibility statistics = reproducibility(files[0], files[i]);
+    summaries.push_back(summary(files[0], files[i], timing, statistics));
+    for (auto& t : timing_tables(files[0], files[i], timing)) out.push_back(std::move(t));
+    if (!statistics.table.rows.empty()) out.push_back(std::move(statistics.table));
+  }
   out.push_back(peak_table(files));
   if (Table t = peak_disagreements(files); !t.rows.empty()) out.push_back(std::move(t));
-  for (std::size_t i = 1; i < files.size(); ++i) {
-    Table t = reproducibility_table(files[0], files[i]);
-    if (!t.rows.empty()) out.push_back(std::move(t));
-  }
+  out.insert(out.begin(), summaries.begin(), summaries.end());
   return out;
 }
 

@@ -16,6 +16,9 @@ struct KindReport {
   // Records that measure this machine (timings, peaks), rather than statistics that the same
   // config and seed reproduce to the bit: `compare` checks only statistics for identity.
   bool measurement = false;
+  // The statistic of seconds per call, with every repetition under `samples`, that `compare`
+  // matches cell by cell across files (summary and U test); null when the kind times nothing.
+  const char* timed = nullptr;
   // The tables of one experiment; `source` ends each title ("", or " [machine]").
   std::vector<Table> (*tables)(const json& experiment, const std::string& source) = nullptr;
   // Curve plots of its statistics (plotting.hpp).

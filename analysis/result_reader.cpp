@@ -16,9 +16,32 @@ namespace sdpa::report {
 
 namespace {
 
+// A statistic ({value, ci95}) whose value lies outside its own interval was not written by a
+// run (a run's value always lies inside): refused, never printed as "-1 [0, 0.0065]" or judged
+// by a claim. A few ulps of rounding at an end are allowed.
+void check_intervals(const std::string& at, const json& node) {
+  if (node.is_object()) {
+    const auto value = node.find("value"), ci = node.find("ci95");
+    if (value != node.end() && ci != node.end() && value->is_number() && ci->is_array() &&
+        ci->size() == 2 && (*ci)[0].is_number() && (*ci)[1].is_number()) {
+      const double x = value->get<double>(), low = (*ci)[0].get<double>(),
+                   high = (*ci)[1].get<double>();
+      const double slack = 1e-12 * std::max({std::abs(low), std::abs(high), std::abs(x)});
+      if (!(low - slack <= x && x <= high + slack))
+        throw InputError(at + "/value: expected a value inside its own 95 % interval " +
+                         ci->dump() + ", found " + value->dump());
+    }
+    for (const auto& [key, item] : node.items()) check_intervals(at + "/" + key, item);
+  } else if (node.is_array()) {
+    for (std::size_t i = 0; i < node.size(); ++i)
+      check_intervals(at + "/" + std::to_string(i), node[i]);
+  }
+}
+
 // What the schema cannot say: a kind this build reads, at least one experiment and one record
-// each (a claim or table over nothing must not look like a result), and seconds that are
-// positive, finite and normal (a subnormal or negative time makes an inf or negative speedup).
+// each (a claim or table over nothing must not look like a result), seconds that are positive,
+// finite and normal (a subnormal or negative time makes an inf or negative speedup), and every
+// statistic's value inside its own interval.
 void check_contents(const std::string& path, const json& doc) {
   const json& experiments = doc["experiments"];
   if (experiments.empty())
@@ -58,6 +81,9 @@ void check_contents(const std::string& path, const json& doc) {
         for (std::size_t k = 0; k < t["samples"].size(); ++k)
           check(t["samples"][k], "/samples/" + std::to_string(k));
     }
+    // After the times' own check, whose message says more about a time.
+    for (std::size_t r = 0; r < e["records"].size(); ++r)
+      check_intervals(at + "/records/" + std::to_string(r), e["records"][r]);
   }
 }
 

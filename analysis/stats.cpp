@@ -52,8 +52,10 @@ Interval wilson(double x, double n, double level) {
   const double z2 = z * z;
   const double center = (x + z2 / 2) / (n + z2);
   const double half = z / (n + z2) * std::sqrt(std::max(0.0, x * (n - x) / n) + z2 / 4);
-  // Rounding can put an end a few ulps outside [0, 1] when x is 0 or n.
-  return {std::max(0.0, center - half), std::min(1.0, center + half)};
+  // Rounding can put an end a few ulps outside [0, 1], or inside the estimate x / n, when x is
+  // 0 or n; a reader refuses a value outside its own interval.
+  const double p = x / n;
+  return {std::min(p, std::max(0.0, center - half)), std::max(p, std::min(1.0, center + half))};
 }
 
 }  // namespace

@@ -694,18 +694,20 @@ int dispatch(int argc, char** argv) {
   std::vector<std::string> claims_files;
   std::string claims_output;
   auto* claims_cmd = app.add_subcommand(
-      "claims",
-      "verdicts on the textbook claims, from result files of configs/seeds.json (and "
-      "configs/training.json for claim 10, configs/stability.json for claims 11-13)");
-  claims_cmd
-      ->add_option(
-          "results", claims_files,
-          "result file of configs/seeds.json, optionally ones of configs/training.json and "
-          "configs/stability.json")
+      "claims", "verdicts on the textbook claims, from result files of runs of " +
+                    sdpa::claims::inputs_text() + "; a claim none of them tests is not tested");
+  claims_cmd->add_option("results", claims_files, "result files, each read by some claim")
       ->required()
       ->type_name("FILE");
   claims_cmd->add_option("-o,--output", claims_output, "write the Markdown here (default: stdout)")
       ->type_name("FILE");
+  claims_cmd->add_flag_callback(
+      "--list-inputs",
+      [] {  // before the results are required: `make report` asks which files to give
+        for (const auto& input : sdpa::claims::inputs()) std::cout << input.config << "\n";
+        throw CLI::Success();
+      },
+      "print the configs whose runs the claims read, one per line, in registry order");
 
   std::vector<std::string> compare_files;
   std::string compare_format = "md", compare_out;

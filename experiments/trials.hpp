@@ -41,6 +41,17 @@ inline json summary(const std::vector<double>& x) {
   return measured(stats::mean(x), stats::mean_ci(x), std::nullopt, "");
 }
 
+// The mean of values in [0, 1] across trials (accuracies, shares), with the interval that stays
+// inside [0, 1] (stats::wilson_interval_of_mean), where Student's t can pass 1; NaN (a run that
+// stopped) makes the mean NaN.
+inline json bounded_summary(const std::vector<double>& x) {
+  const double m = stats::mean(x);
+  json out =
+      measured(m, stats::wilson_interval_of_mean(m, std::int64_t(x.size())), std::nullopt, "");
+  out["interval"] = "wilson";
+  return out;
+}
+
 // The memory of a cell of `trials` trials on `threads` threads: `per_trial` bytes for each trial
 // running at once, and `result` bytes per trial kept until the cell's statistics are made.
 inline double trials_memory(double per_trial, double result, std::int64_t trials, int threads) {

@@ -338,10 +338,11 @@ TEST_CASE("timing runs: schema, machine.peak, Google Benchmark's JSON, then comp
   const auto csv =
       run_cli("compare " + a + " " + b + " --format csv --out-dir " + (dir / "cmp").string(), dir);
   REQUIRE(csv.exit_code == 0);
-  CHECK(csv.out.rfind("# timing: B = ", 0) == 0);
+  CHECK(csv.out.rfind("# summary: B = ", 0) == 0);  // the summary leads
   CHECK(csv.out.find("\nkernel,shape,threads,direction,") != std::string::npos);
   CHECK(std::filesystem::exists(dir / "cmp/compare.md"));
-  CHECK(sdpa::testing::slurp(dir / "cmp/compare-1.csv").rfind("kernel,shape,", 0) == 0);
+  CHECK(sdpa::testing::slurp(dir / "cmp/compare-1.csv").rfind("B against A,", 0) == 0);
+  CHECK(sdpa::testing::slurp(dir / "cmp/compare-2.csv").rfind("kernel,shape,", 0) == 0);
 
   const auto bad = run_cli("compare " + a + " " + (dir / "missing.json").string(), dir);
   CHECK(bad.exit_code == 2);

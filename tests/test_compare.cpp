@@ -66,7 +66,7 @@ const sdpa::report::Table& find(const std::vector<sdpa::report::Table>& tables,
 
 }  // namespace
 
-TEST_CASE("timing cells are matched by kernel, shape, threads and direction; the rest listed") {
+TEST_CASE("timing cells are matched by their parameters; the rest listed") {
   const json a =
       result(kSha, {timing_record("naive", 64, kSlow), timing_record("reference", 64, kSlow)},
              json::array());
@@ -88,10 +88,9 @@ TEST_CASE("timing cells are matched by kernel, shape, threads and direction; the
 
   const auto& unmatched = find(tables, "timing cells without a match");
   REQUIRE(unmatched.rows.size() == 2);
-  CHECK(
-      unmatched.rows[0] ==
-      std::vector<std::string>{"a.json", "reference", "1×64×64, d 8/8", "1", "forward",
-                               "no cell with this kernel, shape, threads and direction in b.json"});
+  CHECK(unmatched.rows[0] ==
+        std::vector<std::string>{"a.json", "reference", "1×64×64, d 8/8", "1", "forward",
+                                 "no cell with the same parameters in b.json"});
   CHECK(unmatched.rows[1][0] == "b.json");
   CHECK(unmatched.rows[1][2] == "1×128×128, d 8/8");
 }
@@ -199,4 +198,134 @@ TEST_CASE("compare warns when files of one machine id disagree on a peak beyond 
       {{"a.json", slow}, {"b.json", with_roofline(base, "m-2c", {117.2, 118})}})));
   CHECK_FALSE(warns(sdpa::compare::tables(
       {{"a.json", slow}, {"b.json", with_roofline(base, "other-2c", {268, 270})}})));
+}
+
+TEST_CASE("cells are matched by every parameter, never by position") {
+  // B holds A's cells in the other order: each is compared with its own.
+  const json a = result(
+      kSha, {timing_record("naive", 64, kSlow), timing_record("naive", 128, kFast)}, json::array());
+  const json b = result(
+      kSha, {timing_record("naive", 128, kFast), timing_record("naive", 64, kSlow)}, json::array());
+  const auto rows = find(sdpa::compare::tables({{"a.json", a}, {"b.json", b}}), "timing:").rows;
+  REQUIRE(rows.size() == 2);
+  for (const auto& row : rows) {
+    CAPTURE(row[1]);
+    CHECK(row[4] == row[5]);  // the same medians on both sides
+    CHECK(row[9] == "no significant difference");
+  }
+  // A parameter the display does not show (a new axis, e.g. a window) keeps cells apart.
+  json windowed = b;
+  for (auto& r : windowed["experiments"][1]["records"]) r["params"]["window"] = 16;
+  const auto tables = sdpa::compare::tables({{"a.json", a}, {"b.json", windowed}});
+  CHECK(find(tables, "timing:").rows.empty());
+  CHECK(find(tables, "timing cells without a match").rows.size() == 4);
+  // "threads": "all" is keyed by the count the cell ran on.
+  json all = a;
+  for (auto& r : all["experiments"][1]["records"]) r["params"]["threads"] = "all";
+  CHECK(find(sdpa::compare::tables({{"a.json", a}, {"b.json", all}}), "timing:").rows.size() == 2);
+}
+
+TEST_CASE("a file against one of its shards compares the cells both hold and names the rest") {
+  json whole = result(
+      kSha, json::array(),
+      {variance_record(1.5), variance_record(2.0), variance_record(2.5), variance_record(3.0)});
+  for (int i = 0; i < 4; ++i) {
+    whole["experiments"][0]["records"][i]["cell"] = i;
+    whole["experiments"][0]["records"][i]["params"]["d_k"] = 2 * (i + 1);
+  }
+  json shard = whole;  // cells 1 and 3, as a shard holds them
+  shard["experiments"][0]["records"] = {whole["experiments"][0]["records"][1],
+                                        whole["experiments"][0]["records"][3]};
+  auto reproducibility = [&](const json& x, const json& y) {
+    return find(sdpa::compare::tables({{"x.json", x}, {"y.json", y}}), "reproducibility")
+        .rows.at(0)
+        .at(3);
+  };
+  // By position, shard record 0 (d_k 4) against whole record 0 (d_k 2) was a "finding".
+  CHECK(reproducibility(whole, shard) ==
+        "identical in the 2 cells both hold; not in B: A's cells 0, 2");
+  CHECK(reproducibility(shard, whole) ==
+        "identical in the 2 cells both hold; not in A: B's cells 0, 2");
+  // A difference in a shared cell is still a finding, at A's path.
+  shard["experiments"][0]["records"][1]["score_variance"]["value"] = 3.5;
+  CHECK(reproducibility(whole, shard) ==
+        "**finding**: first difference at /experiments/0/records/3/score_variance/value: 3.0 "
+        "against 3.5");
+  // Two shards share no cell: nothing compared, and nothing found.
+  json other = whole;
+  other["experiments"][0]["records"] = {whole["experiments"][0]["records"][0]};
+  CHECK(reproducibility(shard, other) ==
+        "not compared: no cell in both; not in B: A's cells 1, 3; not in A: B's cell 0");
+}
+
+namespace {
+
+// The summary's row whose first cell is `label`.
+std::string summary_row(const std::vector<sdpa::report::Table>& tables, const std::string& label) {
+  for (const auto& row : find(tables, "summary:").rows)
+    if (row[0] == label) return row[1];
+  return "(none)";
+}
+
+std::vector<std::string> warnings(const std::vector<sdpa::report::Table>& tables) {
+  std::vector<std::string> out;
+  for (const auto& row : find(tables, "summary:").rows)
+    if (row[0] == "**warning**") out.push_back(row[1]);
+  return out;
+}
+
+json with_commit(json doc, const std::string& commit) {
+  doc["suite"] = {{"git_commit", commit}};
+  return doc;
+}
+
+}  // namespace
+
+TEST_CASE("compare leads with a summary: geometric mean of B/A, verdict counts, warnings") {
+  // Cell 64: B twice as fast (ratio 0.5); cell 128: B twice as slow (2); cell 256: equal (1).
+  const std::vector<double> kVerySlow = {20, 22, 24, 21, 23};
+  const json a = with_commit(
+      result(kSha,
+             {timing_record("naive", 64, kSlow), timing_record("naive", 128, kSlow),
+              timing_record("naive", 256, kSlow), timing_record("naive", 512, {1, 2, 3})},
+             json::array()),
+      "abc");
+  const json b = with_commit(
+      result(kSha,
+             {timing_record("naive", 64, kFast), timing_record("naive", 128, kVerySlow),
+              timing_record("naive", 256, kSlow), timing_record("naive", 512, {1, 2, 3}),
+              timing_record("naive", 1024, kSlow)},
+             json::array()),
+      "abc");
+  const auto tables = sdpa::compare::tables({{"a.json", a}, {"b.json", b}});
+  REQUIRE(tables.front().title == "summary: B = b.json against A = a.json");
+  CHECK(summary_row(tables, "timed cells matched") ==
+        "4; without a match: 0 of A, 1 of B (listed below)");
+  // Medians: 5.5 / 11, 22 / 11, 11 / 11, 2 / 2: geometric mean 1; the t interval of the mean log
+  // ratio over 4 cells, symmetric in the logs.
+  const std::string mean = summary_row(tables, "time B / A, geometric mean [95% CI]");
+  CHECK(mean.rfind("1 [", 0) == 0);
+  CHECK(mean.find(" over 4 cells run in both (below 1: B faster)") != std::string::npos);
+  CHECK(summary_row(tables, "B faster / slower / indistinguishable / no verdict") ==
+        "1 / 1 / 1 / 1");
+  // The variance experiment holds no record on either side: nothing differs.
+  CHECK(summary_row(tables, "statistics experiments") ==
+        "1 identical, 0 with a finding, 0 partly or not compared");
+  CHECK(warnings(tables).empty());
+
+  // Different commits, a dirty tree, peaks of one machine id beyond their noise.
+  const json dirty = with_roofline(with_commit(b, "def-dirty"), "m-2c", {268, 270, 269});
+  const auto warned = warnings(sdpa::compare::tables(
+      {{"a.json", with_roofline(a, "m-2c", {116, 117, 117.3})}, {"b.json", dirty}}));
+  CHECK(warned ==
+        std::vector<std::string>{
+            "different suite commits: A abc, B def-dirty (kernels and statistics may differ "
+            "between them)",
+            "B was built from a tree with uncommitted changes (def-dirty): its code is that of no "
+            "commit",
+            "machine id m-2c: the FMA peaks for avx2 on 1 thread(s) disagree beyond their noise "
+            "([116, 117.3] against [268, 270] GFLOP/s): different hosts or conditions"});
+  // The same commit, one side dirty: only the dirty tree is named.
+  CHECK(warnings(sdpa::compare::tables({{"a.json", a}, {"b.json", with_commit(b, "abc-dirty")}}))
+            .size() == 1);
 }

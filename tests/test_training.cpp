@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "experiment_runner.hpp"
+#include "sdpa/stats.hpp"
 #include "training_model.hpp"
 
 using sdpa::json;
@@ -101,7 +102,15 @@ TEST_CASE("loss falls and the target is reached on an easy instance, with Adam a
     const double initial_high = loss["ci95"][0][1], final_high = high(r["final_loss"]);
     CHECK(final_high < loss["ci95"][0][0].get<double>());  // the intervals do not overlap
     CHECK(final_high < 0.5 * initial_high);
-    CHECK(low(r["final_accuracy"]) >= 0.9);
+    // The stored interval is the Wilson interval the table prints, inside [0, 1].
+    const json& accuracy = r["final_accuracy"];
+    CHECK(accuracy["value"].get<double>() >= 0.9);
+    const auto wilson = sdpa::stats::wilson_interval_of_mean(accuracy["value"].get<double>(),
+                                                             r["steps_to_target"]["seeds"]);
+    CHECK(low(accuracy) == wilson.low);
+    CHECK(high(accuracy) == wilson.high);
+    CHECK(0 <= low(accuracy));
+    CHECK(high(accuracy) <= 1);
     CHECK(r["steps_to_target"]["reached"] == r["steps_to_target"]["seeds"]);
     CHECK(r["nonfinite_steps"]["total"] == 0);
     // Logged at 0, 20, ..., 120; each curve has a value per logged step.

@@ -86,16 +86,6 @@ json proportion(std::int64_t k, std::int64_t n) {
           {"interval", "wilson"}};
 }
 
-// The mean of values in [0, 1] across seeds, with the interval that stays inside [0, 1]
-// (stats::wilson_interval_of_mean); NaN (a run that stopped) makes the mean NaN.
-json bounded_summary(const std::vector<double>& x) {
-  const double m = stats::mean(x);
-  json out =
-      measured(m, stats::wilson_interval_of_mean(m, std::int64_t(x.size())), std::nullopt, "");
-  out["interval"] = "wilson";
-  return out;
-}
-
 // A series' mean over the runs that logged step i (a run that stopped logs fewer steps).
 json mean_curve(std::span<const RunResult> runs, std::size_t steps,
                 const std::function<const std::vector<double>&(const RunResult&)>& series) {

@@ -85,6 +85,7 @@ std::optional<double> triad(const json& r) {
 KindReport timing_report() {
   return {.name = "timing",
           .measurement = true,
+          .timed = "time_s",
           .tables = timing_tables,
           .curves = {{.suffix = "throughput",
                       .row_key = "n_kv",

@@ -177,7 +177,7 @@ json run_training_cell(const CellContext& ctx) {
   r["saturation_sigma2"] = 2 * std::log(n_keys);
   const std::size_t last = c.logged_steps().size() - 1;
   r["final_loss"] = summary(column_at(runs, &SeedRun::loss, last));
-  r["final_accuracy"] = summary(column_at(runs, &SeedRun::accuracy, last));
+  r["final_accuracy"] = bounded_summary(column_at(runs, &SeedRun::accuracy, last));
   r["steps_to_target"] = steps_to_target(runs, c);
   r["entropy_init"] = summary(column(runs, &SeedRun::entropy_init));
   r["entropy_final"] = summary(column(runs, &SeedRun::entropy_final));
@@ -189,7 +189,7 @@ json run_training_cell(const CellContext& ctx) {
     nonfinite += run.nonfinite_steps, hit.push_back(run.nonfinite_steps > 0 ? 1 : 0);
   r["nonfinite_steps"] = {{"total", nonfinite},
                           {"seeds", std::count(hit.begin(), hit.end(), 1.0)},
-                          {"seed_fraction", summary(hit)}};
+                          {"seed_fraction", bounded_summary(hit)}};
   r["curves"] = {{"step", c.logged_steps()},
                  {"loss", series(runs, &SeedRun::loss)},
                  {"accuracy", series(runs, &SeedRun::accuracy)},

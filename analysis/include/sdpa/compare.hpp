@@ -1,6 +1,6 @@
 // Comparing result files (`sdpa-bench compare`): timings of the same cell across files, with
-// a speedup interval and a rank test; peaks of each machine side by side; and a check that
-// statistics of the same config and seed are identical. Reads files only, like report.
+// a speedup interval and a rank test, summarised; peaks of each machine side by side; and a
+// check that statistics of the same config and seed are identical. Reads files only.
 #pragma once
 
 #include <string>
@@ -17,9 +17,12 @@ using report::ResultFile;  // path as given (names the file in titles), doc as r
 inline constexpr int kMinRepetitions = 5;
 inline constexpr double kAlpha = 0.05;
 
-// Every file after the first against the first (the baseline): one timing table per pair
-// (cells matched by kernel, shape, threads and direction; unmatched ones listed), the peaks,
-// and the reproducibility of statistics records.
+// Every file after the first against the first (the baseline): first a summary per pair (the
+// geometric mean of B's time over A's across the timed cells with its interval, how many cells
+// are faster, slower or indistinguishable, and warnings on different commits, dirty trees and
+// peaks of one machine id that disagree); then per pair the timing table and the unmatched
+// cells, and the reproducibility of statistics; then the peaks. Cells are matched by their
+// value of every axis of their kind, never by position.
 std::vector<report::Table> tables(const std::vector<ResultFile>& files);
 
 // One table as CSV (RFC 4180 quoting), header first.
