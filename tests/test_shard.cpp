@@ -317,7 +317,7 @@ TEST_CASE("slurm writes the array, the per-shard run and the merge after it") {
 // options the scripts set are refused in every spelling sbatch accepts.
 TEST_CASE("slurm refuses the array and the dependency in every spelling sbatch accepts") {
   Sweep s;
-  for (const std::string& option :
+  for (const std::string option :
        {"--array=0-9", "--arr=0-9", "--ar=1", "--a=1", "--array", "-a", "-a0-9", "-Ha", "-vd",
         "--dependency=afterok:1", "--depend=afterok:1", "--depen=x", "--dep", "--d=1", "-d",
         "-dafterok:1"}) {
