@@ -241,7 +241,7 @@ TEST_CASE("claims refuses a file given twice and names a file no claim reads") {
       sdpa::InputError);
   // From the command line: exit 2, nothing written.
   sdpa::testing::TempDir dir;
-  dir.write("a.json", seeds.dump());
+  dir.write("a.json", sdpa::report::result_file_text(seeds));
   const std::string a = (dir / "a.json").string(), md = (dir / "claims.md").string();
   const auto twice = sdpa::testing::run_cli("claims " + a + " " + a + " -o " + md, dir);
   CHECK(twice.exit_code == 2);
@@ -259,7 +259,7 @@ TEST_CASE("a statistic a claim decides by that is null is refused with its file 
                        sdpa::InputError);
   // As `claims` reads it: the result file is valid (null is how a non-finite value is stored).
   sdpa::testing::TempDir dir;
-  dir.write("r.json", result.dump());
+  dir.write("r.json", sdpa::report::result_file_text(result));
   const auto r = sdpa::testing::run_cli("claims " + (dir / "r.json").string(), dir);
   CHECK(r.exit_code == 2);
   CHECK(r.err == "error: " + (dir / "r.json").string() +
@@ -318,7 +318,7 @@ TEST_CASE("claim 10 (training) comes from a training result; its verdict follows
   json tampered = small_training_result();
   tampered["experiments"][0]["records"][1]["final_loss"]["value"] = -1e308;
   sdpa::testing::TempDir dir;
-  dir.write("t.json", tampered.dump());
+  dir.write("t.json", sdpa::report::result_file_text(tampered));
   const std::string file = (dir / "t.json").string();
   const auto r = sdpa::testing::run_cli("report " + file, dir);
   CHECK(r.exit_code == 2);
