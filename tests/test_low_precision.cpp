@@ -1078,8 +1078,7 @@ TEST_CASE("int8 dots: every instruction set gives the exact sums, +-127 included
                 if (j < nk) {
                   std::int64_t dot = 0;
                   for (std::int64_t c = 0; c < d4; ++c)
-                    dot +=
-                        std::int64_t(q[std::size_t(i * ld_q + c)]) * kv[std::size_t(j * d4 + c)];
+                    dot += std::int64_t(q[std::size_t(i * ld_q + c)]) * kv[std::size_t(j * d4 + c)];
                   want = (q_scale[std::size_t(i)] * k_scale[std::size_t(j)]) * float(dot);
                 }
                 if (std::bit_cast<std::uint32_t>(got[std::size_t(i * ld_s + j)]) !=
