@@ -7,6 +7,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "ggml_peer.hpp"
 #include "kind_report.hpp"
 #include "sdpa/escape.hpp"
 #include "sdpa/nonparametric.hpp"
@@ -526,6 +527,15 @@ std::vector<Table> tables(const std::vector<ResultFile>& files) {
     summaries.push_back(summary(files[0], files[i], timing, statistics));
     for (auto& t : timing_tables(files[0], files[i], timing)) out.push_back(std::move(t));
     if (!statistics.table.rows.empty()) out.push_back(std::move(statistics.table));
+  }
+  // Each file's own comparison of our kernels with ggml's, where it timed both.
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const std::string source =
+        std::string(" (") + (i == 0 ? "A" : "B") + " = " + file_label(files[i]) + ")";
+    if (Table t = report::ggml_summary_table(files[i].doc, source); !t.rows.empty()) {
+      out.push_back(std::move(t));
+      out.push_back(report::ggml_cells_table(files[i].doc, source));
+    }
   }
   out.push_back(peak_table(files));
   if (Table t = peak_disagreements(files); !t.rows.empty()) out.push_back(std::move(t));

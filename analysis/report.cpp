@@ -2,6 +2,7 @@
 // kind (kinds/<kind>/report.cpp). The pages around them are site.cpp's.
 #include "sdpa/report.hpp"
 
+#include "ggml_peer.hpp"
 #include "grouping.hpp"
 #include "kind_report.hpp"
 #include "tables.hpp"
@@ -35,6 +36,10 @@ std::vector<Table> tables(const std::vector<json>& results) {
         (several ? " [" + machine_of(result) + "]" : "") + (edited(result) ? " [edited]" : "");
     for (const auto& e : result["experiments"])
       for (auto& t : experiment_tables(e, source)) out.push_back(std::move(t));
+    if (Table t = ggml_summary_table(result, source); !t.rows.empty()) {
+      out.push_back(std::move(t));
+      out.push_back(ggml_cells_table(result, source));
+    }
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "ggml_peer.hpp"
 #include "grouping.hpp"
 #include "kind_report.hpp"
 #include "sdpa/claims.hpp"
@@ -512,6 +513,24 @@ std::vector<Page> pages(const Inputs& in) {
   head.tables.push_back(headline_table(machines, results, used));
   head.links = file_links(used, in);
   index.sections.push_back(std::move(head));
+  // Ours against llama.cpp's ggml: per file the summary here, every cell on a page of its own.
+  Section ggml{"Ours against llama.cpp's ggml"};
+  Page ggml_page{"ggml", "Ours against llama.cpp's ggml, per cell", {}};
+  for (std::size_t f = 0; f < results.size(); ++f) {
+    const std::string source =
+        " [" + report::machine_of(results[f].doc) + ", " + config_name(results[f].doc) + " run]";
+    Table summary = report::ggml_summary_table(results[f].doc, source);
+    if (summary.rows.empty()) continue;
+    ggml.tables.push_back(std::move(summary));
+    Section cells{report::machine_of(results[f].doc) + ", " + config_name(results[f].doc) + " run"};
+    cells.tables.push_back(report::ggml_cells_table(results[f].doc, ""));
+    cells.links = file_links({f}, in);
+    ggml_page.sections.push_back(std::move(cells));
+  }
+  if (!ggml.tables.empty()) {
+    ggml.links.push_back({ggml_page.title, ggml_page.path, true});
+    index.sections.push_back(std::move(ggml));
+  }
   Section list{"Experiments"};
   for (const auto& x : experiments) {
     std::string on;
@@ -538,6 +557,7 @@ std::vector<Page> pages(const Inputs& in) {
     index.sections.push_back(std::move(csv));
   }
   std::vector<Page> out = {std::move(index)};
+  if (!ggml_page.sections.empty()) out.push_back(std::move(ggml_page));
   for (const auto& x : experiments) out.push_back(experiment_page(x, in));
   if (claims) out.push_back(std::move(*claims));
   return out;

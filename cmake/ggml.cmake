@@ -7,14 +7,16 @@
 set(SDPA_GGML_SOURCE "${CMAKE_SOURCE_DIR}/build/deps/ggml" CACHE PATH
     "ggml's source (llama.cpp's ggml/ and RELEASE), fetched by tools/fetch_ggml.sh")
 set(SDPA_GGML_RELEASE "")
+# Why not, where it is not built: the ggml entries' reason for a timing cell not run
+# (kernel_elsewhere), beside the one line the configure prints.
+set(SDPA_GGML_ABSENT "")
 if(NOT EXISTS "${SDPA_GGML_SOURCE}/RELEASE")
-  message(NOTICE "ggml: no source in ${SDPA_GGML_SOURCE} (tools/fetch_ggml.sh fetches it); "
-                 "the ggml entries are absent")
-  return()
+  set(SDPA_GGML_ABSENT "no ggml source when it was configured (tools/fetch_ggml.sh fetches it)")
+elseif(SDPA_SANITIZE OR SDPA_FUZZ OR CMAKE_CROSSCOMPILING)
+  set(SDPA_GGML_ABSENT "ggml is not built under the sanitizers, the fuzzer or a cross-build")
 endif()
-if(SDPA_SANITIZE OR SDPA_FUZZ OR CMAKE_CROSSCOMPILING)
-  message(NOTICE "ggml: not built under the sanitizers, the fuzzer or a cross-build; "
-                 "the ggml entries are absent")
+if(SDPA_GGML_ABSENT)
+  message(NOTICE "ggml: ${SDPA_GGML_ABSENT}; the ggml entries are absent")
   return()
 endif()
 

@@ -109,8 +109,17 @@ std::vector<std::string> semantic_problems(const json& doc, int threads) {
                                e["kind"].dump() + " cannot run it");
           continue;
         }
-        if (e["kind"] == "timing" && kernel_elsewhere(k)) continue;
-        if (kernel_elsewhere(k)) {
+        const auto elsewhere = kernel_elsewhere(k);
+        if (e["kind"] == "timing" && elsewhere) continue;
+        if (elsewhere && k.find('@') == std::string::npos) {  // a peer this build lacks
+          problems.push_back(at + grid_path(e, "kernel", j) + ": kernel \"" + k +
+                             "\" cannot run here: " + *elsewhere +
+                             "; kind \"timing\" records "
+                             "its cells as not run, kind " +
+                             e["kind"].dump() + " needs it");
+          continue;
+        }
+        if (elsewhere) {
           // Another machine's instruction set (a precision's native units this CPU lacks, e.g.
           // flash-bf16@avx512-bf16 without AVX512_BF16): name what runs here instead.
           const std::string family = k.substr(0, k.find('@'));

@@ -15,6 +15,13 @@
 // ggml returns O only: no row log-sum-exp and no probes (Kernel::row_statistics).
 #include "registry_entries.hpp"
 
+namespace sdpa {
+namespace {
+// The entries' names, in both builds: without ggml they are kernel_elsewhere's absent kernels.
+constexpr const char* kNames[] = {"ggml", "ggml-kv-f16", "ggml-kv-q8_0", "ggml-kv-q4_0"};
+}  // namespace
+}  // namespace sdpa
+
 #ifdef SDPA_GGML_RELEASE
 
 #include <ggml-cpu.h>
@@ -256,18 +263,27 @@ Kernel entry(const char* name, const char* precision, const std::string& what) {
 
 std::vector<Kernel> detail::ggml_kernels() {
   ggml_cpu_init();  // ggml's conversion tables, before store_kv converts anything
-  return {entry<GGML_TYPE_F32>("ggml", "fp32", "K and V in f32"),
-          entry<GGML_TYPE_F16>("ggml-kv-f16", "kv-fp16", "K and V stored in f16"),
-          entry<GGML_TYPE_Q8_0>("ggml-kv-q8_0", "kv-q8_0",
+  return {entry<GGML_TYPE_F32>(kNames[0], "fp32", "K and V in f32"),
+          entry<GGML_TYPE_F16>(kNames[1], "kv-fp16", "K and V stored in f16"),
+          entry<GGML_TYPE_Q8_0>(kNames[2], "kv-q8_0",
                                 "K and V stored in q8_0 (int8, an f16 scale per 32 values)"),
-          entry<GGML_TYPE_Q4_0>("ggml-kv-q4_0", "kv-q4_0",
+          entry<GGML_TYPE_Q4_0>(kNames[3], "kv-q4_0",
                                 "K and V stored in q4_0 (4 bits, an f16 scale per 32 values)")};
 }
+
+std::vector<detail::AbsentKernel> detail::ggml_absent_kernels() { return {}; }
 
 }  // namespace sdpa
 
 #else
 
 std::vector<sdpa::Kernel> sdpa::detail::ggml_kernels() { return {}; }
+
+// SDPA_GGML_ABSENT: cmake/ggml.cmake's reason.
+std::vector<sdpa::detail::AbsentKernel> sdpa::detail::ggml_absent_kernels() {
+  std::vector<AbsentKernel> absent;
+  for (const char* name : kNames) absent.push_back({name, SDPA_GGML_ABSENT});
+  return absent;
+}
 
 #endif  // SDPA_GGML_RELEASE

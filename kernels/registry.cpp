@@ -68,14 +68,20 @@ std::vector<std::string> kernel_names() {
   return names;
 }
 
-bool kernel_elsewhere(std::string_view name) {
+std::optional<std::string> kernel_elsewhere(std::string_view name) {
+  if (find_kernel(name)) return std::nullopt;
+  static const std::vector<detail::AbsentKernel> absent = detail::ggml_absent_kernels();
+  for (const auto& a : absent)
+    if (a.name == name) return "this build has no " + a.name + ": " + a.why;
   const auto at = name.find('@');
-  if (at == std::string_view::npos || find_kernel(name)) return false;
+  if (at == std::string_view::npos) return std::nullopt;
   const auto family = name.substr(0, at), isa = name.substr(at + 1);
   const auto& isas = peak::known_isas();
   const auto& reg = kernel_registry();
-  return std::find(isas.begin(), isas.end(), isa) != isas.end() &&
-         std::any_of(reg.begin(), reg.end(), [&](const Kernel& k) { return k.family == family; });
+  if (std::find(isas.begin(), isas.end(), isa) == isas.end() ||
+      std::none_of(reg.begin(), reg.end(), [&](const Kernel& k) { return k.family == family; }))
+    return std::nullopt;
+  return "this CPU or build has no " + std::string(name);
 }
 
 double forward_flops(const Shape& s, bool causal) {

@@ -4,6 +4,7 @@
 // whose instruction set it has).
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -21,6 +22,12 @@ std::vector<Kernel> flash_kv_int8_kernels();
 std::vector<Kernel> eigen_kernels();
 std::vector<Kernel> blas_kernels();
 std::vector<Kernel> ggml_kernels();  // none when the build has no ggml (cmake/ggml.cmake)
+// The names of entries a peer would register in a build made with it, and why this build was
+// made without it (none when it was): kernel_elsewhere's second case.
+struct AbsentKernel {
+  std::string name, why;
+};
+std::vector<AbsentKernel> ggml_absent_kernels();
 // The fused backward of flash compiled for `isa` (a Highway target's name), null if none.
 BackwardFn flash_backward_fn(std::string_view isa);
 // What flash's backward allocates on `threads` threads: every query block packed once per call

@@ -329,3 +329,38 @@ TEST_CASE("compare leads with a summary: geometric mean of B/A, verdict counts, 
   CHECK(warnings(sdpa::compare::tables({{"a.json", a}, {"b.json", with_commit(b, "abc-dirty")}}))
             .size() == 1);
 }
+
+TEST_CASE("compare: each file's kernels against ggml's per storage format; cells not run apart") {
+  // flash against ggml at two sizes (faster at both), flash-kv-f16 against ggml-kv-f16 at one
+  // (indistinguishable), flash-kv-int8 whose ggml cell this build could not run.
+  json ggml_not_run = timing_record("ggml-kv-q8_0", 64, kSlow);
+  ggml_not_run.erase("time_s");
+  ggml_not_run["skipped"] = "not run: this build has no ggml-kv-q8_0: no ggml source";
+  const json a =
+      result(kSha,
+             {timing_record("flash", 64, kFast), timing_record("ggml", 64, kSlow),
+              timing_record("flash", 128, kFast), timing_record("ggml", 128, kSlow),
+              timing_record("flash-kv-f16", 64, kSlow), timing_record("ggml-kv-f16", 64, kSlow),
+              timing_record("flash-kv-int8", 64, kFast), ggml_not_run,
+              // Not a pair: another shape than ggml's.
+              timing_record("flash-kv-int8", 256, kFast)},
+             json::array());
+  const auto tables = sdpa::compare::tables({{"a.json", a}, {"b.json", a}});
+  const auto& summary = find(tables, "ours against llama.cpp's ggml (A = a.json)");
+  REQUIRE(summary.rows.size() == 3);
+  // The medians' ratio, 5 / 10, at both cells: its geometric mean and a point interval.
+  CHECK(summary.rows[0] ==
+        std::vector<std::string>{"fp32", "flash", "ggml", "2", "2 / 0 / 0", "0.5 [0.5, 0.5]", "0"});
+  CHECK(summary.rows[1][3] == "1");
+  CHECK(summary.rows[1][4] == "0 / 0 / 1");
+  CHECK(summary.rows[1][5] == "1");
+  // No cell run by both: says so, with the reason, rather than "0 cells".
+  CHECK(summary.rows[2][3] == "0");
+  CHECK(summary.rows[2][4] == "-");
+  CHECK(summary.rows[2][5] == "-");
+  CHECK(summary.rows[2][6] == "1 (not run: this build has no ggml-kv-q8_0: no ggml source)");
+  const auto& cells = find(tables, "ours against llama.cpp's ggml, per cell (A = a.json)");
+  REQUIRE(cells.rows.size() == 4);
+  CHECK(cells.rows[3][7] == "not run");
+  CHECK(cells.rows[3][8] == "not run: this build has no ggml-kv-q8_0: no ggml source");
+}

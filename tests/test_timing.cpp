@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "experiment_runner.hpp"
@@ -117,6 +118,7 @@ TEST_CASE("timing: another machine's kernel validates and its cells are recorded
   CHECK_FALSE(sdpa::kernel_elsewhere("flash"));
   CHECK_FALSE(sdpa::kernel_elsewhere("flash@avx1024"));
   CHECK_FALSE(sdpa::kernel_elsewhere("nosuch@avx2"));
+  CHECK(*sdpa::kernel_elsewhere(other) == "this CPU or build has no " + other);
   const auto records = run_cells(R"({"name": "t", "kind": "timing", "kernel": ")" + other +
                                  R"(", "n_q": 16, "n_kv": 16, "d_k": 8, "d_v": 8, "threads": 1,
                                     "direction": "both"})");
@@ -127,6 +129,35 @@ TEST_CASE("timing: another machine's kernel validates and its cells are recorded
   // Statistics need a kernel that runs here.
   CHECK(error_of(R"({"name": "a", "kind": "variance", "kernel": ")" + other + R"(", "d_k": 4})")
             .find("/experiments/0/kernel: unknown kernel \"" + other + "\"") != std::string::npos);
+}
+
+TEST_CASE("timing: a peer this build lacks validates and its cells are recorded as not run") {
+  // The ggml entries exist in every build: registered where cmake/ggml.cmake built ggml, and
+  // otherwise known as absent, with the reason, so configs/models.json runs in either.
+  for (const char* name : {"ggml", "ggml-kv-f16", "ggml-kv-q8_0", "ggml-kv-q4_0"}) {
+    CAPTURE(name);
+    const auto why = sdpa::kernel_elsewhere(name);
+    CHECK((sdpa::find_kernel(name) == nullptr) == why.has_value());
+    const auto records = run_cells(R"({"name": "t", "kind": "timing", "kernel": ")" +
+                                   std::string(name) + R"(", "heads_q": 4, "heads_kv": 2,
+                                      "n_q": 1, "n_kv": 64, "d_k": 32, "d_v": 32, "threads": 1,
+                                      "repetitions": 1, "min_time": 0.001})");
+    REQUIRE(records.size() == 1);
+    if (why) {
+      CHECK(why->starts_with("this build has no " + std::string(name) + ": "));
+      CHECK(why->size() > std::string("this build has no : ").size() + std::strlen(name));
+      CHECK(records[0]["skipped"] == "not run: " + *why);
+      CHECK(records[0]["kernel_isa"] == "");
+      CHECK_FALSE(records[0].contains("time_s"));
+      // Statistics need a kernel that runs here; the message says why this one cannot.
+      CHECK(error_of(R"({"name": "a", "kind": "variance", "kernel": ")" + std::string(name) +
+                     R"(", "d_k": 4})")
+                .find("/experiments/0/kernel: kernel \"" + std::string(name) +
+                      "\" cannot run here: " + *why) != std::string::npos);
+    } else {
+      CHECK(records[0].contains("time_s"));
+    }
+  }
 }
 
 TEST_CASE("timing and roofline: schema messages") {

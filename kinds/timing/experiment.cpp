@@ -27,7 +27,7 @@ namespace {
 
 struct TimingCell {
   std::string kernel_name;
-  const Kernel* kernel;  // null for another machine's kernel (kernel_elsewhere): not run
+  const Kernel* kernel;  // null for another machine's or build's kernel (kernel_elsewhere)
   Shape shape;
   bool causal;
   std::string direction;
@@ -95,7 +95,11 @@ struct TimingCell {
   }
 };
 
-// The tensors of one cell; inputs drawn from the cell's Philox stream like every experiment's.
+// The stream of a timing experiment's inputs: one for all its cells (cell and trial 0), apart
+// from cell 0's own by its purpose.
+constexpr std::uint32_t kSharedInputs = 1;
+
+// The tensors of one cell; inputs drawn from the experiment's Philox stream.
 struct Tensors {
   AlignedVector<float> q, k, v, out, lse, d_out, d_q, d_k, d_v;
 
@@ -116,6 +120,48 @@ struct Tensors {
     }
   }
 };
+
+// The error of the output the timed calls left against the fp64 reference of the same inputs,
+// so a kernel's speed is read beside what its number formats cost: O relative to its size, RMS
+// (||O - O_ref|| / ||O_ref||) and max (max |O - O_ref| / max |O_ref|), as the precision kind
+// measures it. Over a sample of rows, so a prefill cell costs little beside its timing: up to 8
+// query heads and 8 rows of each, evenly spread (the last of each included), each against its
+// visible keys; rows that see no key are left out.
+json output_error(const TimingCell& c, const Tensors& t) {
+  const Shape& s = c.shape;
+  const auto spread = [](std::int64_t n, std::int64_t j, std::int64_t of) {
+    return (j + 1) * n / of - 1;
+  };
+  const std::int64_t heads = std::min<std::int64_t>(s.batch_heads, 8);
+  const std::int64_t rows = std::min<std::int64_t>(s.n_q, 8);
+  double err2 = 0, ref2 = 0, err_max = 0, ref_max = 0;
+  std::int64_t used = 0;
+  std::vector<double> q(s.d_k), k, v;
+  for (std::int64_t a = 0; a < heads; ++a)
+    for (std::int64_t b = 0; b < rows; ++b) {
+      const std::int64_t h = spread(s.batch_heads, a, heads), i = spread(s.n_q, b, rows);
+      const std::int64_t keys = visible_keys(s, c.causal, i);
+      if (keys <= 0) continue;
+      const float* qr = t.q.data() + (h * s.n_q + i) * s.d_k;
+      const float* kr = t.k.data() + s.kv_head(h) * s.n_kv * s.d_k;
+      const float* vr = t.v.data() + s.kv_head(h) * s.n_kv * s.d_v;
+      std::copy(qr, qr + s.d_k, q.begin());
+      k.assign(kr, kr + keys * s.d_k);
+      v.assign(vr, vr + keys * s.d_v);
+      const Shape row{.n_q = 1, .n_kv = keys, .d_k = s.d_k, .d_v = s.d_v};
+      const auto ref = reference_attention(row, q, k, v, 1 / std::sqrt(double(s.d_k)), false);
+      const float* o = t.out.data() + (h * s.n_q + i) * s.d_v;
+      for (std::int64_t j = 0; j < s.d_v; ++j) {
+        const double e = std::abs(double(o[j]) - ref.out[j]);
+        err2 += e * e, ref2 += ref.out[j] * ref.out[j];
+        err_max = std::max(err_max, std::isnan(e) ? INFINITY : e);
+        ref_max = std::max(ref_max, std::abs(ref.out[j]));
+      }
+      ++used;
+    }
+  if (used == 0) return nullptr;
+  return {{"o_rms", std::sqrt(err2 / ref2)}, {"o_max", err_max / ref_max}, {"rows", used}};
+}
 
 // What one call of the timed body does, per direction.
 std::function<void()> timed_call(const TimingCell& c, Tensors& t) {
@@ -220,15 +266,18 @@ void add_peak(json& record, const TimingCell& c, double gflops, RunShared& share
 
 json run_timing_cell(const CellContext& ctx) {
   const TimingCell c(ctx.cell.params, ctx.threads);
-  if (!c.kernel)
+  if (!c.kernel) {
+    // Another machine's ISA names itself; a peer this build lacks has none here.
+    const auto at = c.kernel_name.find('@');
     return {{"threads", c.threads},
-            {"kernel_isa", c.kernel_name.substr(c.kernel_name.find('@') + 1)},
+            {"kernel_isa", at == std::string::npos ? "" : c.kernel_name.substr(at + 1)},
             {"flops", c.flops()},
             {"bytes", c.bytes()},
             {"intensity", c.flops() / c.bytes()},
             {"benchmark_name", c.name()},
-            {"skipped", "not run: this CPU or build has no " + c.kernel_name},
+            {"skipped", "not run: " + kernel_elsewhere(c.kernel_name).value_or("")},
             {"environment", environment_at_start()}};
+  }
   RunShared alone;  // outside a run (tests): peaks and a session of this cell's own
   RunShared& shared = ctx.shared ? *ctx.shared : alone;
   std::unique_ptr<BenchmarkSession> own;
@@ -237,7 +286,9 @@ json run_timing_cell(const CellContext& ctx) {
 
   const json& p = ctx.cell.params;
   const BenchmarkSettings settings{p["repetitions"], p["min_time"], p["warmup_time"]};
-  Tensors tensors(c, {ctx.seed, ctx.experiment, std::uint32_t(ctx.cell.index), 0});
+  // Every cell of the experiment draws from one stream: the same shape gets the same Q, K and V
+  // whatever the kernel or thread count, so their errors (output_error) compare on equal inputs.
+  Tensors tensors(c, {.seed = ctx.seed, .experiment = ctx.experiment, .purpose = kSharedInputs});
   const auto call = timed_call(c, tensors);
 
   json record = {{"threads", c.threads},
@@ -267,6 +318,7 @@ json run_timing_cell(const CellContext& ctx) {
                            {c.bytes() / high / 1e9, c.bytes() / low / 1e9}, std::nullopt, "none");
   add_peak(record, c, record["gflops"]["value"], shared);
   record["noisy"] = stats::noisy(runs.seconds);
+  if (c.direction != "backward") record["error"] = output_error(c, tensors);
   record["environment"] = environment;
   return record;
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -234,10 +235,13 @@ struct Kernel {
 const std::vector<Kernel>& kernel_registry();
 const Kernel* find_kernel(std::string_view name);
 std::vector<std::string> kernel_names();
-// A kernel of another machine: "family@isa" with a family this build registers and an ISA the
-// suite knows (sdpa/peak.hpp) that this CPU or build lacks, e.g. "flash@avx2" on aarch64. A
-// timing config naming one runs anywhere; the cell is recorded as not run.
-bool kernel_elsewhere(std::string_view name);
+// A kernel of another machine or build, and why it cannot run here: "family@isa" with a family
+// this build registers and an ISA the suite knows (sdpa/peak.hpp) that this CPU or build lacks,
+// e.g. "flash@avx2" on aarch64; or an entry of a peer this build was made without (the ggml
+// entries where cmake/ggml.cmake built no ggml). Nothing for a kernel that runs here or a name
+// the suite does not know. A timing config naming one runs anywhere; the cell is recorded as not
+// run, with this reason.
+std::optional<std::string> kernel_elsewhere(std::string_view name);
 
 // ---- the fp64 oracle, callable on double tensors (tests compare every variant with it)
 struct ReferenceResult {
