@@ -528,6 +528,10 @@ std::vector<Page> pages(const Inputs& in) {
     ggml_page.sections.push_back(std::move(cells));
   }
   if (!ggml.tables.empty()) {
+    // Each note once, under the last table of its kind.
+    for (std::size_t i = 0; i + 1 < ggml.tables.size(); ++i) ggml.tables[i].note.clear();
+    for (std::size_t i = 0; i + 1 < ggml_page.sections.size(); ++i)
+      ggml_page.sections[i].tables.front().note.clear();
     ggml.links.push_back({ggml_page.title, ggml_page.path, true});
     index.sections.push_back(std::move(ggml));
   }
