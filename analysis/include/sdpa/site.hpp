@@ -1,8 +1,9 @@
 // The pages of a report: an index with the machines side by side and the headline cells, one
-// page per experiment (description, config, plots, tables, the legend once) and the claims.
+// page per experiment (description, config, plots, tables, the legend once), our kernels against
+// ggml per cell and the claims.
 // Built once as a model from the result files alone, then written by one writer per format:
-// Markdown (results/README.md, results/experiments/*.md) and HTML (`report --html DIR`, a
-// static site that opens from the file system and requests nothing).
+// Markdown (results/README.md, results/ggml.md, results/experiments/*.md) and HTML (`report --html
+// DIR`, a static site that opens from the file system and requests nothing).
 #pragma once
 
 #include <string>
