@@ -190,7 +190,7 @@ std::vector<std::string> attend(const AttendOptions& o) {
                      ", the mask aligned to the end of the keys): their lse would be -inf; "
                      "expected n_q <= n_kv with --causal");
   const Shape shape{q.batch * q.heads, q.rows, k.rows, q.cols, v.cols, q.heads / k.heads};
-  if (const std::string why = kernel->refuses ? kernel->refuses(shape) : ""; !why.empty())
+  if (const std::string why = kernel->refusal(shape, Mask{.causal = o.causal}, {}); !why.empty())
     throw InputError("--kernel: \"" + o.kernel + "\" cannot run these shapes: " + why);
   std::vector<float> out(shape.out_elements()), lse(shape.rows());
   ForwardArgs fwd{.shape = shape,
@@ -200,7 +200,7 @@ std::vector<std::string> attend(const AttendOptions& o) {
                   .out = out.data()};
   fwd.lse = lse.data();
   fwd.scale = float(scale);
-  fwd.causal = o.causal;
+  fwd.mask.causal = o.causal;
   fwd.threads = o.threads;
   kernel->forward(fwd);
   std::vector<std::pair<std::string, npy::Array>> outputs = {
@@ -218,7 +218,7 @@ std::vector<std::string> attend(const AttendOptions& o) {
                      .d_q = dq.data(),
                      .d_k = dk.data(),
                      .d_v = dv.data()};
-    bwd.scale = fwd.scale, bwd.causal = o.causal, bwd.threads = o.threads;
+    bwd.scale = fwd.scale, bwd.mask = fwd.mask, bwd.threads = o.threads;
     kernel->backward(bwd);
     outputs.emplace_back("dq.npy", shaped_like(q, q.rows, q.cols, dq));
     outputs.emplace_back("dk.npy", shaped_like(k, k.rows, k.cols, dk));

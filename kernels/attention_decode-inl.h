@@ -395,7 +395,7 @@ void ScoreRowsQueryLanes(const DecodeScratch& w, std::int64_t rows, const E* k, 
 // to the end, so row i (query position i % n_q) sees one key fewer than the row after it.
 inline std::int64_t VisibleInTile(const ForwardArgs& a, std::int64_t i, std::int64_t key0,
                                   std::int64_t nk) {
-  const std::int64_t visible = visible_keys(a.shape, a.causal, i % a.shape.n_q);
+  const std::int64_t visible = a.mask.visible(a.shape, i % a.shape.n_q).end;
   return std::clamp<std::int64_t>(visible - key0, 0, nk);
 }
 

@@ -261,7 +261,7 @@ void AttendBlock(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_t
   for (std::int64_t key0 = 0; key0 < key_end; key0 += key_tile) {
     const std::int64_t nk = std::min(key_tile, key_end - key0);
     Products::Scores(a, blk, key0, nk, w);
-    if (tile_needs_mask(s, a.causal, blk, key0 + nk)) mask_tile(s, blk, key0, nk, w.scores);
+    if (tile_needs_mask(s, a.mask, blk, key0 + nk)) mask_tile(s, a.mask, blk, key0, nk, w.scores);
     SoftmaxTile<P, kProbe, kQueryBlock>(nk, w.scores, kQueryBlock, w);
     if constexpr (kProbe) fold_tile_probes(w);
     Products::Accumulate(a, blk, key0, nk, ld_acc, w);

@@ -41,7 +41,7 @@ void blas_forward(const ForwardArgs& a) {
 #pragma omp parallel for num_threads(a.threads) schedule(static)
     for (std::int64_t i = 0; i < rows; ++i) {
       float* row = p + i * s.n_kv;
-      const std::int64_t visible = visible_keys(s, a.causal, i % s.n_q);
+      const std::int64_t visible = a.mask.visible(s, i % s.n_q).end;
       if constexpr (kProbe) detail::probe_scores(*a.probes, kv * rows + i, row, visible);
       const float m = visible ? *std::max_element(row, row + visible) : 0.0f;
       float sum = 0;

@@ -46,7 +46,7 @@ void SDPA_CAT(eigen_forward_, SDPA_EIGEN_ISA)(const ForwardArgs& a, EigenRowHook
 
     scores.noalias() = a.scale * (q * k.transpose());
     for (std::int64_t i = 0; i < rows; ++i) {
-      const std::int64_t visible = visible_keys(s, a.causal, i % s.n_q);
+      const std::int64_t visible = a.mask.visible(s, i % s.n_q).end;
       scores.row(i).tail(s.n_kv - visible).setConstant(-kInf);
       if (probe_row) probe_row(a, kv * rows + i, scores.row(i).data(), visible);
       shift(i) = visible ? scores.row(i).head(visible).maxCoeff() : 0.0f;  // e^-inf = 0

@@ -164,7 +164,7 @@ void ScoreGradientTile(const BackwardArgs& a, const QueryBlock& blk, const Query
                     .c = w.p_t.data(),
                     .ldc = kB};
   RunGemm<P, P::kMrS, P::kNvS>(scores);
-  if (tile_needs_mask(s, a.causal, blk, key0 + nk)) mask_tile(s, blk, key0, nk, w.p_t.data());
+  if (tile_needs_mask(s, a.mask, blk, key0 + nk)) mask_tile(s, a.mask, blk, key0, nk, w.p_t.data());
   Gemm d_probs = scores;
   d_probs.k = s.d_v;
   d_probs.a = a.v + (s.kv_head(blk.head) * s.n_kv + key0) * s.d_v;
@@ -229,7 +229,7 @@ void KeyTileGradients(const BackwardArgs& a, PackedQueries& packed, std::int64_t
   std::fill(w.d_value.begin(), w.d_value.end(), 0.0f);
   for (std::int64_t b = kv * per_group; b < (kv + 1) * per_group; ++b) {
     const QueryBlock blk = query_block(s, b);
-    if (visible_keys(s, a.causal, blk.first_row + blk.rows - 1) <= key0) continue;  // masked
+    if (a.mask.visible(s, blk.first_row + blk.rows - 1).end <= key0) continue;  // masked
     ScoreGradientTile<P>(a, blk, QueryTiles(packed, b), key0, nk, w);
     const std::int64_t r0 = blk.head * s.n_q + blk.first_row;
     Accumulate<P>(nk, blk.rows, w.p_t.data(), kB, 1, a.d_out + r0 * s.d_v, s.d_v, s.d_v,
@@ -247,10 +247,10 @@ void KeyTileGradients(const BackwardArgs& a, PackedQueries& packed, std::int64_t
 }
 
 // Query blocks of one head that see the key at key0.
-std::int64_t blocks_seeing(const Shape& s, bool causal, std::int64_t key0) {
+std::int64_t blocks_seeing(const Shape& s, const Mask& mask, std::int64_t key0) {
   std::int64_t blocks = 0;
   for (std::int64_t b = 0; b < query_blocks_per_head(s); ++b)
-    blocks += visible_keys(s, causal, std::min(s.n_q, (b + 1) * kB) - 1) > key0;
+    blocks += mask.visible(s, std::min(s.n_q, (b + 1) * kB) - 1).end > key0;
   return blocks;
 }
 
@@ -271,8 +271,8 @@ class TileQueue {
     std::int64_t item;  // kv * ranges + r
     std::int64_t key0, keys;
   };
-  TileQueue(const Shape& s, bool causal)
-      : s_(s), causal_(causal), ranges_(key_ranges(s)), items_(s.kv_batch_heads() * ranges_) {
+  TileQueue(const Shape& s, const Mask& mask)
+      : s_(s), mask_(mask), ranges_(key_ranges(s)), items_(s.kv_batch_heads() * ranges_) {
     std::vector<std::int64_t> work_left(ranges_, 0);
     for (std::int64_t r = 0; r < ranges_; ++r)
       for (std::int64_t key0 = range_first_key(s, r); key0 < range_first_key(s, r + 1);
@@ -332,10 +332,10 @@ class TileQueue {
   }
   // The cost of that piece: keys times the query blocks that see them.
   std::int64_t work(std::int64_t r, std::int64_t key0) const {
-    return piece_keys(r, key0) * blocks_seeing(s_, causal_, key0);
+    return piece_keys(r, key0) * blocks_seeing(s_, mask_, key0);
   }
   const Shape& s_;
-  bool causal_;
+  Mask mask_;
   std::int64_t ranges_;
   std::vector<Item> items_;  // one per (K/V head, range)
   std::mutex mutex_;
@@ -347,7 +347,7 @@ void SumQueryParts(const BackwardArgs& a, const QueryBlock& blk, QueryParts& par
   const std::int64_t r0 = blk.head * s.n_q + blk.first_row;
   float* out = a.d_q + r0 * s.d_k;
   std::fill_n(out, blk.rows * s.d_k, 0.0f);
-  const std::int64_t key_end = visible_keys(s, a.causal, blk.first_row + blk.rows - 1);
+  const std::int64_t key_end = a.mask.visible(s, blk.first_row + blk.rows - 1).end;
   for (std::int64_t r = 0; r < key_ranges(s) && range_first_key(s, r) < key_end; ++r) {
     const float* part = parts.part(r) + r0 * parts.ld_k;
     for (std::int64_t i = 0; i < blk.rows; ++i)
@@ -377,7 +377,7 @@ void ProbeBlock(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& 
   GradProbes& probes = *a.probes;
   std::fill(w.ds_sumsq.begin(), w.ds_sumsq.end(), 0.0);
   std::fill(w.ds_max_abs.begin(), w.ds_max_abs.end(), 0.0);
-  const std::int64_t key_end = visible_keys(s, a.causal, blk.first_row + blk.rows - 1);
+  const std::int64_t key_end = a.mask.visible(s, blk.first_row + blk.rows - 1).end;
   for (std::int64_t key0 = 0; key0 < key_end; key0 += kKeyBlock) {
     const std::int64_t nk = std::min(kKeyBlock, key_end - key0);
     ScoreGradientTile<P>(a, blk, qt, key0, nk, w);
@@ -388,7 +388,7 @@ void ProbeBlock(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& 
     probes.ds_sumsq[r0 + i] = w.ds_sumsq[i];
     probes.ds_max_abs[r0 + i] = w.ds_max_abs[i];
     probes.participating[r0 + i] = 0;
-    probes.visible[r0 + i] = visible_keys(s, a.causal, blk.first_row + i);
+    probes.visible[r0 + i] = a.mask.visible(s, blk.first_row + i).end;
   }
   for (std::int64_t key0 = 0; key0 < key_end; key0 += kKeyBlock) {
     const std::int64_t nk = std::min(kKeyBlock, key_end - key0);
@@ -406,7 +406,7 @@ void TiledBackward(const BackwardArgs& a) {
   const Shape& s = a.shape;
   const std::int64_t ld_k = round_up(s.d_k, P::kLanes), ld_v = round_up(s.d_v, P::kLanes);
   const std::int64_t query_blocks = s.batch_heads * query_blocks_per_head(s);
-  TileQueue queue(s, a.causal);
+  TileQueue queue(s, a.mask);
   const std::int64_t ranges = queue.ranges();
   PackedQueries packed(s, query_blocks);
   QueryParts parts(s, ld_k);

@@ -41,24 +41,31 @@ namespace sdpa {
 namespace {
 
 // K and V as ggml stores them (rows of d values in `type`, heads and keys as ForwardArgs' k and
-// v), and the causal mask [n_q][n_kv] of the call they were stored for.
+// v), and the mask tensor [n_q][n_kv] of the call they were stored for.
 struct StoredKvGgml : StoredKv {
   ggml_type type;
   Shape shape;
   AlignedVector<std::uint8_t> k, v;
-  bool causal = false;
+  Mask mask_of;  // the call's mask (its documents in `documents`)
+  std::vector<std::int64_t> documents;
   AlignedVector<ggml_fp16_t> mask;
 };
 
-// The mask of a causal call: 0 where a row sees a key, -inf elsewhere (llama.cpp's KQ mask).
-AlignedVector<ggml_fp16_t> causal_mask(const Shape& s) {
+bool same_mask(const Mask& a, const Mask& b) {
+  return a.causal == b.causal && a.prefix == b.prefix && a.window_left == b.window_left &&
+         a.window_right == b.window_right && a.chunk == b.chunk &&
+         std::equal(a.documents.begin(), a.documents.end(), b.documents.begin(), b.documents.end());
+}
+
+// The mask tensor of a call: 0 where a row sees a key, -inf elsewhere (llama.cpp's KQ mask).
+AlignedVector<ggml_fp16_t> mask_tensor(const Shape& s, const Mask& m) {
   AlignedVector<ggml_fp16_t> mask(std::size_t(s.n_q * s.n_kv));
   const ggml_fp16_t seen = ggml_fp32_to_fp16(0.0f), hidden = ggml_fp32_to_fp16(-INFINITY);
   for (std::int64_t i = 0; i < s.n_q; ++i) {
-    const std::int64_t visible = visible_keys(s, true, i);
+    const KeyRange keys = m.visible(s, i);
     ggml_fp16_t* row = mask.data() + i * s.n_kv;
-    std::fill(row, row + visible, seen);
-    std::fill(row + visible, row + s.n_kv, hidden);
+    std::fill(row, row + s.n_kv, hidden);
+    std::fill(row + keys.begin, row + keys.begin + keys.size(), seen);
   }
   return mask;
 }
@@ -74,7 +81,8 @@ std::string shape_problem(const Shape& s, ggml_type type) {
 }
 
 template <ggml_type kType>
-std::string refuses(const Shape& s) {
+std::string refuses(const Shape& s, const Mask&, const ScoreMod& mod) {
+  if (!mod.none()) return "the ggml entries do not map score modifiers yet";
   return shape_problem(s, kType);
 }
 
@@ -98,8 +106,10 @@ std::unique_ptr<StoredKv> store_kv(const ForwardArgs& a) {
   stored->v.resize(rows * ggml_row_size(kType, s.d_v));
   convert_rows(a.k, rows, s.d_k, kType, stored->k.data(), a.threads);
   convert_rows(a.v, rows, s.d_v, kType, stored->v.data(), a.threads);
-  stored->causal = a.causal;
-  if (a.causal) stored->mask = causal_mask(s);
+  stored->documents.assign(a.mask.documents.begin(), a.mask.documents.end());
+  stored->mask_of = a.mask;
+  stored->mask_of.documents = stored->documents;
+  if (!a.mask.none()) stored->mask = mask_tensor(s, a.mask);
   return stored;
 }
 
@@ -178,6 +188,8 @@ void build(Graph& g, const Shape& s, ggml_type type, bool masked, float scale) {
 template <ggml_type kType>
 void forward(const ForwardArgs& a) {
   const Shape& s = a.shape;
+  if (const std::string why = refuses<kType>(s, a.mask, a.score_mod); !why.empty())
+    throw std::invalid_argument(why);
   if (a.lse || a.probes)
     throw std::invalid_argument(
         "ggml_flash_attn_ext returns the output only: no row log-sum-exp, no probes");
@@ -191,15 +203,16 @@ void forward(const ForwardArgs& a) {
     if (!kv || kv->type != kType || !detail::same_kv_shape(kv->shape, s))
       throw std::invalid_argument("stored K/V of another format or shape than the call's");
     k = kv->k.data(), v = kv->v.data();
-    if (a.causal && kv->causal && kv->shape.n_q == s.n_q) mask = kv->mask.data();
+    if (!a.mask.none() && kv->shape.n_q == s.n_q && same_mask(kv->mask_of, a.mask))
+      mask = kv->mask.data();
   }
-  if (a.causal && !mask) {  // a call without a mask stored for its n_q makes its own
-    own_mask = causal_mask(s);
+  if (!a.mask.none() && !mask) {  // a call without its mask stored for its n_q makes its own
+    own_mask = mask_tensor(s, a.mask);
     mask = own_mask.data();
   }
 
   Graph g;
-  build(g, s, kType, a.causal, a.scale);
+  build(g, s, kType, !a.mask.none(), a.scale);
   ggml_tensor* out = ggml_graph_node(g.graph, -1);
   out->src[0]->data = const_cast<float*>(a.q);
   out->src[1]->data = const_cast<void*>(k);

@@ -22,7 +22,7 @@ void naive_forward(const ForwardArgs& a) {
 #pragma omp parallel for num_threads(a.threads) firstprivate(p) schedule(static)
   for (std::int64_t r = 0; r < s.rows(); ++r) {
     const std::int64_t kv = s.kv_head(r / s.n_q), i = r % s.n_q;
-    const std::int64_t visible = visible_keys(s, a.causal, i);
+    const std::int64_t visible = a.mask.visible(s, i).end;
     const float* q = a.q + r * s.d_k;
     const float* k = a.k + kv * s.n_kv * s.d_k;
     const float* v = a.v + kv * s.n_kv * s.d_v;
@@ -74,7 +74,7 @@ void naive_backward_impl(const BackwardArgs& a) {
     std::fill(dk, dk + s.n_kv * s.d_k, 0.0f);
     std::fill(dv, dv + s.n_kv * s.d_v, 0.0f);
     for (std::int64_t r = kv * s.group * s.n_q; r < (kv + 1) * s.group * s.n_q; ++r) {
-      const std::int64_t visible = visible_keys(s, a.causal, r % s.n_q);
+      const std::int64_t visible = a.mask.visible(s, r % s.n_q).end;
       const float* q = a.q + r * s.d_k;
       const float* dout = a.d_out + r * s.d_v;
       const float* o = a.out + r * s.d_v;

@@ -13,10 +13,12 @@ namespace sdpa::detail {
 
 // Fills the row's score moments, entropy and max weight. Entropy uses the online-friendly form
 // H = m + ln(l) - (sum e^{s-m} s) / l with m = max s, l = sum e^{s-m}, which needs no weights.
-// Non-finite scores are counted and left out of the moments.
+// Non-finite scores are counted and left out of the moments. A sink (a logit without a value,
+// -inf for none) is one more outcome of the softmax: in the weights, not in the moments.
 template <typename T>
-void probe_scores(RowProbes& probes, std::int64_t row, const T* scores, std::int64_t n) {
-  double sum = 0, sumsq = 0, m = -std::numeric_limits<double>::infinity();
+void probe_scores(RowProbes& probes, std::int64_t row, const T* scores, std::int64_t n,
+                  double sink = -std::numeric_limits<double>::infinity()) {
+  double sum = 0, sumsq = 0, m = sink;
   std::int64_t nonfinite = 0;
   for (std::int64_t j = 0; j < n; ++j) {
     const double s = static_cast<double>(scores[j]);
@@ -28,7 +30,8 @@ void probe_scores(RowProbes& probes, std::int64_t row, const T* scores, std::int
     sumsq += s * s;
     m = std::max(m, s);
   }
-  double l = 0, t = 0;
+  const bool has_sink = std::isfinite(sink);
+  double l = has_sink ? std::exp(sink - m) : 0, t = has_sink ? l * sink : 0;
   for (std::int64_t j = 0; j < n; ++j) {
     const double s = static_cast<double>(scores[j]);
     if (!std::isfinite(s)) continue;
@@ -36,7 +39,8 @@ void probe_scores(RowProbes& probes, std::int64_t row, const T* scores, std::int
     l += e;
     t += e * s;
   }
-  double p2 = 0, p3 = 0;
+  const double p_sink = has_sink ? std::exp(sink - m) / l : 0;
+  double p2 = p_sink * p_sink, p3 = p_sink * p_sink * p_sink;
   for (std::int64_t j = 0; j < n && l > 0; ++j) {
     const double s = static_cast<double>(scores[j]);
     if (!std::isfinite(s)) continue;

@@ -79,18 +79,19 @@ std::int64_t begin_block(const ForwardArgs& a, const QueryBlock& blk, const Bloc
   std::fill_n(w.sum, B, 0.0f);
   for (double* p : {w.score_sum, w.score_sumsq, w.shifted_t, w.nonfinite, w.p2, w.p3})
     std::fill_n(p, B, 0.0);
-  return visible_keys(s, a.causal, blk.first_row + blk.rows - 1);
+  return a.mask.visible(s, blk.first_row + blk.rows - 1).end;
 }
 
-bool tile_needs_mask(const Shape& s, bool causal, const QueryBlock& blk, std::int64_t key_end) {
-  return causal && key_end > visible_keys(s, true, blk.first_row);
+bool tile_needs_mask(const Shape& s, const Mask& mask, const QueryBlock& blk,
+                     std::int64_t key_end) {
+  return !mask.none() && key_end > mask.visible(s, blk.first_row).end;
 }
 
-void mask_tile(const Shape& s, const QueryBlock& blk, std::int64_t key0, std::int64_t nk,
-               float* scores) {
+void mask_tile(const Shape& s, const Mask& mask, const QueryBlock& blk, std::int64_t key0,
+               std::int64_t nk, float* scores) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (std::int64_t i = 0; i < blk.rows; ++i) {
-    const std::int64_t visible = visible_keys(s, true, blk.first_row + i);
+    const std::int64_t visible = mask.visible(s, blk.first_row + i).end;
     for (std::int64_t j = std::max(visible, key0); j < key0 + nk; ++j)
       scores[(j - key0) * kQueryBlock + i] = kNegInf;
   }
@@ -136,7 +137,7 @@ void finish_block(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_
                   std::int64_t ld_acc, const BlockScratch& w) {
   for (std::int64_t i = 0; i < blk.rows; ++i) {
     // Masked keys of the visited range were set to -inf and counted as non-finite.
-    const std::int64_t masked = key_end - visible_keys(a.shape, a.causal, blk.first_row + i);
+    const std::int64_t masked = key_end - a.mask.visible(a.shape, blk.first_row + i).end;
     finish_row(a, blk.head * a.shape.n_q + blk.first_row + i,
                {.max = w.max[i],
                 .sum = w.sum[i],

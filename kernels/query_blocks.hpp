@@ -121,9 +121,9 @@ std::int64_t begin_block(const ForwardArgs& a, const QueryBlock& blk, const Bloc
 
 // Under causal masking, whether the tile of keys [key0, key_end) has keys some row cannot see,
 // and then sets those scores of S^T ([nk][kQueryBlock]) to -inf. Forward and backward share it.
-bool tile_needs_mask(const Shape& s, bool causal, const QueryBlock& blk, std::int64_t key_end);
-void mask_tile(const Shape& s, const QueryBlock& blk, std::int64_t key0, std::int64_t nk,
-               float* scores);
+bool tile_needs_mask(const Shape& s, const Mask& mask, const QueryBlock& blk, std::int64_t key_end);
+void mask_tile(const Shape& s, const Mask& mask, const QueryBlock& blk, std::int64_t key0,
+               std::int64_t nk, float* scores);
 
 // Probes: folds one key tile's sums (w.tile_*) into the running double statistics. The shifted
 // sum t' = sum e^{s-m} (s - m) moves to the new max like l does:

@@ -41,6 +41,23 @@ RowProbes::Pooled RowProbes::pooled() const {
   return p;
 }
 
+namespace {
+
+// Families whose kernels still see a prefix of the keys and plain scaled scores (issue 39 is
+// moving them to every mask and modifier): they refuse windows, chunks, documents and score
+// modifiers by name rather than compute something else.
+constexpr std::string_view kPrefixOnlyFamilies[] = {
+    "naive",        "blocked",       "simd",          "flash", "flash-bf16",
+    "flash-kv-f16", "flash-kv-bf16", "flash-kv-int8", "eigen", "blas"};
+
+std::string refuses_beyond_prefix(const Shape&, const Mask& mask, const ScoreMod& mod) {
+  if (mask.starts_late()) return "this kernel does not run windows, chunks or documents yet";
+  if (!mod.none()) return "this kernel does not run score modifiers yet";
+  return "";
+}
+
+}  // namespace
+
 const std::vector<Kernel>& kernel_registry() {
   static const std::vector<Kernel> registry = [] {
     std::vector<Kernel> all;
@@ -51,6 +68,9 @@ const std::vector<Kernel>& kernel_registry() {
           detail::flash_kv_kernels(), detail::flash_kv_int8_kernels(), detail::eigen_kernels(),
           detail::blas_kernels(), detail::ggml_kernels()})
       all.insert(all.end(), family.begin(), family.end());
+    for (Kernel& k : all)
+      if (std::ranges::find(kPrefixOnlyFamilies, k.family) != std::end(kPrefixOnlyFamilies))
+        k.refuses = &refuses_beyond_prefix;
     return all;
   }();
   return registry;
@@ -84,19 +104,18 @@ std::optional<std::string> kernel_elsewhere(std::string_view name) {
   return "this CPU or build has no " + std::string(name);
 }
 
-double forward_flops(const Shape& s, bool causal) {
+double forward_flops(const Shape& s, const Mask& mask) {
   // Q K^T costs 2 d_k and P V 2 d_v multiply-adds per visible (query, key) pair: every pair
-  // without the mask; with it (aligned to the end) row i sees n_kv - n_q + i + 1 keys, so a
-  // decode query is credited with the whole cache rather than half of it.
-  double visible = 0;
-  for (std::int64_t i = 0; i < s.n_q; ++i) visible += double(visible_keys(s, causal, i));
-  return double(s.batch_heads) * visible * 2.0 * double(s.d_k + s.d_v);
+  // without a mask; with the causal one (aligned to the end) row i sees n_kv - n_q + i + 1 keys,
+  // so a decode query is credited with the whole cache rather than half of it.
+  return double(s.batch_heads) * visible_pairs(s, mask) * 2.0 * double(s.d_k + s.d_v);
 }
 
-double forward_bytes(const Shape& s, double kv_element_bytes, double kv_row_bytes) {
+double forward_bytes(const Shape& s, const Mask& mask, double kv_element_bytes,
+                     double kv_row_bytes) {
+  const double kv_rows = double(s.kv_batch_heads()) * double(visible_keys_union(s, mask));
   return sizeof(float) * double(s.q_elements() + s.out_elements()) +
-         kv_element_bytes * double(s.k_elements() + s.v_elements()) +
-         kv_row_bytes * 2.0 * double(s.kv_batch_heads() * s.n_kv);
+         kv_element_bytes * kv_rows * double(s.d_k + s.d_v) + kv_row_bytes * 2.0 * kv_rows;
 }
 
 }  // namespace sdpa

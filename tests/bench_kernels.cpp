@@ -90,7 +90,7 @@ sdpa::ForwardArgs forward_args(const sdpa::Shape& shape, Tensors& t, int threads
           .out = t.out.data(),
           .lse = t.lse.data(),
           .scale = float(1.0 / std::sqrt(double(shape.d_k))),
-          .causal = causal,
+          .mask = {.causal = causal},
           .threads = threads};
 }
 
@@ -106,7 +106,8 @@ void bench_forward(benchmark::State& state, const sdpa::Kernel* kern, std::int64
   sdpa::ForwardArgs args = forward_args(shape, t, threads);
   if (!kern->row_statistics) args.lse = nullptr;  // O only (ggml)
   if (probes) args.probes = &sink;
-  time_calls(state, *kern, threads, kern->flops(shape, false, sdpa::Pass::forward),
+  time_calls(state, *kern, threads,
+             kern->flops(shape, sdpa::Mask{.causal = false}, sdpa::Pass::forward),
              [&] { kern->forward(args); });
 }
 
@@ -119,7 +120,8 @@ void bench_backward(benchmark::State& state, const sdpa::Kernel* kern, std::int6
   kern->forward(fwd);
   const sdpa::BackwardArgs args =
       sdpa::backward_of(fwd, t.d_out.data(), t.d_q.data(), t.d_k.data(), t.d_v.data());
-  time_calls(state, *kern, threads, kern->flops(shape, causal, sdpa::Pass::backward),
+  time_calls(state, *kern, threads,
+             kern->flops(shape, sdpa::Mask{.causal = causal}, sdpa::Pass::backward),
              [&] { kern->backward(args); });
 }
 
@@ -156,13 +158,14 @@ void bench_decode(benchmark::State& state, const sdpa::Kernel* kern, Heads heads
   Tensors t(shape);
   sdpa::ForwardArgs args = forward_args(shape, t, threads);
   if (!kern->row_statistics) args.lse = nullptr;  // O only (ggml)
-  args.causal = true;
+  args.mask.causal = true;
   // A K/V storage format reads K and V stored once, outside the timed calls (a KV cache).
   std::shared_ptr<const sdpa::StoredKv> stored;
   if (kern->store_kv) stored = kern->store_kv(args);
   args.stored_kv = stored.get();
   // Every decode query sees the whole cache: no pair is masked, so the FLOPs are not halved.
-  const double flops = sdpa::forward_flops(shape, false), bytes = kern->bytes(shape);
+  const double flops = sdpa::forward_flops(shape, sdpa::Mask{.causal = false}),
+               bytes = kern->bytes(shape, {});
   const double seconds = time_calls(state, *kern, threads, flops, [&] { kern->forward(args); });
   const double roof =
       sdpa::peak::roof_gflops(g_peak[{peak_isa(*kern), threads}], g_triad[threads], flops / bytes);

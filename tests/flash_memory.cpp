@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   getrusage(RUSAGE_SELF, &ru);
   const double tensors = double(q.size() + k.size() + v.size() + out.size() + lse.size()) * 4;
   std::printf("flash N=%lld d=%lld threads=%d: %.2f s, %.1f GFLOP/s\n", (long long)n, (long long)d,
-              threads, secs, sdpa::forward_flops(s, false) / secs * 1e-9);
+              threads, secs, sdpa::forward_flops(s, sdpa::Mask{.causal = false}) / secs * 1e-9);
   std::printf("peak RSS %.1f MiB; tensors %.1f MiB; an N x N fp32 score matrix would be %.1f MiB\n",
               double(ru.ru_maxrss) / 1024, tensors / (1 << 20), double(n) * n * 4 / (1 << 20));
 }

@@ -63,8 +63,9 @@ TEST_CASE("attend: O, dQ, dK, dV of a (b, n, d) problem match the fp64 reference
   const sdpa::Shape s{2, 5, 7, 8, 3};
   const std::vector<double> q64(q.data.begin(), q.data.end()), k64(k.data.begin(), k.data.end()),
       v64(v.data.begin(), v.data.end()), do64(d_out.data.begin(), d_out.data.end());
-  const auto ref = sdpa::reference_attention(s, q64, k64, v64, 0.5, true);
-  const auto grads = sdpa::reference_attention_backward(s, q64, k64, v64, do64, 0.5, true);
+  const auto ref = sdpa::reference_attention(s, q64, k64, v64, 0.5, sdpa::Mask{.causal = true});
+  const auto grads =
+      sdpa::reference_attention_backward(s, q64, k64, v64, do64, 0.5, sdpa::Mask{.causal = true});
   const auto o = sdpa::npy::read((dir / "out" / "o.npy").string());
   CHECK(o.shape == std::vector<std::int64_t>{2, 5, 3});
   // fp32 kernels on O(1) values over 7 keys: 1e-5 is ~100 fp32 ulps of headroom.
@@ -101,9 +102,10 @@ TEST_CASE("attend: (batch, heads, n, d) with fewer K/V heads than query heads ma
   REQUIRE(r.exit_code == 0);
   const sdpa::Shape s{.batch_heads = 12, .n_q = 5, .n_kv = 7, .d_k = 8, .d_v = 3, .group = 3};
   const auto c = 1 / std::sqrt(8.0);
-  const auto ref = sdpa::reference_attention(s, widened(q), widened(k), widened(v), c, true);
-  const auto grads = sdpa::reference_attention_backward(s, widened(q), widened(k), widened(v),
-                                                        widened(d_out), c, true);
+  const auto ref = sdpa::reference_attention(s, widened(q), widened(k), widened(v), c,
+                                             sdpa::Mask{.causal = true});
+  const auto grads = sdpa::reference_attention_backward(
+      s, widened(q), widened(k), widened(v), widened(d_out), c, sdpa::Mask{.causal = true});
   auto read = [&](const char* name) { return sdpa::npy::read((dir / "out" / name).string()); };
   CHECK(read("o.npy").shape == std::vector<std::int64_t>{2, 6, 5, 3});
   CHECK(read("lse.npy").shape == std::vector<std::int64_t>{2, 6, 5});

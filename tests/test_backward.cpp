@@ -43,7 +43,7 @@ Run forward_backward(const sdpa::Kernel& kernel, const sdpa::Shape& s, const std
         std::vector<float>(q.size()), std::vector<float>(k.size()), std::vector<float>(v.size())};
   sdpa::ForwardArgs fwd{
       .shape = s, .q = q.data(), .k = k.data(), .v = v.data(), .out = r.out.data()};
-  fwd.lse = r.lse.data(), fwd.scale = float(scale), fwd.causal = causal, fwd.threads = threads;
+  fwd.lse = r.lse.data(), fwd.scale = float(scale), fwd.mask.causal = causal, fwd.threads = threads;
   kernel.forward(fwd);
   auto bwd = sdpa::backward_of(fwd, d_out.data(), r.dq.data(), r.dk.data(), r.dv.data());
   bwd.probes = probes;
@@ -82,12 +82,12 @@ BackwardBound backward_bound(const sdpa::Shape& s, const std::vector<float>& q,
   // N_j: rows of a K/V head's group that see key j (the same for every group).
   std::vector<double> seen_by(std::size_t(s.n_kv), 0);
   for (std::int64_t i = 0; i < s.n_q; ++i)
-    for (std::int64_t j = 0; j < sdpa::visible_keys(s, causal, i); ++j)
+    for (std::int64_t j = 0; j < sdpa::Mask{.causal = causal}.visible(s, i).end; ++j)
       seen_by[std::size_t(j)] += double(s.group);
   std::vector<double> sc, a, p, dp, rel, es, o(std::size_t(s.d_v)), mass(std::size_t(s.d_v));
   for (std::int64_t r = 0; r < s.rows(); ++r) {
     const std::int64_t kv = s.kv_head(r / s.n_q);
-    const std::int64_t n = sdpa::visible_keys(s, causal, r % s.n_q);
+    const std::int64_t n = sdpa::Mask{.causal = causal}.visible(s, r % s.n_q).end;
     if (n == 0) continue;
     const float* qi = q.data() + r * s.d_k;
     const float* doi = d_out.data() + r * s.d_v;
@@ -174,7 +174,7 @@ sdpa::GradProbes reference_probes(const sdpa::Shape& s, const std::vector<float>
 double loss(const sdpa::Shape& s, const std::vector<double>& q, const std::vector<double>& k,
             const std::vector<double>& v, const std::vector<double>& d_out, double scale,
             bool causal) {
-  const auto o = sdpa::reference_attention(s, q, k, v, scale, causal).out;
+  const auto o = sdpa::reference_attention(s, q, k, v, scale, sdpa::Mask{.causal = causal}).out;
   double l = 0;
   for (std::size_t i = 0; i < o.size(); ++i) l += o[i] * d_out[i];
   return l;
@@ -190,7 +190,8 @@ TEST_CASE("reference backward matches central finite differences") {
     const auto& s = c.shape;
     auto q = normals(1, s.q_elements()), k = normals(2, s.k_elements()),
          v = normals(3, s.v_elements()), d_out = normals(4, s.out_elements());
-    const auto g = sdpa::reference_attention_backward(s, q, k, v, d_out, c.scale, c.causal);
+    const auto g = sdpa::reference_attention_backward(s, q, k, v, d_out, c.scale,
+                                                      sdpa::Mask{.causal = c.causal});
     // Central differences have error O(h^2) ~ 1e-8 relative; rounding adds ~1e-16/h ~ 1e-11.
     const double h = 1e-4;
     auto check = [&](std::vector<double>& x, const std::vector<double>& analytic) {
@@ -251,8 +252,8 @@ TEST_CASE("every backward agrees with the fp64 reference on awkward shapes") {
           v(vd.begin(), vd.end()), d_out(dod.begin(), dod.end());
       const std::vector<double> q64(q.begin(), q.end()), k64(k.begin(), k.end()),
           v64(v.begin(), v.end()), do64(d_out.begin(), d_out.end());
-      const auto ref =
-          sdpa::reference_attention_backward(s, q64, k64, v64, do64, c.scale, c.causal);
+      const auto ref = sdpa::reference_attention_backward(s, q64, k64, v64, do64, c.scale,
+                                                          sdpa::Mask{.causal = c.causal});
 
       sdpa::GradProbes probes(s.rows());
       const auto [out, lse, dq, dk, dv] =
@@ -283,7 +284,7 @@ TEST_CASE("every backward agrees with the fp64 reference on awkward shapes") {
       const auto ref_probes = reference_probes(s, q, k, v, d_out, c.scale, c.causal);
       for (std::int64_t r = 0; r < s.rows(); ++r) {
         CAPTURE(r);
-        CHECK(probes.visible[r] == sdpa::visible_keys(s, c.causal, r % s.n_q));
+        CHECK(probes.visible[r] == sdpa::Mask{.causal = c.causal}.visible(s, r % s.n_q).end);
         CHECK(probes.participating[r] <= probes.visible[r]);
         CHECK(std::abs(probes.ds_max_abs[r] - ref_probes.ds_max_abs[r]) <= bound.ds_max[r]);
         CHECK(std::abs(std::sqrt(probes.ds_sumsq[r]) - std::sqrt(ref_probes.ds_sumsq[r])) <=

@@ -124,8 +124,7 @@ struct Citation {
 // Every (docs/<page>.md, "Section") in a source's text, also inside a string literal
 // (\"Section\") and also where a comment wraps between the page and the name or inside the name.
 std::vector<Citation> citations_in(const std::string& text) {
-  static const std::regex cited(
-      "docs/([a-z0-9_/-]+\\.md),\\s*(//\\s*)?\\\\?\"([^\"\\\\]+)\\\\?\"");
+  static const std::regex cited("docs/([a-z0-9_/-]+\\.md),\\s*(//\\s*)?\\\\?\"([^\"\\\\]+)\\\\?\"");
   static const std::regex comment_break("\\s*\n\\s*//\\s*");
   std::vector<Citation> out;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), cited);

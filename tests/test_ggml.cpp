@@ -90,16 +90,16 @@ Problem make_problem(const Case& c, const Format& f) {
   }
   pr.scale = float(1 / std::sqrt(double(s.d_k)));
   const double c_abs = std::abs(double(pr.scale));
-  pr.out =
-      sdpa::reference_attention(s, std::vector<double>(pr.q.begin(), pr.q.end()),
-                                std::vector<double>(pr.k.begin(), pr.k.end()),
-                                std::vector<double>(pr.v.begin(), pr.v.end()), pr.scale, c.causal)
-          .out;
+  pr.out = sdpa::reference_attention(s, std::vector<double>(pr.q.begin(), pr.q.end()),
+                                     std::vector<double>(pr.k.begin(), pr.k.end()),
+                                     std::vector<double>(pr.v.begin(), pr.v.end()), pr.scale,
+                                     sdpa::Mask{.causal = c.causal})
+               .out;
   pr.tol.assign(s.out_elements(), 0);
   std::vector<double> eq(s.d_k), ek(s.d_k), ev(s.d_v);
   for (std::int64_t r = 0; r < s.rows(); ++r) {
     const std::int64_t b = s.kv_head(r / s.n_q);
-    const std::int64_t n = sdpa::visible_keys(s, c.causal, r % s.n_q);
+    const std::int64_t n = sdpa::Mask{.causal = c.causal}.visible(s, r % s.n_q).end;
     if (n == 0) continue;  // fully masked: exact zeros expected
     const float* q = pr.q.data() + r * s.d_k;
     const float* k = pr.k.data() + b * s.n_kv * s.d_k;
@@ -146,7 +146,7 @@ std::vector<float> run(const sdpa::Kernel& kern, const Problem& pr, const Case& 
                       .v = pr.v.data(),
                       .out = out.data(),
                       .scale = pr.scale,
-                      .causal = c.causal,
+                      .mask = {.causal = c.causal},
                       .threads = threads};
   std::unique_ptr<sdpa::StoredKv> kv;
   if (stored && kern.store_kv) kv = kern.store_kv(a);
@@ -162,7 +162,7 @@ void check_case(const Case& c) {
   for (const Format& f : kFormats) {
     const sdpa::Kernel* kern = sdpa::find_kernel(f.kernel);
     if (!kern) continue;  // a build without ggml: the test below says whether it should have it
-    if (!kern->refuses(c.shape).empty()) continue;
+    if (!kern->refusal(c.shape, {}, {}).empty()) continue;
     const Shape& s = c.shape;
     INFO(f.kernel, " bh=", s.batch_heads, " group=", s.group, " n_q=", s.n_q, " n_kv=", s.n_kv,
          " d_k=", s.d_k, " d_v=", s.d_v, c.causal ? " causal" : "");
@@ -240,13 +240,13 @@ TEST_CASE("ggml entries refuse by name what they cannot do") {
   const sdpa::Kernel* q8 = sdpa::find_kernel("ggml-kv-q8_0");
   if (!q8) return;  // no ggml in this build
   const Shape odd{.batch_heads = 2, .n_q = 1, .n_kv = 5, .d_k = 24, .d_v = 32};
-  CHECK(q8->refuses(odd) ==
+  CHECK(q8->refusal(odd, {}, {}) ==
         "ggml's q8_0 stores rows in blocks of 32 values: d_k (24) and d_v (32) must be "
         "multiples of 32");
   std::vector<float> x(odd.k_elements(), 0.5f), out(odd.out_elements()), lse(odd.rows());
   sdpa::ForwardArgs a{.shape = odd, .q = x.data(), .k = x.data(), .v = x.data(), .out = out.data()};
-  CHECK_THROWS_WITH_AS(q8->forward(a), q8->refuses(odd).c_str(), std::invalid_argument);
-  CHECK(sdpa::find_kernel("ggml-kv-f16")->refuses(odd).empty());
+  CHECK_THROWS_WITH_AS(q8->forward(a), q8->refusal(odd, {}, {}).c_str(), std::invalid_argument);
+  CHECK(sdpa::find_kernel("ggml-kv-f16")->refusal(odd, {}, {}).empty());
   // No row log-sum-exp from ggml: a call asking for one is refused, not filled in another way.
   const Shape s{.batch_heads = 2, .n_q = 1, .n_kv = 5, .d_k = 32, .d_v = 32};
   std::vector<float> y(s.k_elements(), 0.5f), o(s.out_elements());

@@ -110,8 +110,8 @@ Problem make_problem(const Case& c) {
   pr.scale = float(c.scale ? c.scale : 1.0 / std::sqrt(double(c.shape.d_k)));
   const Shape& s = c.shape;
   const double scale = pr.scale;
-  const auto ref =
-      sdpa::reference_attention(s, widen(pr.q), widen(pr.k), widen(pr.v), scale, c.causal);
+  const auto ref = sdpa::reference_attention(s, widen(pr.q), widen(pr.k), widen(pr.v), scale,
+                                             sdpa::Mask{.causal = c.causal});
   Expected& w = pr.want;
   w.out = ref.out;
   w.lse = ref.lse;
@@ -125,7 +125,7 @@ Problem make_problem(const Case& c) {
   std::vector<double> e;
   for (std::int64_t r = 0; r < s.rows(); ++r) {
     const std::int64_t kv = s.kv_head(r / s.n_q), i = r % s.n_q;
-    const std::int64_t n = sdpa::visible_keys(s, c.causal, i);
+    const std::int64_t n = sdpa::Mask{.causal = c.causal}.visible(s, i).end;
     if (n == 0) continue;  // fully masked: exact zeros expected
     const RowScores row =
         row_scores(pr.q.data() + r * s.d_k, pr.k.data() + kv * s.n_kv * s.d_k, s.d_k, n, scale);
@@ -216,7 +216,7 @@ void check_kernel(const sdpa::Kernel& kern, const Problem& pr) {
                          .out = out.data(),
                          .lse = lse.data(),
                          .scale = pr.scale,
-                         .causal = pr.c.causal,
+                         .mask = {.causal = pr.c.causal},
                          .threads = pr.c.threads};
   kern.forward(args);
 
@@ -393,8 +393,8 @@ TEST_CASE("the fp64 reference and the reference kernel are attention's formula i
     INFO("bh=", s.batch_heads, " group=", s.group, " n_q=", s.n_q, " n_kv=", s.n_kv, " d_k=", s.d_k,
          " d_v=", s.d_v, c.causal ? " causal" : "");
     const Direct want = direct_attention(s, in, scale, c.causal);
-    const auto fp64 =
-        sdpa::reference_attention(s, widen(in.q), widen(in.k), widen(in.v), scale, c.causal);
+    const auto fp64 = sdpa::reference_attention(s, widen(in.q), widen(in.k), widen(in.v), scale,
+                                                sdpa::Mask{.causal = c.causal});
     std::vector<float> out(std::size_t(s.out_elements()), NAN), lse(std::size_t(s.rows()), NAN);
     sdpa::find_kernel("reference")
         ->forward({.shape = s,
@@ -404,7 +404,7 @@ TEST_CASE("the fp64 reference and the reference kernel are attention's formula i
                    .out = out.data(),
                    .lse = lse.data(),
                    .scale = scale,
-                   .causal = c.causal});
+                   .mask = {.causal = c.causal}});
     std::int64_t bad64 = 0, bad32 = 0;
     for (std::int64_t r = 0; r < s.rows(); ++r) {
       const long double n = s.n_kv, e = want.e_max[std::size_t(r)];
@@ -554,7 +554,7 @@ TEST_CASE("fully masked rows give output 0, lse -inf and empty probes") {
                   .out = out.data(),
                   .lse = lse.data(),
                   .scale = 0.5f,
-                  .causal = true,
+                  .mask = {.causal = true},
                   .threads = 1,
                   .probes = &probes});
     for (std::int64_t r = 0; r < s.rows(); ++r) {
@@ -582,8 +582,8 @@ TEST_CASE("scores that overflow fp32 give a non-finite output, not an empty row"
     for (std::size_t i = 0; i < q.size(); ++i) q[i] = 0.5f * float(1 + i % 3);
     for (std::size_t i = 0; i < k.size(); ++i) k[i] = 1e38f * float(1 + i % 3);
     for (const sdpa::Kernel& kern : kernels_under_test()) {
-      if (kern.fp64) continue;  // the oracle computes in double: no overflow
-      if (kern.refuses && !kern.refuses(s).empty()) continue;  // a block format's row length
+      if (kern.fp64) continue;                         // the oracle computes in double: no overflow
+      if (!kern.refusal(s, {}, {}).empty()) continue;  // a block format's row length
       INFO(kern.name, " n_q=", n_q);
       std::vector<float> out(s.out_elements()), lse(s.rows());
       kern.forward({.shape = s,
@@ -631,7 +631,7 @@ TEST_CASE("the tiled rungs give the same bits on any thread count") {
                       .out = r.out.data(),
                       .lse = r.lse.data(),
                       .scale = 0.2f,
-                      .causal = true,
+                      .mask = {.causal = true},
                       .threads = threads,
                       .probes = &r.probes});
         runs.push_back(std::move(r));
@@ -661,8 +661,10 @@ TEST_CASE("a grouped shape and its heads repeated per query head give the same a
     k_rep.insert(k_rep.end(), k.begin() + kv * 20 * 8, k.begin() + (kv + 1) * 20 * 8);
     v_rep.insert(v_rep.end(), v.begin() + kv * 20 * 5, v.begin() + (kv + 1) * 20 * 5);
   }
-  const auto want = sdpa::reference_attention(repeated, widen(q), k_rep, v_rep, 0.3, true);
-  const auto got = sdpa::reference_attention(grouped, widen(q), widen(k), widen(v), 0.3, true);
+  const auto want =
+      sdpa::reference_attention(repeated, widen(q), k_rep, v_rep, 0.3, sdpa::Mask{.causal = true});
+  const auto got = sdpa::reference_attention(grouped, widen(q), widen(k), widen(v), 0.3,
+                                             sdpa::Mask{.causal = true});
   CHECK(got.out == want.out);
   CHECK(got.lse == want.lse);
 }

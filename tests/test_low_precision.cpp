@@ -212,10 +212,10 @@ Problem make_problem(const Case& c, const Rounding& rounding = kBf16Rounding, bo
   const RoundedInputs in =
       int8 ? int8_inputs(s, pr.q, pr.k, pr.v, pr.scale) : RoundedInputs{pr.q, pr.k, pr.v, pr.scale};
   const double scale = in.scale;
-  const auto ref =
-      sdpa::reference_attention(s, std::vector<double>(in.q.begin(), in.q.end()),
-                                std::vector<double>(in.k.begin(), in.k.end()),
-                                std::vector<double>(in.v.begin(), in.v.end()), scale, c.causal);
+  const auto ref = sdpa::reference_attention(s, std::vector<double>(in.q.begin(), in.q.end()),
+                                             std::vector<double>(in.k.begin(), in.k.end()),
+                                             std::vector<double>(in.v.begin(), in.v.end()), scale,
+                                             sdpa::Mask{.causal = c.causal});
   pr.out = ref.out;
   pr.lse = ref.lse;
   pr.out_tol.assign(s.out_elements(), 0);
@@ -227,7 +227,7 @@ Problem make_problem(const Case& c, const Rounding& rounding = kBf16Rounding, bo
   double worst_first_order = 0;
   for (std::int64_t r = 0; r < s.rows(); ++r) {
     const std::int64_t b = s.kv_head(r / s.n_q), i = r % s.n_q;
-    const std::int64_t n = sdpa::visible_keys(s, c.causal, i);
+    const std::int64_t n = sdpa::Mask{.causal = c.causal}.visible(s, i).end;
     if (n == 0) continue;  // fully masked: exact zeros expected
     const RowScores row =
         row_scores(in.q.data() + r * s.d_k, in.k.data() + b * s.n_kv * s.d_k, s.d_k, n, scale);
@@ -296,7 +296,7 @@ Outputs run(const sdpa::Kernel& kern, const Problem& pr, int threads,
                 .out = o.out.data(),
                 .lse = o.lse.data(),
                 .scale = pr.scale,
-                .causal = pr.c.causal,
+                .mask = {.causal = pr.c.causal},
                 .threads = threads,
                 .probes = probes});
   return o;
@@ -316,7 +316,7 @@ std::vector<float> plain_composition(const Problem& pr) {
   std::vector<float> sc, p;
   for (std::int64_t r = 0; r < s.rows(); ++r) {
     const std::int64_t b = s.kv_head(r / s.n_q), i = r % s.n_q;
-    const std::int64_t n = sdpa::visible_keys(s, pr.c.causal, i);
+    const std::int64_t n = sdpa::Mask{.causal = pr.c.causal}.visible(s, i).end;
     if (n == 0) continue;
     sc.assign(n, 0.0f);
     for (std::int64_t j = 0; j < n; ++j) {
@@ -362,7 +362,7 @@ void check_probes(const Problem& pr, const sdpa::RowProbes& got) {
     std::int64_t bad = 0;
     double worst = 0;
     for (std::int64_t r = 0; r < s.rows(); ++r) {
-      if (sdpa::visible_keys(s, pr.c.causal, r % s.n_q) == 0) continue;
+      if (sdpa::Mask{.causal = pr.c.causal}.visible(s, r % s.n_q).end == 0) continue;
       const double err = std::abs(p.got[r] - p.want[r]);
       const double ratio = err == 0 ? 0 : err / p.tol[r];
       bad += !(ratio <= 1);
@@ -628,7 +628,7 @@ void check_kv_case(const Case& c) {
     CHECK_MESSAGE(same_bits(got.lse, want.lse), "lse differs from flash on rounded K, V");
     sdpa::ForwardArgs args{.shape = s, .q = pr.q.data(), .k = pr.k.data(), .v = pr.v.data()};
     args.scale = pr.scale;
-    args.causal = c.causal;
+    args.mask.causal = c.causal;
     const auto stored = kern->store_kv(args);
     for (int threads : {2, 3}) {
       Outputs o{std::vector<float>(s.out_elements()), std::vector<float>(s.rows())};
@@ -703,7 +703,7 @@ TEST_CASE("the registry has K/V storage entries on every target, with their byte
     CHECK(bool(best->store_kv));
     CHECK(best->kv_element_bytes == 2);
     const Shape s{.batch_heads = 4, .n_q = 1, .n_kv = 100, .d_k = 8, .d_v = 8, .group = 2};
-    CHECK(best->bytes(s) == 4.0 * (4 * 8 + 4 * 8) + 2.0 * (2 * 100 * 16));
+    CHECK(best->bytes(s, {}) == 4.0 * (4 * 8 + 4 * 8) + 2.0 * (2 * 100 * 16));
   }
   for (const auto& t : sdpa::simd_targets())
     if (t.isa != "scalar") CHECK_MESSAGE(sdpa::find_kernel("flash-kv-f16@" + t.isa), t.isa);
@@ -773,14 +773,14 @@ struct Int8Bound {
 Int8Bound int8_bound(const Problem& pr) {
   const Shape& s = pr.c.shape;
   const double c = pr.scale;
-  Int8Bound bound{
-      sdpa::reference_attention(s, std::vector<double>(pr.q.begin(), pr.q.end()),
-                                std::vector<double>(pr.k.begin(), pr.k.end()),
-                                std::vector<double>(pr.v.begin(), pr.v.end()), c, pr.c.causal),
-      std::vector<double>(s.out_elements(), 0), std::vector<double>(s.rows(), 0)};
+  Int8Bound bound{sdpa::reference_attention(s, std::vector<double>(pr.q.begin(), pr.q.end()),
+                                            std::vector<double>(pr.k.begin(), pr.k.end()),
+                                            std::vector<double>(pr.v.begin(), pr.v.end()), c,
+                                            sdpa::Mask{.causal = pr.c.causal}),
+                  std::vector<double>(s.out_elements(), 0), std::vector<double>(s.rows(), 0)};
   for (std::int64_t r = 0; r < s.rows(); ++r) {
     const std::int64_t b = s.kv_head(r / s.n_q);
-    const std::int64_t n = sdpa::visible_keys(s, pr.c.causal, r % s.n_q);
+    const std::int64_t n = sdpa::Mask{.causal = pr.c.causal}.visible(s, r % s.n_q).end;
     if (n == 0) continue;  // fully masked: exact zeros expected
     const float* q = pr.q.data() + r * s.d_k;
     const float* k = pr.k.data() + b * s.n_kv * s.d_k;
@@ -859,7 +859,7 @@ void check_int8_case(const Case& c) {
     INFO(kern->name, " on ", describe(c), " group=", s.group);
     sdpa::ForwardArgs args{.shape = s, .q = pr.q.data(), .k = pr.k.data(), .v = pr.v.data()};
     args.scale = pr.scale;
-    args.causal = c.causal;
+    args.mask.causal = c.causal;
     const Outputs got = run_args(*kern, args);
     check_bound(got, pr);
     check_int8_bound(got, pr, bound);
@@ -1000,7 +1000,7 @@ TEST_CASE("the int8 K/V kernel: registry entries and bytes") {
     CHECK(avx2->peak_isa == (has(Int8Dots::avx2, "avx2") ? "avx2-int8" : ""));
   // A byte per element and a 4-byte scale per row of K and of V.
   const Shape s{.batch_heads = 4, .n_q = 1, .n_kv = 100, .d_k = 8, .d_v = 8, .group = 2};
-  CHECK(best->bytes(s) == 4.0 * (4 * 8 + 4 * 8) + 1.0 * (2 * 100 * 16) + 4.0 * 2 * (2 * 100));
+  CHECK(best->bytes(s, {}) == 4.0 * (4 * 8 + 4 * 8) + 1.0 * (2 * 100 * 16) + 4.0 * 2 * (2 * 100));
 }
 
 TEST_CASE("the int8 K/V kernel is within its bounds, thread-count and ISA independent") {
@@ -1109,7 +1109,8 @@ TEST_CASE("the int8 K/V entries at +-127 everywhere: near fp64, the same bits as
         Shape{.batch_heads = 6, .n_q = 3, .n_kv = 17, .d_k = 36, .d_v = 16, .group = 2}}) {
     const auto q = signs(s.q_elements()), k = signs(s.k_elements()), v = signs(s.v_elements());
     const float scale = 1.0f / std::sqrt(float(s.d_k));
-    const auto ref = sdpa::reference_attention(s, wide(q), wide(k), wide(v), scale, false);
+    const auto ref =
+        sdpa::reference_attention(s, wide(q), wide(k), wide(v), scale, sdpa::Mask{.causal = false});
     for (const auto* kern : int8_kernels()) {
       INFO(kern->name, " bh=", s.batch_heads, " n_q=", s.n_q, " n_kv=", s.n_kv, " d_k=", s.d_k);
       sdpa::ForwardArgs args{.shape = s, .q = q.data(), .k = k.data(), .v = v.data()};

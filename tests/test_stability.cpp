@@ -189,12 +189,12 @@ TEST_CASE("the largest attention logit read off the probes is the largest scaled
   const float scale = 0.5f;
   sdpa::ForwardArgs fwd{
       .shape = shape, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
-  fwd.lse = lse.data(), fwd.scale = scale, fwd.causal = true, fwd.probes = &probes;
+  fwd.lse = lse.data(), fwd.scale = scale, fwd.mask.causal = true, fwd.probes = &probes;
   sdpa::find_kernel("naive")->forward(fwd);
   double largest = -1e300;
   for (std::int64_t b = 0; b < shape.batch_heads; ++b)
     for (std::int64_t i = 0; i < shape.n_q; ++i)
-      for (std::int64_t j = 0; j < sdpa::visible_keys(shape, true, i); ++j) {
+      for (std::int64_t j = 0; j < sdpa::Mask{.causal = true}.visible(shape, i).end; ++j) {
         double s = 0;
         for (std::int64_t c = 0; c < shape.d_k; ++c)
           s += double(q[(b * shape.n_q + i) * shape.d_k + c]) *

@@ -81,7 +81,7 @@ TEST_CASE("timing: a grouped decode cell carries its memory roofline") {
   CHECK(flops == 8 * 40 * 2.0 * (8 + 4));  // every key of the cache: not halved by the mask
   // Q and O per query head, K and V once per K/V head (4 of them), fp32.
   CHECK(bytes == 4.0 * (8 * 8 + 4 * 40 * 8 + 4 * 40 * 4 + 8 * 4));
-  CHECK(bytes == sdpa::forward_bytes(shape));
+  CHECK(bytes == sdpa::forward_bytes(shape, sdpa::Mask{.causal = true}));
   CHECK(r["intensity"].get<double>() == doctest::Approx(flops / bytes));
   const double median = r["time_s"]["value"];
   CHECK(r["gbs"]["value"].get<double>() == doctest::Approx(bytes / median / 1e9));
@@ -99,13 +99,15 @@ TEST_CASE("timing: a grouped decode cell carries its memory roofline") {
 TEST_CASE("flops: the causal mask's exact count of visible pairs") {
   // Square: row i sees i + 1 keys, n (n + 1) / 2 pairs. Decode: n_q queries at the end of a
   // cache of n_kv see n_kv - n_q + i + 1 keys each.
-  CHECK(sdpa::forward_flops({.n_q = 10, .n_kv = 10, .d_k = 3, .d_v = 5}, true) == 55 * 2.0 * 8);
-  CHECK(sdpa::forward_flops({.n_q = 4, .n_kv = 100, .d_k = 3, .d_v = 5}, true) ==
-        (97 + 98 + 99 + 100) * 2.0 * 8);
-  CHECK(sdpa::forward_flops({.batch_heads = 3, .n_q = 4, .n_kv = 100, .d_k = 3, .d_v = 5}, false) ==
-        3 * 400 * 2.0 * 8);
+  CHECK(sdpa::forward_flops({.n_q = 10, .n_kv = 10, .d_k = 3, .d_v = 5},
+                            sdpa::Mask{.causal = true}) == 55 * 2.0 * 8);
+  CHECK(sdpa::forward_flops({.n_q = 4, .n_kv = 100, .d_k = 3, .d_v = 5},
+                            sdpa::Mask{.causal = true}) == (97 + 98 + 99 + 100) * 2.0 * 8);
+  CHECK(sdpa::forward_flops({.batch_heads = 3, .n_q = 4, .n_kv = 100, .d_k = 3, .d_v = 5},
+                            sdpa::Mask{.causal = false}) == 3 * 400 * 2.0 * 8);
   // More queries than keys: the first rows see nothing.
-  CHECK(sdpa::forward_flops({.n_q = 5, .n_kv = 2, .d_k = 1, .d_v = 1}, true) == (1 + 2) * 2.0 * 2);
+  CHECK(sdpa::forward_flops({.n_q = 5, .n_kv = 2, .d_k = 1, .d_v = 1},
+                            sdpa::Mask{.causal = true}) == (1 + 2) * 2.0 * 2);
 }
 
 TEST_CASE("timing: another machine's kernel validates and its cells are recorded as not run") {
@@ -226,7 +228,7 @@ TEST_CASE("timing: every repetition kept, statistics and % of peak from the run'
   REQUIRE(records.size() == 2);
   const auto& r = records[1];
   CHECK(r["threads"] == 1);
-  CHECK(r["flops"] == sdpa::forward_flops({1, 16, 24, 8, 4}, true));
+  CHECK(r["flops"] == sdpa::forward_flops({1, 16, 24, 8, 4}, sdpa::Mask{.causal = true}));
   CHECK(r["benchmark_name"].get<std::string>().rfind(
             "naive/forward/bh:1/nq:16/nkv:24/dk:8/dv:4/causal:1/threads:1", 0) == 0);
   const auto& t = r["time_s"];

@@ -139,7 +139,7 @@ TEST_CASE("the memory a large forward takes is its kernel's formula, n_q x n_kv 
   const sdpa::Shape shape{.n_q = 4000, .n_kv = 4000, .d_k = 16, .d_v = 16};
   constexpr double kUncounted = 16 << 20;
   for (const sdpa::Kernel& kern : kernels_under_test()) {
-    if (kern.refuses && !kern.refuses(shape).empty()) continue;  // a block format's row length
+    if (!kern.refusal(shape, {}, {}).empty()) continue;  // a block format's row length
     const double formula = kern.workspace_bytes(shape, sdpa::Pass::forward, 2);
     const double growth = resident_growth_of_forward(kern, shape);
     CAPTURE(kern.name);
@@ -156,7 +156,7 @@ TEST_CASE("every kernel's workspace formula covers what its calls allocate, and 
   Tensors t(shape);
   for (const sdpa::Kernel& kern : kernels_under_test()) {
     REQUIRE_MESSAGE(bool(kern.workspace), kern.name);
-    if (kern.refuses && !kern.refuses(shape).empty()) continue;  // a block format's row length
+    if (!kern.refusal(shape, {}, {}).empty()) continue;  // a block format's row length
     for (int threads : {1, 3}) {
       const sdpa::ForwardArgs fwd{.shape = shape,
                                   .q = t.q.data(),
@@ -165,7 +165,7 @@ TEST_CASE("every kernel's workspace formula covers what its calls allocate, and 
                                   .out = t.out.data(),
                                   .lse = kern.row_statistics ? t.lse.data() : nullptr,
                                   .scale = 0.2f,
-                                  .causal = true,
+                                  .mask = {.causal = true},
                                   .threads = threads};
       const auto check = [&](sdpa::Pass pass, const Allocated& a) {
         const double formula = kern.workspace_bytes(shape, pass, threads);

@@ -52,7 +52,8 @@ TrialGradients run_trial(const GradientCell& c, const Kernel& kernel, const Stre
   std::vector<float> out(shape.out_elements()), lse(shape.rows());
   RowProbes probes(shape.rows());
   ForwardArgs fwd{.shape = shape, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
-  fwd.lse = lse.data(), fwd.scale = float(c.scale), fwd.causal = c.causal, fwd.probes = &probes;
+  fwd.lse = lse.data(), fwd.scale = float(c.scale), fwd.mask.causal = c.causal,
+  fwd.probes = &probes;
   kernel.forward(fwd);
 
   std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());

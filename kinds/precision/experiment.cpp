@@ -240,7 +240,7 @@ TrialErrors run_trial(const AttentionCell& c, const Kernel& kernel, const Stream
   }
   t.nonfinite_rows /= double(shape.rows());
   const auto qd = widen(q), kd = widen(k), vd = widen(v), got = widen(out), got_lse = widen(lse);
-  const auto ref = reference_attention(shape, qd, kd, vd, scale, false);
+  const auto ref = reference_attention(shape, qd, kd, vd, scale, Mask::full());
   t.total = compare(shape, got, got_lse, ref, finite);
   double score2 = 0;
   for (std::int64_t r = 0; r < shape.rows(); ++r)
@@ -254,7 +254,7 @@ TrialErrors run_trial(const AttentionCell& c, const Kernel& kernel, const Stream
   const StoredFormats* f = stored_formats(kernel.precision);
   if (!f) return t;  // a storage that is not a rounding per value: the total only
   const auto stored = reference_attention(shape, rounded(q, c.d_k, f->q), rounded(k, c.d_k, f->k),
-                                          rounded(v, c.d_k, f->v), scale, false);
+                                          rounded(v, c.d_k, f->v), scale, Mask::full());
   t.inputs = compare(shape, stored.out, stored.lse, ref, all);
   t.kernel = compare(shape, got, got_lse, stored, finite);
   const Predicted p = predict(shape, qd, kd, vd, ref, scale, *f);

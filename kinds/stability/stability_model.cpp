@@ -127,7 +127,7 @@ Matrix block_forward(const Parameters& p, std::int64_t l, const Matrix& x, const
                   .k = t.k_heads.data(),
                   .v = t.v_heads.data(),
                   .out = t.out.data()};
-  fwd.lse = t.lse.data(), fwd.causal = true, fwd.probes = stats ? &probes : nullptr;
+  fwd.lse = t.lse.data(), fwd.mask.causal = true, fwd.probes = stats ? &probes : nullptr;
   fwd.scale = float(scheme_scale(core.scheme, double(d_k), double(n)));
   core.kernel->forward(fwd);
   if (stats) *stats = attention_stats(probes, t.lse);
@@ -166,7 +166,7 @@ Matrix block_backward(const Parameters& p, std::int64_t l, const Matrix& d_out, 
                    .d_q = dq.data(),
                    .d_k = dk.data(),
                    .d_v = dv.data()};
-  bwd.scale = float(scheme_scale(core.scheme, double(d_k), double(n))), bwd.causal = true;
+  bwd.scale = float(scheme_scale(core.scheme, double(d_k), double(n))), bwd.mask.causal = true;
   core.kernel->backward(bwd);
   Matrix grad_q = from_heads(dq, t.shape.n_q, heads, d_k);
   Matrix grad_k = from_heads(dk, n, heads, d_k);

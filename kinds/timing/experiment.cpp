@@ -50,20 +50,21 @@ struct TimingCell {
         direction(p["direction"]),
         threads(resolve_threads(p["threads"], run_threads)) {}
 
+  Mask mask() const { return {.causal = causal}; }
   bool needs_backward() const { return direction != "forward"; }
   // "both" times one call of each. Another machine's kernel is credited by the same convention
   // (Kernel::flops is one formula for every kernel), so its record compares with that machine's.
   double flops() const {
     const Kernel elsewhere{};
     const Kernel& k = kernel ? *kernel : elsewhere;
-    return (direction == "backward" ? 0 : k.flops(shape, causal, Pass::forward)) +
-           (direction == "forward" ? 0 : k.flops(shape, causal, Pass::backward));
+    return (direction == "backward" ? 0 : k.flops(shape, mask(), Pass::forward)) +
+           (direction == "forward" ? 0 : k.flops(shape, mask(), Pass::backward));
   }
   // Bytes one call must move, each tensor once at its storage width (Kernel::bytes: fp32, K and
   // V at the kernel's K/V format): a backward reads Q, K, V, O and dO and writes dQ, dK, dV,
   // shaped like them: twice the forward's.
   double bytes() const {
-    const double forward = kernel ? kernel->bytes(shape) : forward_bytes(shape);
+    const double forward = kernel ? kernel->bytes(shape, mask()) : forward_bytes(shape, mask());
     return (direction == "backward" ? 0 : forward) + (direction == "forward" ? 0 : 2 * forward);
   }
   // The tensors, and the larger workspace of the calls made: a backward cell calls the forward
@@ -168,7 +169,7 @@ std::function<void()> timed_call(const TimingCell& c, Tensors& t) {
   ForwardArgs f{
       .shape = c.shape, .q = t.q.data(), .k = t.k.data(), .v = t.v.data(), .out = t.out.data()};
   f.scale = float(1 / std::sqrt(double(c.shape.d_k)));
-  f.causal = c.causal;
+  f.mask = c.mask();
   f.threads = c.threads;
   // A kernel with a K/V storage format reads K and V stored once, before the timed calls, as
   // an inference engine's KV cache is (the lambda keeps the storage alive).
@@ -356,7 +357,8 @@ std::vector<std::string> check_timing(const json& e) {
 std::string timing_cell_problem(const json& params, const json& cell) {
   const Kernel* k = find_kernel(cell["kernel"].get<std::string>());  // null: another machine's
   if (!k || !k->refuses) return "";
-  const std::string why = k->refuses(TimingCell(cell, 1).shape);
+  const TimingCell c(cell, 1);
+  const std::string why = k->refuses(c.shape, c.mask(), {});
   return why.empty() ? ""
                      : cell_path(params, cell, "kernel") + ": kernel " + cell["kernel"].dump() +
                            " cannot run the cell with d_k " + cell["d_k"].dump() + ", d_v " +

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "sdpa/mask.hpp"
+
 namespace sdpa {
 
 struct Shape {
@@ -42,19 +44,12 @@ struct Shape {
   std::int64_t out_elements() const { return batch_heads * n_q * d_v; }
 };
 
-// With causal masking, query row i sees keys j <= i + (n_kv - n_q) (aligned to the end, as in
-// decoding with a KV cache). Returns how many keys row i sees; 0 means a fully masked row,
-// whose output is defined as 0 and whose lse is -inf.
-inline std::int64_t visible_keys(const Shape& s, bool causal, std::int64_t i) {
-  if (!causal) return s.n_kv;
-  const std::int64_t last = i + (s.n_kv - s.n_q);
-  return last < 0 ? 0 : (last + 1 < s.n_kv ? last + 1 : s.n_kv);
-}
-
 // Statistics a forward kernel fills per query row while it runs (docs/design.md, "Probes"), so
-// every experiment can measure any variant without an N x N matrix. Scores here are the scaled
-// scores s = scale * q.k of the visible keys. A kernel writes only its own rows, so the
-// pooled values (`pooled()`) are summed in row order: identical on any thread count.
+// every experiment can measure any variant without an N x N matrix. Scores here are the logits
+// the softmax sees (sdpa/mask.hpp: the scaled scores after the soft-cap and ALiBi) of the
+// visible keys; the weights, entropy and sums of p^2 and p^3 count a sink as one more outcome. A
+// kernel writes only its own rows, so the pooled values (`pooled()`) are summed in row order:
+// identical on any thread count.
 struct RowProbes {
   explicit RowProbes(std::int64_t rows = 0) { resize(rows); }
   void resize(std::int64_t rows);
@@ -90,7 +85,8 @@ struct ForwardArgs {
   float* out = nullptr;      // [batch_heads, n_q, d_v]
   float* lse = nullptr;      // optional [batch_heads, n_q]: row log-sum-exp of the scaled scores
   float scale = 1.0f;
-  bool causal = false;
+  Mask mask;
+  ScoreMod score_mod;
   int threads = 1;
   RowProbes* probes = nullptr;  // optional; sized shape.rows()
   // Optional, for kernels with Kernel::store_kv: k and v as that kernel stored them (the same
@@ -100,7 +96,8 @@ struct ForwardArgs {
 };
 
 // Statistics a backward kernel fills per query row: the gradient dS_j = dL/ds_j reaching the
-// row's scaled scores s_j (the gradient at the raw scores q.k is scale * dS).
+// row's scaled scores s_j = scale q.k (through the soft-cap's derivative where there is one;
+// the gradient at the raw scores q.k is scale * dS).
 struct GradProbes {
   explicit GradProbes(std::int64_t rows = 0) { resize(rows); }
   void resize(std::int64_t rows);
@@ -126,9 +123,13 @@ struct BackwardArgs {
   float* d_k = nullptr;  // shaped like k: summed over the query heads of each K/V head's group
   float* d_v = nullptr;
   float scale = 1.0f;
-  bool causal = false;
+  Mask mask;
+  ScoreMod score_mod;
   int threads = 1;
   GradProbes* probes = nullptr;  // optional; sized shape.rows()
+  // Optional, with score_mod.sinks: dL/d sink per entry of score_mod.sinks (a learned sink),
+  // summed over the rows and batches that read it.
+  float* d_sinks = nullptr;
 };
 
 // The backward of a forward call: its shape, inputs, output, lse, scale, mask and threads, with
@@ -146,7 +147,8 @@ inline BackwardArgs backward_of(const ForwardArgs& f, const float* d_out, float*
           .d_k = d_k,
           .d_v = d_v,
           .scale = f.scale,
-          .causal = f.causal,
+          .mask = f.mask,
+          .score_mod = f.score_mod,
           .threads = f.threads};
 }
 
@@ -159,17 +161,20 @@ using BackwardFn = void (*)(const BackwardArgs&);
 enum class Pass { forward, backward };
 
 // FLOPs of one forward (docs/design.md, "Conventions"): 4 * d per visible (query, key) pair per
-// head, d the mean of d_k and d_v: N_q * N_kv pairs, and with the causal mask the exact count
-// (visible_keys summed over rows: N (N + 1) / 2 when square, the whole cache for one decode
-// query). A backward counts 2.5 forwards.
-double forward_flops(const Shape& shape, bool causal);
+// head, d the mean of d_k and d_v: N_q * N_kv pairs without a mask, and with one the exact count
+// (visible_pairs: N (N + 1) / 2 when square and causal, the whole cache for one decode query,
+// the window's pairs under a sliding window). A backward counts 2.5 forwards.
+double forward_flops(const Shape& shape, const Mask& mask);
 // Bytes one forward must move (docs/design.md, "Conventions for inference shapes and precision"):
 // Q, K, V and O at their storage width (fp32), each counted once, K and V once per K/V head (not
-// once per query head reading them). Arithmetic intensity is forward_flops / forward_bytes.
+// once per query head reading them) and only the keys some row sees (visible_keys_union: a
+// decode step with a 128-key window reads 128 keys of its cache). Arithmetic intensity is
+// forward_flops / forward_bytes.
 // kv_element_bytes: the storage width of K and V (2 for fp16 and bf16 K/V, 1 for int8);
 // kv_row_bytes: what each row of K and of V (a token in one K/V head) stores beside its elements
 // (4 for the fp32 scale of an int8 row).
-double forward_bytes(const Shape& shape, double kv_element_bytes = 4, double kv_row_bytes = 0);
+double forward_bytes(const Shape& shape, const Mask& mask, double kv_element_bytes = 4,
+                     double kv_row_bytes = 0);
 
 // Bytes one call allocates beyond its arguments when it runs on `threads` threads: the scores it
 // materialises (a row, a block of rows, or all n_q x n_kv of a head), packed blocks and
@@ -212,9 +217,13 @@ struct Kernel {
   // Whether forward fills lse and probes when asked; a peer that returns O only (ggml) refuses
   // such calls, and only the timing kind runs it.
   bool row_statistics = true;
-  // Why the kernel cannot run a shape, "" when it can (null: it runs every valid shape), e.g.
-  // a block format's row length. Config validation names it; forward throws it.
-  std::string (*refuses)(const Shape& shape) = nullptr;
+  // Why the kernel cannot run a shape with a mask and score modifier, "" when it can (null: it
+  // runs every valid one), e.g. a block format's row length, or a modifier a peer lacks.
+  // Config validation names it; forward throws it.
+  std::string (*refuses)(const Shape& shape, const Mask& mask, const ScoreMod& mod) = nullptr;
+  std::string refusal(const Shape& shape, const Mask& mask, const ScoreMod& mod) const {
+    return refuses ? refuses(shape, mask, mod) : "";
+  }
 
   double workspace_bytes(const Shape& shape, Pass pass, int threads) const {
     return workspace(shape, pass, threads);
@@ -223,11 +232,11 @@ struct Kernel {
   // that GFLOP/s compare across kernels (flash's single-pass backward does five tile products to
   // its forward's two: the 2.5, see kernels/flash_backward.cpp).
   // The bytes a forward must move, K and V at their storage width (sdpa::forward_bytes).
-  double bytes(const Shape& shape) const {
-    return forward_bytes(shape, kv_element_bytes, kv_row_bytes);
+  double bytes(const Shape& shape, const Mask& mask) const {
+    return forward_bytes(shape, mask, kv_element_bytes, kv_row_bytes);
   }
-  double flops(const Shape& shape, bool causal, Pass pass) const {
-    return forward_flops(shape, causal) * (pass == Pass::forward ? 1.0 : 2.5);
+  double flops(const Shape& shape, const Mask& mask, Pass pass) const {
+    return forward_flops(shape, mask) * (pass == Pass::forward ? 1.0 : 2.5);
   }
 };
 
@@ -246,21 +255,22 @@ std::optional<std::string> kernel_elsewhere(std::string_view name);
 // ---- the fp64 oracle, callable on double tensors (tests compare every variant with it)
 struct ReferenceResult {
   std::vector<double> out;  // [batch_heads, n_q, d_v]
-  std::vector<double> lse;  // [batch_heads, n_q]
+  std::vector<double> lse;  // [batch_heads, n_q], the sink included
 };
 ReferenceResult reference_attention(const Shape& shape, std::span<const double> q,
                                     std::span<const double> k, std::span<const double> v,
-                                    double scale, bool causal);
+                                    double scale, const Mask& mask, const ScoreMod& mod = {});
 
 struct ReferenceGradients {
   std::vector<double> d_q, d_k, d_v;  // shaped like q, k, v
+  std::vector<double> d_sinks;        // shaped like mod.sinks
 };
-// dQ, dK, dV of L = sum(O * dO), materialising S and P per batch-head, in double.
+// dQ, dK, dV (and d sinks) of L = sum(O * dO), materialising S and P per batch-head, in double.
 ReferenceGradients reference_attention_backward(const Shape& shape, std::span<const double> q,
                                                 std::span<const double> k,
                                                 std::span<const double> v,
                                                 std::span<const double> d_out, double scale,
-                                                bool causal);
+                                                const Mask& mask, const ScoreMod& mod = {});
 
 // ---- per-ISA helpers of the SIMD targets (Highway) this CPU runs, best first. isa names match
 // Kernel::isa: "avx512", "avx2", "sse4", ..., and "scalar" for the baseline fallback.
