@@ -141,16 +141,17 @@ json output_error(const TimingCell& c, const Tensors& t) {
   for (std::int64_t a = 0; a < heads; ++a)
     for (std::int64_t b = 0; b < rows; ++b) {
       const std::int64_t h = spread(s.batch_heads, a, heads), i = spread(s.n_q, b, rows);
-      const std::int64_t keys = visible_keys(s, c.causal, i);
+      const KeyRange seen = c.mask().visible(s, i);
+      const std::int64_t keys = seen.size();
       if (keys <= 0) continue;
       const float* qr = t.q.data() + (h * s.n_q + i) * s.d_k;
-      const float* kr = t.k.data() + s.kv_head(h) * s.n_kv * s.d_k;
-      const float* vr = t.v.data() + s.kv_head(h) * s.n_kv * s.d_v;
+      const float* kr = t.k.data() + (s.kv_head(h) * s.n_kv + seen.begin) * s.d_k;
+      const float* vr = t.v.data() + (s.kv_head(h) * s.n_kv + seen.begin) * s.d_v;
       std::copy(qr, qr + s.d_k, q.begin());
       k.assign(kr, kr + keys * s.d_k);
       v.assign(vr, vr + keys * s.d_v);
       const Shape row{.n_q = 1, .n_kv = keys, .d_k = s.d_k, .d_v = s.d_v};
-      const auto ref = reference_attention(row, q, k, v, 1 / std::sqrt(double(s.d_k)), false);
+      const auto ref = reference_attention(row, q, k, v, 1 / std::sqrt(double(s.d_k)), Mask::full());
       const float* o = t.out.data() + (h * s.n_q + i) * s.d_v;
       for (std::int64_t j = 0; j < s.d_v; ++j) {
         const double e = std::abs(double(o[j]) - ref.out[j]);
