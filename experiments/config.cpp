@@ -114,8 +114,7 @@ std::vector<std::string> semantic_problems(const json& doc, int threads) {
         if (elsewhere && k.find('@') == std::string::npos) {  // a peer this build lacks
           problems.push_back(at + grid_path(e, "kernel", j) + ": kernel \"" + k +
                              "\" cannot run here: " + *elsewhere +
-                             "; kind \"timing\" records "
-                             "its cells as not run, kind " +
+                             "; kind \"timing\" records its cells as not run, kind " +
                              e["kind"].dump() + " needs it");
           continue;
         }

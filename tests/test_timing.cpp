@@ -128,6 +128,8 @@ TEST_CASE("timing: another machine's kernel validates and its cells are recorded
   CHECK(records[0]["skipped"] == "not run: this CPU or build has no " + other);
   CHECK(records[0]["kernel_isa"] == other.substr(other.find('@') + 1));
   CHECK_FALSE(records[0].contains("time_s"));
+  // The record schema's environment, whole: a result file with this record must validate.
+  CHECK(records[0]["environment"].contains("load_average_end"));
   // Statistics need a kernel that runs here.
   CHECK(error_of(R"({"name": "a", "kind": "variance", "kernel": ")" + other + R"(", "d_k": 4})")
             .find("/experiments/0/kernel: unknown kernel \"" + other + "\"") != std::string::npos);
@@ -151,6 +153,7 @@ TEST_CASE("timing: a peer this build lacks validates and its cells are recorded 
       CHECK(records[0]["skipped"] == "not run: " + *why);
       CHECK(records[0]["kernel_isa"] == "");
       CHECK_FALSE(records[0].contains("time_s"));
+      CHECK(records[0]["environment"].contains("load_average_end"));
       // Statistics need a kernel that runs here; the message says why this one cannot.
       CHECK(error_of(R"({"name": "a", "kind": "variance", "kernel": ")" + std::string(name) +
                      R"(", "d_k": 4})")

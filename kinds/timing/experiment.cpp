@@ -271,6 +271,8 @@ json run_timing_cell(const CellContext& ctx) {
   if (!c.kernel) {
     // Another machine's ISA names itself; a peer this build lacks has none here.
     const auto at = c.kernel_name.find('@');
+    json environment = environment_at_start();
+    environment["load_average_end"] = environment["load_average_start"];  // nothing ran between
     return {{"threads", c.threads},
             {"kernel_isa", at == std::string::npos ? "" : c.kernel_name.substr(at + 1)},
             {"flops", c.flops()},
@@ -278,7 +280,7 @@ json run_timing_cell(const CellContext& ctx) {
             {"intensity", c.flops() / c.bytes()},
             {"benchmark_name", c.name()},
             {"skipped", "not run: " + kernel_elsewhere(c.kernel_name).value_or("")},
-            {"environment", environment_at_start()}};
+            {"environment", environment}};
   }
   RunShared alone;  // outside a run (tests): peaks and a session of this cell's own
   RunShared& shared = ctx.shared ? *ctx.shared : alone;
