@@ -85,8 +85,8 @@ struct ForwardArgs {
   float* out = nullptr;      // [batch_heads, n_q, d_v]
   float* lse = nullptr;      // optional [batch_heads, n_q]: row log-sum-exp of the scaled scores
   float scale = 1.0f;
-  Mask mask;
-  ScoreMod score_mod;
+  Mask mask = {};
+  ScoreMod score_mod = {};
   int threads = 1;
   RowProbes* probes = nullptr;  // optional; sized shape.rows()
   // Optional, for kernels with Kernel::store_kv: k and v as that kernel stored them (the same
@@ -123,8 +123,8 @@ struct BackwardArgs {
   float* d_k = nullptr;  // shaped like k: summed over the query heads of each K/V head's group
   float* d_v = nullptr;
   float scale = 1.0f;
-  Mask mask;
-  ScoreMod score_mod;
+  Mask mask = {};
+  ScoreMod score_mod = {};
   int threads = 1;
   GradProbes* probes = nullptr;  // optional; sized shape.rows()
   // Optional, with score_mod.sinks: dL/d sink per entry of score_mod.sinks (a learned sink),
