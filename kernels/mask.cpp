@@ -14,12 +14,14 @@ KeyRange Mask::visible(const Shape& s, std::int64_t i) const {
   if (causal) r.end = std::min(r.end, std::max(p + 1, prefix));
   if (window_left >= 0) r.begin = std::max(r.begin, p - window_left);
   if (window_right >= 0) r.end = std::min(r.end, p + window_right + 1);
-  if (chunk > 0 && p >= 0) {
-    const std::int64_t first = p / chunk * chunk;
+  // A row before the keys (p < 0, n_q > n_kv) is in no chunk and no document of keys.
+  if (chunk > 0) {
+    const std::int64_t first = p >= 0 ? p / chunk * chunk : -((chunk - 1 - p) / chunk) * chunk;
     r.begin = std::max(r.begin, first);
     r.end = std::min(r.end, first + chunk);
   }
-  if (!documents.empty() && p >= 0) {
+  if (!documents.empty()) {
+    if (p < 0) return {0, 0};
     const auto next = std::upper_bound(documents.begin(), documents.end(), p);
     r.begin = std::max(r.begin, *(next - 1));
     if (next != documents.end()) r.end = std::min(r.end, *next);
