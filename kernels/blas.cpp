@@ -1,5 +1,6 @@
 // The "blas" peer, as a BLAS user writes attention: S = s Q K^T and O = P V with OpenBLAS's
-// cblas_sgemm, a plain row softmax between them. Materialises the scores of one K/V head at a
+// cblas_sgemm, a plain row softmax between them (the mask and score modifiers applied to the
+// materialised scores, detail::logits_in_place). Materialises the scores of one K/V head at a
 // time: the query rows of its group's heads are stacked into one product, and the scores live
 // in cached scratch (cached_scratch.hpp). OpenBLAS picks its own kernels for the CPU (isa
 // "openblas") and runs a.threads threads.
@@ -27,7 +28,6 @@ template <bool kProbe>
 void blas_forward(const ForwardArgs& a) {
   const Shape& s = a.shape;
   const std::int64_t rows = detail::peer_rows(s);
-  constexpr float kInf = std::numeric_limits<float>::infinity();
   openblas_set_num_threads(a.threads);
   float* const p = t_scratch.floats(blas_workspace_floats(s));
   float* const l = p + rows * s.n_kv;
@@ -41,14 +41,19 @@ void blas_forward(const ForwardArgs& a) {
 #pragma omp parallel for num_threads(a.threads) schedule(static)
     for (std::int64_t i = 0; i < rows; ++i) {
       float* row = p + i * s.n_kv;
-      const std::int64_t visible = a.mask.visible(s, i % s.n_q).end;
-      if constexpr (kProbe) detail::probe_scores(*a.probes, kv * rows + i, row, visible);
-      const float m = visible ? *std::max_element(row, row + visible) : 0.0f;
-      float sum = 0;
-      for (std::int64_t j = 0; j < visible; ++j) sum += row[j] = std::exp(row[j] - m);
-      std::fill(row + visible, row + s.n_kv, 0.0f);
+      float sink;
+      const KeyRange keys = detail::logits_in_place(a, kv * rows + i, row, sink);
+      const std::int64_t n = keys.size();
+      if constexpr (kProbe)
+        detail::probe_scores(*a.probes, kv * rows + i, row + keys.begin, n, sink);
+      const float m = n ? std::max(sink, *std::max_element(row + keys.begin, row + keys.end)) : 0;
+      float sum = n ? std::exp(sink - m) : 0.0f;
+      for (std::int64_t j = keys.begin; j < keys.end; ++j) sum += row[j] = std::exp(row[j] - m);
+      std::fill(row, row + keys.begin, 0.0f);
+      std::fill(row + keys.begin + n, row + s.n_kv, 0.0f);
       l[i] = sum;
-      if (a.lse) a.lse[kv * rows + i] = visible ? m + std::log(sum) : -kInf;
+      // A row that sees no key: output 0, lse the sink's (-inf without one).
+      if (a.lse) a.lse[kv * rows + i] = n ? m + std::log(sum) : sink;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(s.d_v), int(s.n_kv), 1.0f,
                 p, int(s.n_kv), v, int(s.d_v), 0.0f, out, int(s.d_v));

@@ -13,9 +13,13 @@
 
 namespace sdpa::detail {
 
-using EigenRowHook = void (*)(const ForwardArgs&, std::int64_t row, const float* scores,
-                              std::int64_t visible);
-using EigenForward = void (*)(const ForwardArgs&, EigenRowHook, float* scratch);
+// A row's steps between the products, in this baseline unit (eigen_product.cpp says why).
+struct EigenRowHooks {
+  KeyRange (*logits)(const ForwardArgs&, std::int64_t row, float* scores, float& sink);
+  void (*probe)(const ForwardArgs&, std::int64_t row, const float* scores, std::int64_t n,
+                float sink);  // null: no probes
+};
+using EigenForward = void (*)(const ForwardArgs&, const EigenRowHooks&, float* scratch);
 
 // A copy of eigen_product.cpp and the Highway target whose instructions it may use: the copy
 // runs where Highway says the CPU supports that target (0: the baseline, runs everywhere).
@@ -27,28 +31,29 @@ struct EigenCopy {
 
 // The copies kernels/CMakeLists.txt compiles for this architecture, best first.
 #if HWY_ARCH_X86_64
-void eigen_forward_avx512(const ForwardArgs& a, EigenRowHook probe_row, float* scratch);
-void eigen_forward_avx2(const ForwardArgs& a, EigenRowHook probe_row, float* scratch);
+void eigen_forward_avx512(const ForwardArgs& a, const EigenRowHooks& hooks, float* scratch);
+void eigen_forward_avx2(const ForwardArgs& a, const EigenRowHooks& hooks, float* scratch);
 constexpr EigenCopy kEigenCopies[] = {{"avx512", HWY_AVX3, &eigen_forward_avx512},
                                       {"avx2", HWY_AVX2, &eigen_forward_avx2}};
 #elif HWY_ARCH_ARM_A64
-void eigen_forward_neon(const ForwardArgs& a, EigenRowHook probe_row, float* scratch);
+void eigen_forward_neon(const ForwardArgs& a, const EigenRowHooks& hooks, float* scratch);
 constexpr EigenCopy kEigenCopies[] = {{"neon", 0, &eigen_forward_neon}};
 #else
-void eigen_forward_baseline(const ForwardArgs& a, EigenRowHook probe_row, float* scratch);
+void eigen_forward_baseline(const ForwardArgs& a, const EigenRowHooks& hooks, float* scratch);
 constexpr EigenCopy kEigenCopies[] = {{"baseline", 0, &eigen_forward_baseline}};
 #endif
 
 namespace {
 
-// The layout eigen_product.cpp carves: scores of one K/V head's stacked rows, then shift, l and
-// 1/l per row.
-std::int64_t eigen_workspace_floats(const Shape& s) { return peer_rows(s) * (s.n_kv + 3); }
+// The layout eigen_product.cpp carves: scores of one K/V head's stacked rows, then shift, l,
+// 1/l, the sink and an empty row's lse per row.
+std::int64_t eigen_workspace_floats(const Shape& s) { return peer_rows(s) * (s.n_kv + 5); }
 
 // Probes live here, in a baseline translation unit: the ISA copies must not instantiate the
 // inline helpers that other units share (see eigen_product.cpp).
-void probe_row(const ForwardArgs& a, std::int64_t row, const float* scores, std::int64_t visible) {
-  probe_scores(*a.probes, row, scores, visible);
+void probe_row(const ForwardArgs& a, std::int64_t row, const float* scores, std::int64_t n,
+               float sink) {
+  probe_scores(*a.probes, row, scores, n, sink);
 }
 
 // The peer's workspace, one for all its ISA copies.
@@ -56,8 +61,8 @@ thread_local CachedScratch t_scratch;
 
 template <std::size_t kCopy>
 void eigen_forward(const ForwardArgs& a) {
-  kEigenCopies[kCopy].forward(a, a.probes ? &probe_row : nullptr,
-                              t_scratch.floats(eigen_workspace_floats(a.shape)));
+  const EigenRowHooks hooks{&logits_in_place, a.probes ? &probe_row : nullptr};
+  kEigenCopies[kCopy].forward(a, hooks, t_scratch.floats(eigen_workspace_floats(a.shape)));
   if (a.probes)
     for (std::int64_t r = 0; r < a.shape.rows(); ++r)
       a.probes->nonfinite[r] += count_nonfinite(a.out + r * a.shape.d_v, a.shape.d_v);

@@ -21,12 +21,18 @@
 
 namespace sdpa::detail {
 
-using EigenRowHook = void (*)(const ForwardArgs&, std::int64_t row, const float* scores,
-                              std::int64_t visible);
+// The baseline unit's row steps (eigen.cpp): a row's logits in place (returns its keys and
+// sink), and its probes.
+struct EigenRowHooks {
+  KeyRange (*logits)(const ForwardArgs&, std::int64_t row, float* scores, float& sink);
+  void (*probe)(const ForwardArgs&, std::int64_t row, const float* scores, std::int64_t n,
+                float sink);  // null: no probes
+};
 
-// scratch: rows x n_kv scores, then shift, l and 1/l (rows each), rows = group x n_q
+// scratch: rows x n_kv scores, then shift, l, 1/l, the sink and the lse of an empty row (rows
+// each), rows = group x n_q
 // (eigen.cpp's eigen_workspace_floats).
-void SDPA_CAT(eigen_forward_, SDPA_EIGEN_ISA)(const ForwardArgs& a, EigenRowHook probe_row,
+void SDPA_CAT(eigen_forward_, SDPA_EIGEN_ISA)(const ForwardArgs& a, const EigenRowHooks& hooks,
                                               float* scratch) {
   using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using ConstMap = Eigen::Map<const Matrix>;
@@ -37,7 +43,8 @@ void SDPA_CAT(eigen_forward_, SDPA_EIGEN_ISA)(const ForwardArgs& a, EigenRowHook
   Eigen::setNbThreads(a.threads);
   Eigen::Map<Matrix> scores(scratch, rows, s.n_kv);
   VectorMap shift(scratch + rows * s.n_kv, rows), l(shift.data() + rows, rows),
-      inv(l.data() + rows, rows);
+      inv(l.data() + rows, rows), sink(inv.data() + rows, rows),
+      lse_empty(sink.data() + rows, rows);
   for (std::int64_t kv = 0; kv < s.kv_batch_heads(); ++kv) {
     const ConstMap q(a.q + kv * rows * s.d_k, rows, s.d_k);
     const ConstMap k(a.k + kv * s.n_kv * s.d_k, s.n_kv, s.d_k);
@@ -46,19 +53,25 @@ void SDPA_CAT(eigen_forward_, SDPA_EIGEN_ISA)(const ForwardArgs& a, EigenRowHook
 
     scores.noalias() = a.scale * (q * k.transpose());
     for (std::int64_t i = 0; i < rows; ++i) {
-      const std::int64_t visible = a.mask.visible(s, i % s.n_q).end;
-      scores.row(i).tail(s.n_kv - visible).setConstant(-kInf);
-      if (probe_row) probe_row(a, kv * rows + i, scores.row(i).data(), visible);
-      shift(i) = visible ? scores.row(i).head(visible).maxCoeff() : 0.0f;  // e^-inf = 0
+      float sink_i;
+      const KeyRange keys = hooks.logits(a, kv * rows + i, scores.row(i).data(), sink_i);
+      // No inline helper shared with other units (KeyRange::size, std::max): see above.
+      const std::int64_t n = keys.end > keys.begin ? keys.end - keys.begin : 0;
+      if (hooks.probe) hooks.probe(a, kv * rows + i, scores.row(i).data() + keys.begin, n, sink_i);
+      sink(i) = n ? sink_i : -kInf;
+      // e^-inf = 0: a row that sees no key sums to 0.
+      const float m = n ? scores.row(i).segment(keys.begin, n).maxCoeff() : 0.0f;
+      shift(i) = n ? (sink_i > m ? sink_i : m) : 0.0f;
+      lse_empty(i) = sink_i;
     }
     scores = (scores.colwise() - shift).array().exp();
-    l = scores.rowwise().sum();
+    l = scores.rowwise().sum() + (sink - shift).array().exp().matrix();
     out.noalias() = scores * v;
     inv = (l.array() > 0).select(l.cwiseInverse(), 0.0f);
     out = inv.asDiagonal() * out;
     if (a.lse)
       for (std::int64_t i = 0; i < rows; ++i)
-        a.lse[kv * rows + i] = l(i) > 0 ? shift(i) + std::log(l(i)) : -kInf;
+        a.lse[kv * rows + i] = l(i) > 0 ? shift(i) + std::log(l(i)) : lse_empty(i);
   }
 }
 

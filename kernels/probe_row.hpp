@@ -75,6 +75,25 @@ void probe_gradients(GradProbes& probes, std::int64_t row, const T* ds, std::int
   probes.visible[row] = n;
 }
 
+// A GEMM peer's materialised row r (of n_kv products scale q.k_j) becomes the row's logits
+// (sdpa/mask.hpp): the temperature, soft-cap and ALiBi over the keys its mask shows, -inf over
+// the others, so that the GEMMs stay plain products. Returns those keys; `sink` gets the row's.
+inline KeyRange logits_in_place(const ForwardArgs& a, std::int64_t r, float* row, float& sink) {
+  const Shape& s = a.shape;
+  const std::int64_t i = r % s.n_q;
+  const KeyRange keys = a.mask.visible(s, i);
+  const RowLogits logits = row_logits(s, a.score_mod, a.scale, r / s.n_q, i);
+  sink = logits.sink;
+  const float temperature = a.score_mod.temperature.empty() ? 1.0f : a.score_mod.temperature[i];
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  std::fill(row, row + keys.begin, -kInf);
+  std::fill(row + std::max(keys.begin, keys.end), row + s.n_kv, -kInf);
+  if (!a.score_mod.none())
+    for (std::int64_t j = keys.begin; j < keys.end; ++j)
+      row[j] = logits.cap(row[j] * temperature) + logits.bias<float>(j);
+  return keys;
+}
+
 template <typename T>
 std::int64_t count_nonfinite(const T* x, std::int64_t n) {
   std::int64_t c = 0;

@@ -47,8 +47,7 @@ namespace {
 // moving them to every mask and modifier): they refuse windows, chunks, documents and score
 // modifiers by name rather than compute something else.
 constexpr std::string_view kPrefixOnlyFamilies[] = {
-    "naive",        "blocked",       "simd",          "flash", "flash-bf16",
-    "flash-kv-f16", "flash-kv-bf16", "flash-kv-int8", "eigen", "blas"};
+    "blocked", "simd", "flash", "flash-bf16", "flash-kv-f16", "flash-kv-bf16", "flash-kv-int8"};
 
 std::string refuses_beyond_prefix(const Shape&, const Mask& mask, const ScoreMod& mod) {
   if (mask.starts_late()) return "this kernel does not run windows, chunks or documents yet";
