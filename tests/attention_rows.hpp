@@ -1,5 +1,6 @@
 // The fp64 scores and weights of one query row of fp32 inputs: what the kernel tests derive
-// their error bounds from (test_kernels.cpp for fp32, test_low_precision.cpp for bf16).
+// their error bounds from (test_low_precision.cpp for bf16, test_ggml.cpp; the fp32 kernels'
+// bounds are tests/attention_catalogue.hpp's).
 #pragma once
 
 #include <algorithm>

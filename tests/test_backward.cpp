@@ -4,203 +4,293 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <string>
 #include <vector>
 
+#include "attention_catalogue.hpp"
 #include "kernels_under_test.hpp"
 #include "run_report.hpp"
 #include "sdpa/kernels.hpp"
-#include "sdpa/rng.hpp"
 
 namespace {
 
-struct Case {
-  sdpa::Shape shape;
-  bool causal;
-  double scale;
-};
+using catalogue::Case;
 
-std::vector<double> normals(std::uint32_t stream, std::int64_t n) {
-  sdpa::PhiloxStream rng({.seed = 99, .experiment = 1, .cell = stream});
-  std::vector<double> x(n);
-  sdpa::fill_normal<double>(rng, x);
-  return x;
-}
-
-std::vector<float> floats(std::uint32_t stream, std::int64_t n) {
-  const auto x = normals(stream, n);
-  return {x.begin(), x.end()};
-}
-
-// One forward and backward of a kernel on fp32 inputs.
+// One forward and backward of a kernel on fp32 inputs (d_sinks: one per entry of mod.sinks).
 struct Run {
-  std::vector<float> out, lse, dq, dk, dv;
+  std::vector<float> out, lse, dq, dk, dv, d_sinks;
 };
+Run forward_backward(const sdpa::Kernel& kernel, const sdpa::Shape& s, const std::vector<float>& q,
+                     const std::vector<float>& k, const std::vector<float>& v,
+                     const std::vector<float>& d_out, double scale, const sdpa::Mask& mask,
+                     const sdpa::ScoreMod& mod, int threads, sdpa::GradProbes* probes) {
+  Run r{std::vector<float>(s.out_elements()), std::vector<float>(s.rows()),
+        std::vector<float>(q.size()),         std::vector<float>(k.size()),
+        std::vector<float>(v.size()),         std::vector<float>(mod.sinks.size(), NAN)};
+  const sdpa::ForwardArgs fwd{.shape = s,
+                              .q = q.data(),
+                              .k = k.data(),
+                              .v = v.data(),
+                              .out = r.out.data(),
+                              .lse = r.lse.data(),
+                              .scale = float(scale),
+                              .mask = mask,
+                              .score_mod = mod,
+                              .threads = threads};
+  kernel.forward(fwd);
+  auto bwd = sdpa::backward_of(fwd, d_out.data(), r.dq.data(), r.dk.data(), r.dv.data());
+  bwd.score_mod = mod;
+  bwd.probes = probes;
+  if (!mod.sinks.empty()) bwd.d_sinks = r.d_sinks.data();
+  kernel.backward(bwd);
+  return r;
+}
 Run forward_backward(const sdpa::Kernel& kernel, const sdpa::Shape& s, const std::vector<float>& q,
                      const std::vector<float>& k, const std::vector<float>& v,
                      const std::vector<float>& d_out, double scale, bool causal, int threads,
                      sdpa::GradProbes* probes) {
-  Run r{std::vector<float>(s.out_elements()), std::vector<float>(s.rows()),
-        std::vector<float>(q.size()), std::vector<float>(k.size()), std::vector<float>(v.size())};
-  sdpa::ForwardArgs fwd{
-      .shape = s, .q = q.data(), .k = k.data(), .v = v.data(), .out = r.out.data()};
-  fwd.lse = r.lse.data(), fwd.scale = float(scale), fwd.mask.causal = causal, fwd.threads = threads;
-  kernel.forward(fwd);
-  auto bwd = sdpa::backward_of(fwd, d_out.data(), r.dq.data(), r.dk.data(), r.dv.data());
-  bwd.probes = probes;
-  kernel.backward(bwd);
-  return r;
+  return forward_backward(kernel, s, q, k, v, d_out, scale, sdpa::Mask{.causal = causal}, {},
+                          threads, probes);
 }
 
-// The backward's rounding bound per gradient entry, derived as the forward's (test_kernels.cpp's
-// header: first order in u = 2^-24, worst-case sums of n terms (n - 1) u in any order, times
-// kSafety = 2) through the steps every backward takes (FlashAttention-2's), from the fp64
-// quantities of the fp32 inputs. Per row i (n_i visible keys) and visible key j:
-//   s_ij = scale q_i.k_j with the forward's error u E_ij, E_ij = (d_k + 2) A_ij + |s_ij - m_i|
-//     + |s_ij| + R_i + 4; the forward's lse within u L_i, L_i = Ebar_i + n_i + 4 + |lse_i|;
-//   P_ij = e^(s_ij - lse_i), relative error dP_ij = u (E_ij + L_i + |s_ij - lse_i| + 4)
-//     (the scores', lse's, the argument's rounding and exp's ULPs);
+// The backward's rounding bound per gradient entry, derived as the forward's
+// (tests/attention_catalogue.hpp: first order in u = 2^-24, worst-case sums of n terms (n - 1) u
+// in any order, times kSafety = 2) through the steps every backward takes (FlashAttention-2's),
+// from the fp64 quantities of the fp32 inputs. Per row i (n_i visible keys, n'_i outcomes with
+// the sink) and visible key j, with the catalogue's logit z_ij, its own error f_ij, E_ij and the
+// soft-cap's derivative t_ij, and c_i the row's scale (times its temperature):
+//   the forward's lse within L_i = Ebar_i + (n'_i + 4 + |lse_i|) u;
+//   P_ij = e^(z_ij - lse_i), relative error rel_ij = E_ij + L_i + (|z_ij - lse_i| + 4) u
+//     (the logit's, lse's, the argument's rounding and exp's ULPs);
 //   dP_ij = dO_i.v_j within u (d_v + 2) sum_c |dO_ic v_jc|;
 //   D_i = dO_i.O_i within u (d_v + 2) sum_c |dO_ic O_ic| + sum_c |dO_ic| eO_ic, with the forward's
-//     eO_ic <= u (4 Emax_i + 2 n_i + 8) sum_j P_ij |v_jc| (its bound, |v_jc - O_ic| <= 2 of that);
-//   dS_ij = P_ij (dP_ij - D_i) within eS_ij = P_ij [(dP_ij + 2 u) |dP_ij - D_i| + e(dP) + e(D)];
-//   dV_jc = sum_i P_ij dO_ic within sum_i P_ij |dO_ic| (dP_ij + (N_j + 2) u), N_j the rows (of
+//     eO_ic <= (4 Emax_i + (2 n'_i + 8) u) sum_j P_ij |v_jc| (its bound, |v_jc - O_ic| <= 2 of
+//     that);
+//   dS_ij = P_ij (dP_ij - D_i) within eS_ij = P_ij [(rel_ij + 2 u) |dP_ij - D_i| + e(dP) + e(D)];
+//   through the soft-cap, dS'_ij = t_ij dS_ij, t computed from the computed cap (within f_ij):
+//     within eS'_ij = t_ij eS_ij + |dS_ij| (2 |cap_ij| f_ij / softcap^2 + 3 u) + u |dS'_ij|;
+//   dV_jc = sum_i P_ij dO_ic within sum_i P_ij |dO_ic| (rel_ij + (N_j + 2) u), N_j the rows (of
 //     the group's heads) that see key j;
-//   dQ_ic = scale sum_j dS_ij k_jc within |scale| sum_j (eS_ij |k_jc| + (n_i + 2) u |dS_ij k_jc|);
-//   dK_jc = scale sum_i dS_ij q_ic within |scale| sum_i (eS_ij |q_ic| + (N_j + 2) u |dS_ij q_ic|).
+//   dQ_ic = c_i sum_j dS'_ij k_jc within |c_i| sum_j (eS'_ij |k_jc| + (n_i + 2 + T) u |dS'_ij
+//   k_jc|),
+//     T = 1 with a temperature (c_i rounded);
+//   dK_jc = sum_i c_i dS'_ij q_ic within sum_i |c_i| (eS'_ij |q_ic| + (N_j + 2 + T) u |dS'_ij
+//   q_ic|); a sink's gradient -sum_i p_sink,i D_i over the R rows that read it, within
+//     sum_i p_sink,i (rel_sink,i |D_i| + e(D_i)) + (R + 2) u sum_i p_sink,i |D_i|.
 struct BackwardBound {
-  std::vector<double> d_q, d_k, d_v;
-  std::vector<double> ds_max, ds_norm;  // per row: max_j eS_ij and (sum_j eS_ij^2)^(1/2)
+  std::vector<double> d_q, d_k, d_v, d_sinks;
+  std::vector<double> ds_max, ds_norm;  // per row: max_j eS'_ij and (sum_j eS'_ij^2)^(1/2)
 };
 
-BackwardBound backward_bound(const sdpa::Shape& s, const std::vector<float>& q,
-                             const std::vector<float>& k, const std::vector<float>& v,
-                             const std::vector<float>& d_out, double scale, bool causal) {
+BackwardBound backward_bound(const catalogue::Case& c, const catalogue::Inputs& in,
+                             const std::vector<float>& d_out) {
   constexpr double u = 0x1p-24, kSafety = 2;
-  BackwardBound b{std::vector<double>(q.size(), 0), std::vector<double>(k.size(), 0),
-                  std::vector<double>(v.size(), 0), std::vector<double>(std::size_t(s.rows()), 0),
+  const sdpa::Shape& s = c.shape;
+  const sdpa::Mask mask = c.mask();
+  const std::vector<float>&q = in.q, &k = in.k, &v = in.v;
+  BackwardBound b{std::vector<double>(q.size(), 0),
+                  std::vector<double>(k.size(), 0),
+                  std::vector<double>(v.size(), 0),
+                  std::vector<double>(c.sinks.size(), 0),
+                  std::vector<double>(std::size_t(s.rows()), 0),
                   std::vector<double>(std::size_t(s.rows()), 0)};
-  // N_j: rows of a K/V head's group that see key j (the same for every group).
-  std::vector<double> seen_by(std::size_t(s.n_kv), 0);
-  for (std::int64_t i = 0; i < s.n_q; ++i)
-    for (std::int64_t j = 0; j < sdpa::Mask{.causal = causal}.visible(s, i).end; ++j)
-      seen_by[std::size_t(j)] += double(s.group);
-  std::vector<double> sc, a, p, dp, rel, es, o(std::size_t(s.d_v)), mass(std::size_t(s.d_v));
+  // N_j: rows of a K/V head's group that see key j (the same for every group); R: rows per sink.
+  std::vector<double> seen_by(std::size_t(s.n_kv), 0), sink_rows(c.sinks.size(), 0),
+      sink_abs(c.sinks.size(), 0);
+  for (std::int64_t i = 0; i < s.n_q; ++i) {
+    const sdpa::KeyRange r = mask.visible(s, i);
+    for (std::int64_t j = r.begin; j < r.end; ++j) seen_by[std::size_t(j)] += double(s.group);
+  }
+  for (std::int64_t h = 0; h < s.batch_heads; ++h)
+    if (!c.sinks.empty()) sink_rows[std::size_t(h) % c.sinks.size()] += double(s.n_q);
+  const double temperature = c.temperature.empty() ? 0 : 1;
+  std::vector<double> dp, rel, es, dsc, o(std::size_t(s.d_v)), mass(std::size_t(s.d_v));
   for (std::int64_t r = 0; r < s.rows(); ++r) {
-    const std::int64_t kv = s.kv_head(r / s.n_q);
-    const std::int64_t n = sdpa::Mask{.causal = causal}.visible(s, r % s.n_q).end;
-    if (n == 0) continue;
+    const std::int64_t kv = s.kv_head(r / s.n_q), i = r % s.n_q;
+    double lse = 0;
+    const std::vector<catalogue::Outcome> row = catalogue::row_outcomes(c, in, r, {}, &lse);
+    const double n = double(mask.visible(s, i).size()), nn = double(row.size());
+    if (n == 0) continue;  // no key: no gradient, and the sink's is p_sink D_i = 0 exactly
+    const double cs = std::abs(double(c.scale_value()) *
+                               (c.temperature.empty() ? 1.0 : double(c.temperature[i])));
     const float* qi = q.data() + r * s.d_k;
     const float* doi = d_out.data() + r * s.d_v;
     const float* kh = k.data() + kv * s.n_kv * s.d_k;
     const float* vh = v.data() + kv * s.n_kv * s.d_v;
-    sc.assign(n, 0), a.assign(n, 0), p.assign(n, 0), dp.assign(n, 0), rel.assign(n, 0);
-    es.assign(n, 0);
-    for (std::int64_t j = 0; j < n; ++j) {
-      for (std::int64_t c = 0; c < s.d_k; ++c) {
-        sc[j] += double(qi[c]) * kh[j * s.d_k + c];
-        a[j] += std::abs(double(qi[c]) * kh[j * s.d_k + c]);
-      }
-      sc[j] *= scale, a[j] *= std::abs(scale);
-    }
-    const double m = *std::max_element(sc.begin(), sc.end());
-    const double range = m - *std::min_element(sc.begin(), sc.end());
-    double l = 0;
-    for (std::int64_t j = 0; j < n; ++j) l += std::exp(sc[j] - m);
-    const double lse = m + std::log(l);
     double e_bar = 0, e_max = 0;
-    std::vector<double> e(n);
-    for (std::int64_t j = 0; j < n; ++j) {
-      p[j] = std::exp(sc[j] - lse);
-      e[j] = (s.d_k + 2) * a[j] + (m - sc[j]) + std::abs(sc[j]) + range + 4;
-      e_bar += p[j] * e[j], e_max = std::max(e_max, e[j]);
-    }
-    const double lse_units = e_bar + double(n) + 4 + std::abs(lse);
-    // D_i and its error.
+    for (const auto& x : row) e_bar += x.p * x.e, e_max = std::max(e_max, x.e);
+    const double lse_err = e_bar + u * (nn + 4 + std::abs(lse));
     std::fill(o.begin(), o.end(), 0.0), std::fill(mass.begin(), mass.end(), 0.0);
-    for (std::int64_t j = 0; j < n; ++j)
-      for (std::int64_t c = 0; c < s.d_v; ++c) {
-        o[c] += p[j] * vh[j * s.d_v + c];
-        mass[c] += p[j] * std::abs(double(vh[j * s.d_v + c]));
+    for (const auto& x : row)
+      for (std::int64_t cc = 0; x.key >= 0 && cc < s.d_v; ++cc) {
+        o[cc] += x.p * vh[x.key * s.d_v + cc];
+        mass[cc] += x.p * std::abs(double(vh[x.key * s.d_v + cc]));
       }
     double d = 0, e_d = 0;
-    for (std::int64_t c = 0; c < s.d_v; ++c) {
-      d += double(doi[c]) * o[c];
-      e_d += u * (s.d_v + 2) * std::abs(doi[c] * o[c]) +
-             std::abs(double(doi[c])) * u * (4 * e_max + 2 * double(n) + 8) * mass[c];
+    for (std::int64_t cc = 0; cc < s.d_v; ++cc) {
+      d += double(doi[cc]) * o[cc];
+      e_d += u * (s.d_v + 2) * std::abs(doi[cc] * o[cc]) +
+             std::abs(double(doi[cc])) * (4 * e_max + u * (2 * nn + 8)) * mass[cc];
     }
-    for (std::int64_t j = 0; j < n; ++j) {
-      double abs_dp = 0;
-      for (std::int64_t c = 0; c < s.d_v; ++c) {
-        dp[j] += double(doi[c]) * vh[j * s.d_v + c];
-        abs_dp += std::abs(double(doi[c]) * vh[j * s.d_v + c]);
+    dp.assign(row.size(), 0), rel.assign(row.size(), 0), es.assign(row.size(), 0);
+    dsc.assign(row.size(), 0);
+    for (std::size_t x = 0; x < row.size(); ++x) {
+      const auto& oc = row[x];
+      rel[x] = oc.e + lse_err + u * (std::abs(oc.z - lse) + 4);
+      if (oc.key < 0) {  // the sink
+        const std::size_t h = std::size_t(r / s.n_q) % c.sinks.size();
+        b.d_sinks[h] += oc.p * (rel[x] * std::abs(d) + e_d);
+        sink_abs[h] += oc.p * std::abs(d);
+        continue;
       }
-      rel[j] = u * (e[j] + lse_units + std::abs(sc[j] - lse) + 4);
-      es[j] = p[j] * ((rel[j] + 2 * u) * std::abs(dp[j] - d) + u * (s.d_v + 2) * abs_dp + e_d);
-      b.ds_max[r] = std::max(b.ds_max[r], es[j]);
-      b.ds_norm[r] += es[j] * es[j];
+      double abs_dp = 0;
+      for (std::int64_t cc = 0; cc < s.d_v; ++cc) {
+        dp[x] += double(doi[cc]) * vh[oc.key * s.d_v + cc];
+        abs_dp += std::abs(double(doi[cc]) * vh[oc.key * s.d_v + cc]);
+      }
+      const double ds = oc.p * (dp[x] - d);
+      const double e_ds =
+          oc.p * ((rel[x] + 2 * u) * std::abs(dp[x] - d) + u * (s.d_v + 2) * abs_dp + e_d);
+      const double dt =
+          c.softcap > 0 ? 2 * std::abs(oc.capped) * oc.f / (double(c.softcap) * c.softcap) + 3 * u
+                        : 0;
+      dsc[x] = ds * oc.t;
+      es[x] = oc.t * e_ds + std::abs(ds) * dt + u * std::abs(dsc[x]);
+      b.ds_max[r] = std::max(b.ds_max[r], es[x]);
+      b.ds_norm[r] += es[x] * es[x];
     }
     b.ds_norm[r] = std::sqrt(b.ds_norm[r]);
-    for (std::int64_t j = 0; j < n; ++j) {
-      const double ds = p[j] * (dp[j] - d), nj = seen_by[std::size_t(j)];
-      for (std::int64_t c = 0; c < s.d_k; ++c) {
-        b.d_q[r * s.d_k + c] +=
-            std::abs(scale) * (es[j] * std::abs(kh[j * s.d_k + c]) +
-                               (double(n) + 2) * u * std::abs(ds * kh[j * s.d_k + c]));
-        b.d_k[(kv * s.n_kv + j) * s.d_k + c] +=
-            std::abs(scale) * (es[j] * std::abs(qi[c]) + (nj + 2) * u * std::abs(ds * qi[c]));
+    for (std::size_t x = 0; x < row.size(); ++x) {
+      const std::int64_t j = row[x].key;
+      if (j < 0) continue;
+      const double nj = seen_by[std::size_t(j)];
+      for (std::int64_t cc = 0; cc < s.d_k; ++cc) {
+        b.d_q[r * s.d_k + cc] +=
+            cs * (es[x] * std::abs(kh[j * s.d_k + cc]) +
+                  (n + 2 + temperature) * u * std::abs(dsc[x] * kh[j * s.d_k + cc]));
+        b.d_k[(kv * s.n_kv + j) * s.d_k + cc] +=
+            cs *
+            (es[x] * std::abs(qi[cc]) + (nj + 2 + temperature) * u * std::abs(dsc[x] * qi[cc]));
       }
-      for (std::int64_t c = 0; c < s.d_v; ++c)
-        b.d_v[(kv * s.n_kv + j) * s.d_v + c] +=
-            p[j] * std::abs(double(doi[c])) * (rel[j] + (nj + 2) * u);
+      for (std::int64_t cc = 0; cc < s.d_v; ++cc)
+        b.d_v[(kv * s.n_kv + j) * s.d_v + cc] +=
+            row[x].p * std::abs(double(doi[cc])) * (rel[x] + (nj + 2) * u);
     }
   }
-  for (auto* x : {&b.d_q, &b.d_k, &b.d_v, &b.ds_max, &b.ds_norm})
+  for (std::size_t h = 0; h < c.sinks.size(); ++h)
+    b.d_sinks[h] += (sink_rows[h] + 2) * u * sink_abs[h];
+  for (auto* x : {&b.d_q, &b.d_k, &b.d_v, &b.d_sinks, &b.ds_max, &b.ds_norm})
     for (double& t : *x) t *= kSafety;
   return b;
 }
 
 WorstRatio g_worst_gradient{"|grad - grad_ref| / bound of the backward kernels"};
 
-// The fp64 reference kernel's gradient probes on fp32 inputs (the oracle for every probe).
-sdpa::GradProbes reference_probes(const sdpa::Shape& s, const std::vector<float>& q,
-                                  const std::vector<float>& k, const std::vector<float>& v,
-                                  const std::vector<float>& d_out, double scale, bool causal) {
-  sdpa::GradProbes probes(s.rows());
-  forward_backward(*sdpa::find_kernel("reference"), s, q, k, v, d_out, scale, causal, 1, &probes);
-  return probes;
-}
-
 // L = sum(O * dO): its gradient is exactly what a backward computes from dO.
-double loss(const sdpa::Shape& s, const std::vector<double>& q, const std::vector<double>& k,
-            const std::vector<double>& v, const std::vector<double>& d_out, double scale,
-            bool causal) {
-  const auto o = sdpa::reference_attention(s, q, k, v, scale, sdpa::Mask{.causal = causal}).out;
+double loss(const Case& c, const std::vector<double>& q, const std::vector<double>& k,
+            const std::vector<double>& v, const std::vector<double>& d_out) {
+  const auto o =
+      sdpa::reference_attention(c.shape, q, k, v, c.scale_value(), c.mask(), c.mod()).out;
   double l = 0;
   for (std::size_t i = 0; i < o.size(); ++i) l += o[i] * d_out[i];
   return l;
 }
 
+// A kernel's forward and backward within backward_bound of the fp64 reference's gradients (and
+// its probes within the bound of the reference kernel's), on the case's inputs.
+void check_backward(const sdpa::Kernel& kernel, const Case& c) {
+  const sdpa::Shape& s = c.shape;
+  INFO(kernel.name, " on ", catalogue::describe(c));
+  const catalogue::Inputs in = catalogue::random_inputs(s, c.input_std, c.seed);
+  const std::vector<float> d_out = catalogue::upstream_gradient(s, c.seed);
+  const auto ref = sdpa::reference_attention_backward(
+      s, catalogue::widen(in.q), catalogue::widen(in.k), catalogue::widen(in.v),
+      catalogue::widen(d_out), c.scale_value(), c.mask(), c.mod());
+  sdpa::GradProbes probes(s.rows());
+  const Run got = forward_backward(kernel, s, in.q, in.k, in.v, d_out, c.scale_value(), c.mask(),
+                                   c.mod(), c.threads, &probes);
+  const BackwardBound bound = backward_bound(c, in, d_out);
+  const auto worst_ratio = [](const std::vector<float>& got, const std::vector<double>& want,
+                              const std::vector<double>& tol) {
+    double worst = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const double err = std::abs(got[i] - want[i]);
+      const double ratio = err == 0 ? 0 : err / tol[i];
+      if (!(ratio <= worst)) worst = ratio;
+    }
+    g_worst_gradient.add(worst);
+    return worst;
+  };
+  CHECK(worst_ratio(got.dq, ref.d_q, bound.d_q) <= 1);
+  CHECK(worst_ratio(got.dk, ref.d_k, bound.d_k) <= 1);
+  CHECK(worst_ratio(got.dv, ref.d_v, bound.d_v) <= 1);
+  CHECK(worst_ratio(got.d_sinks, ref.d_sinks, bound.d_sinks) <= 1);
+  // The probes against the fp64 reference kernel's on the same fp32 inputs. Each dS'_ij is
+  // within eS'_ij (backward_bound), so max |dS'| moves by at most max_j eS'_ij and ||dS'|| (the
+  // root of the sum of squares) by at most (sum_j eS'_ij^2)^(1/2), by the triangle inequality.
+  // Participation may differ by a key whose |dS'| sits within that rounding of the 1e-3
+  // threshold (a row whose dS is zero in exact arithmetic, one visible key, counts its rounding
+  // residue as one).
+  sdpa::GradProbes ref_probes(s.rows());
+  forward_backward(*sdpa::find_kernel("reference"), s, in.q, in.k, in.v, d_out, c.scale_value(),
+                   c.mask(), c.mod(), 1, &ref_probes);
+  for (std::int64_t r = 0; r < s.rows(); ++r) {
+    CAPTURE(r);
+    CHECK(probes.visible[r] == c.mask().visible(s, r % s.n_q).size());
+    CHECK(probes.participating[r] <= probes.visible[r]);
+    CHECK(std::abs(probes.ds_max_abs[r] - ref_probes.ds_max_abs[r]) <= bound.ds_max[r]);
+    CHECK(std::abs(std::sqrt(probes.ds_sumsq[r]) - std::sqrt(ref_probes.ds_sumsq[r])) <=
+          bound.ds_norm[r]);
+    CHECK(std::abs(probes.participating[r] - ref_probes.participating[r]) <= 1);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("reference backward matches central finite differences") {
-  // The last two: query heads in groups of 2 and 3 sharing a K/V head (dK, dV sum over them).
-  for (const Case& c : {Case{{2, 3, 5, 4, 3}, false, 0.5}, Case{{1, 4, 4, 3, 2}, true, 1.0},
-                        Case{{1, 3, 6, 2, 5}, true, 0.7}, Case{{4, 2, 3, 3, 2, 2}, true, 0.8},
-                        Case{{3, 3, 4, 2, 3, 3}, false, 0.6}}) {
+  // Plain, causal and grouped shapes (dK, dV sum over a group's heads), then masks that start
+  // late and every modifier: the soft-cap's 1 - tanh^2, ALiBi, the temperature, and the sinks'
+  // own gradients.
+  const std::vector<float> sinks{0.5f, -0.25f}, slopes{0.5f, 0.125f}, temp{1.5f, 0.5f, 1.0f, 2.0f};
+  const std::vector<std::int64_t> docs{0, 2, 3};
+  std::vector<Case> cases = {
+      {.shape = {2, 3, 5, 4, 3}, .scale = 0.5},
+      {.shape = {1, 4, 4, 3, 2}, .causal = true, .scale = 1.0},
+      {.shape = {1, 3, 6, 2, 5}, .causal = true, .scale = 0.7},
+      {.shape = {4, 2, 3, 3, 2, 2}, .causal = true, .scale = 0.8},
+      {.shape = {3, 3, 4, 2, 3, 3}, .scale = 0.6},
+      {.shape = {2, 4, 6, 3, 2}, .causal = true, .window_left = 1, .softcap = 1.5f, .scale = 1.0},
+      {.shape = {2, 4, 5, 3, 2}, .chunk = 2, .alibi_slopes = slopes, .scale = 0.9},
+      {.shape = {2, 4, 5, 3, 2}, .causal = true, .documents = docs, .sinks = sinks, .scale = 0.8},
+      {.shape = {4, 4, 4, 2, 3, 2},
+       .causal = true,
+       .prefix = 2,
+       .softcap = 0.7f,
+       .sinks = sinks,
+       .temperature = temp,
+       .scale = 1.1},
+      {.shape = {2, 5, 3, 2, 2}, .causal = true, .sinks = sinks, .scale = 0.5},  // empty rows
+  };
+  std::uint32_t seed = 40;
+  for (Case& c : cases) c.seed = seed++;
+  for (const Case& c : cases) {
     const auto& s = c.shape;
-    auto q = normals(1, s.q_elements()), k = normals(2, s.k_elements()),
-         v = normals(3, s.v_elements()), d_out = normals(4, s.out_elements());
-    const auto g = sdpa::reference_attention_backward(s, q, k, v, d_out, c.scale,
-                                                      sdpa::Mask{.causal = c.causal});
+    INFO(catalogue::describe(c));
+    const catalogue::Inputs in = catalogue::random_inputs(s, 1, c.seed);
+    auto q = catalogue::widen(in.q), k = catalogue::widen(in.k), v = catalogue::widen(in.v);
+    const auto d_out = catalogue::widen(catalogue::upstream_gradient(s, c.seed));
+    const auto g =
+        sdpa::reference_attention_backward(s, q, k, v, d_out, c.scale_value(), c.mask(), c.mod());
     // Central differences have error O(h^2) ~ 1e-8 relative; rounding adds ~1e-16/h ~ 1e-11.
     const double h = 1e-4;
     auto check = [&](std::vector<double>& x, const std::vector<double>& analytic) {
       for (std::size_t i = 0; i < x.size(); ++i) {
         const double saved = x[i];
         x[i] = saved + h;
-        const double up = loss(s, q, k, v, d_out, c.scale, c.causal);
+        const double up = loss(c, q, k, v, d_out);
         x[i] = saved - h;
-        const double down = loss(s, q, k, v, d_out, c.scale, c.causal);
+        const double down = loss(c, q, k, v, d_out);
         x[i] = saved;
         CHECK(analytic[i] == doctest::Approx((up - down) / (2 * h)).epsilon(1e-6).scale(1));
       }
@@ -208,114 +298,110 @@ TEST_CASE("reference backward matches central finite differences") {
     check(q, g.d_q);
     check(k, g.d_k);
     check(v, g.d_v);
+    // The sinks are fp32: steps of 2^-12, exact on these values, and the quotient by the step
+    // the floats actually took.
+    for (std::size_t x = 0; x < c.sinks.size(); ++x) {
+      Case up = c, down = c;
+      up.sinks[x] += 0x1p-12f, down.sinks[x] -= 0x1p-12f;
+      const double fd = (loss(up, q, k, v, d_out) - loss(down, q, k, v, d_out)) /
+                        (double(up.sinks[x]) - double(down.sinks[x]));
+      CHECK(g.d_sinks[x] == doctest::Approx(fd).epsilon(1e-6).scale(1));
+    }
   }
 }
 
 TEST_CASE("every backward agrees with the fp64 reference on awkward shapes") {
   const std::vector<Case> cases = {
-      {{1, 1, 1, 1, 1}, false, 1.0},
-      {{1, 1, 7, 8, 3}, false, 0.35},
-      {{2, 17, 17, 64, 80}, true, 0.125},
-      {{3, 5, 63, 80, 16}, true, 1.0},
-      {{1, 65, 33, 8, 8}, true, 0.5},
-      {{1, 40, 127, 128, 64}, false, 0.0884},
-      {{1, 50, 70, 160, 136}, true, 0.08},  // d_k, d_v past one depth chunk (128) of a Gemm
+      {.shape = {1, 1, 1, 1, 1}, .scale = 1.0},
+      {.shape = {1, 1, 7, 8, 3}, .scale = 0.35},
+      {.shape = {2, 17, 17, 64, 80}, .causal = true, .scale = 0.125},
+      {.shape = {3, 5, 63, 80, 16}, .causal = true, .scale = 1.0},
+      {.shape = {1, 65, 33, 8, 8}, .causal = true, .scale = 0.5},
+      {.shape = {1, 40, 127, 128, 64}, .scale = 0.0884},
+      {.shape = {1, 50, 70, 160, 136},
+       .causal = true,
+       .scale = 0.08},  // past one depth chunk (128)
       // Grouped query heads (the sixth field: query heads per K/V head): GQA, MQA, decode-like
       // rows, one key, n_q > n_kv with causal masking.
-      {{6, 17, 33, 16, 8, 3}, true, 0.25},
-      {{4, 50, 70, 32, 40, 4}, false, 0.15},
-      {{8, 1, 300, 64, 64, 4}, true, 0.125},
-      {{4, 3, 1, 8, 8, 2}, false, 0.5},
-      {{2, 5, 2, 8, 3, 2}, true, 0.5},
-      {{16, 1, 200, 32, 16, 8}, true, 0.2},  // batch 2 of MQA 8/1: dK, dV sum over 8 heads
+      {.shape = {6, 17, 33, 16, 8, 3}, .causal = true, .scale = 0.25},
+      {.shape = {4, 50, 70, 32, 40, 4}, .scale = 0.15},
+      {.shape = {8, 1, 300, 64, 64, 4}, .causal = true, .scale = 0.125},
+      {.shape = {4, 3, 1, 8, 8, 2}, .scale = 0.5},
+      {.shape = {2, 5, 2, 8, 3, 2}, .causal = true, .scale = 0.5},
+      {.shape = {16, 1, 200, 32, 16, 8}, .causal = true, .scale = 0.2},  // MQA 8/1, batch 2
       // Keys in several tiles per range of flash's single pass (tiles of 128 keys, at most 4
       // ranges: here 6 tiles in ranges of 1, 2, 1, 2, the last tile 60 keys), with causal
       // blocks that see part of a range or none of it, and a group summing over ranges.
-      {{1, 600, 700, 8, 4}, true, 0.3},
-      {{4, 30, 650, 8, 8, 2}, false, 0.2},
+      {.shape = {1, 600, 700, 8, 4}, .causal = true, .scale = 0.3},
+      {.shape = {4, 30, 650, 8, 8, 2}, .scale = 0.2},
   };
+  std::uint32_t seed = 60;
   for (const sdpa::Kernel& kernel : kernels_under_test()) {
     if (!kernel.backward) continue;
-    for (const auto& c : cases) {
-      const auto& s = c.shape;
-      CAPTURE(kernel.name);
-      CAPTURE(s.batch_heads);
-      CAPTURE(s.n_q);
-      CAPTURE(s.n_kv);
-      CAPTURE(s.d_k);
-      CAPTURE(s.d_v);
-      CAPTURE(c.causal);
-      const auto qd = normals(5, s.q_elements()), kd = normals(6, s.k_elements()),
-                 vd = normals(7, s.v_elements()), dod = normals(8, s.out_elements());
-      // Round inputs to fp32 first, so the reference sees exactly what the kernel sees.
-      const std::vector<float> q(qd.begin(), qd.end()), k(kd.begin(), kd.end()),
-          v(vd.begin(), vd.end()), d_out(dod.begin(), dod.end());
-      const std::vector<double> q64(q.begin(), q.end()), k64(k.begin(), k.end()),
-          v64(v.begin(), v.end()), do64(d_out.begin(), d_out.end());
-      const auto ref = sdpa::reference_attention_backward(s, q64, k64, v64, do64, c.scale,
-                                                          sdpa::Mask{.causal = c.causal});
-
-      sdpa::GradProbes probes(s.rows());
-      const auto [out, lse, dq, dk, dv] =
-          forward_backward(kernel, s, q, k, v, d_out, c.scale, c.causal, 2, &probes);
-
-      // Each gradient entry within its derived bound (backward_bound).
-      const BackwardBound bound = backward_bound(s, q, k, v, d_out, c.scale, c.causal);
-      const auto worst_ratio = [](const std::vector<float>& got, const std::vector<double>& want,
-                                  const std::vector<double>& tol) {
-        double worst = 0;
-        for (std::size_t i = 0; i < got.size(); ++i) {
-          const double err = std::abs(got[i] - want[i]);
-          const double ratio = err == 0 ? 0 : err / tol[i];
-          if (!(ratio <= worst)) worst = ratio;
-        }
-        g_worst_gradient.add(worst);
-        return worst;
-      };
-      CHECK(worst_ratio(dq, ref.d_q, bound.d_q) <= 1);
-      CHECK(worst_ratio(dk, ref.d_k, bound.d_k) <= 1);
-      CHECK(worst_ratio(dv, ref.d_v, bound.d_v) <= 1);
-      // The probes against the fp64 reference's on the same fp32 inputs. Each dS_ij is within
-      // eS_ij (backward_bound), so max |dS| moves by at most max_j eS_ij and ||dS|| (the root of
-      // the sum of squares) by at most (sum_j eS_ij^2)^(1/2), by the triangle inequality.
-      // Participation may differ by a key whose |dS| sits within that rounding of the 1e-3
-      // threshold (a row whose dS is zero in exact arithmetic, one visible key, counts its
-      // rounding residue as one).
-      const auto ref_probes = reference_probes(s, q, k, v, d_out, c.scale, c.causal);
-      for (std::int64_t r = 0; r < s.rows(); ++r) {
-        CAPTURE(r);
-        CHECK(probes.visible[r] == sdpa::Mask{.causal = c.causal}.visible(s, r % s.n_q).end);
-        CHECK(probes.participating[r] <= probes.visible[r]);
-        CHECK(std::abs(probes.ds_max_abs[r] - ref_probes.ds_max_abs[r]) <= bound.ds_max[r]);
-        CHECK(std::abs(std::sqrt(probes.ds_sumsq[r]) - std::sqrt(ref_probes.ds_sumsq[r])) <=
-              bound.ds_norm[r]);
-        CHECK(std::abs(probes.participating[r] - ref_probes.participating[r]) <= 1);
-      }
+    for (Case c : cases) {
+      c.seed = seed++, c.threads = 2;
+      check_backward(kernel, c);
     }
   }
 }
 
+TEST_CASE("every backward agrees with the fp64 reference on the catalogue of masks and modifiers") {
+  // What a backward refuses (the families still in registry.cpp's kPrefixOnlyFamilies) is
+  // listed as NOT RUN.
+  std::map<std::string, int> refused;
+  const auto cases = catalogue::cases();
+  std::int64_t checked = 0;
+  for (const sdpa::Kernel& kernel : kernels_under_test()) {
+    if (!kernel.backward) continue;
+    for (const Case& c : cases) {
+      if (const std::string why = kernel.refusal(c.shape, c.mask(), c.mod()); !why.empty()) {
+        ++refused[kernel.name + " backward: " + why];
+        continue;
+      }
+      check_backward(kernel, c);
+      ++checked;
+    }
+  }
+  for (const auto& [what, n] : refused)
+    note_not_run(what + " (" + std::to_string(n) + " of " + std::to_string(cases.size()) +
+                 " catalogue cases)");
+  MESSAGE("catalogue: ", cases.size(), " cases, ", checked, " backward x case checks");
+  CHECK(checked > 0);
+}
+
 TEST_CASE("every backward is bit-identical on 1, 2 and 3 threads") {
   // Without and with grouped query heads (dK and dV summed over a group's heads), and keys in
-  // four ranges of flash's single pass (dQ summed over the ranges).
+  // four ranges of flash's single pass (dQ summed over the ranges); plain, causal, and a window
+  // with every modifier (the sinks' gradients summed over heads).
+  const std::vector<float> sinks{0.5f, -1.0f}, slopes{0.25f, 0.5f};
   for (const sdpa::Shape s : {sdpa::Shape{2, 100, 130, 40, 24}, sdpa::Shape{6, 60, 70, 24, 16, 3},
-                              sdpa::Shape{2, 150, 600, 16, 8}})
-    for (bool causal : {false, true})
+                              sdpa::Shape{2, 150, 600, 16, 8}}) {
+    const std::vector<float> temp = catalogue::temperature(s);
+    for (const Case& c : {Case{.shape = s, .scale = 0.3, .seed = 9},
+                          Case{.shape = s, .causal = true, .scale = 0.3, .seed = 9},
+                          Case{.shape = s,
+                          .causal = true,
+                          .window_left = 50,
+                          .softcap = 3,
+                          .alibi_slopes = slopes,
+                          .sinks = sinks,
+                          .temperature = temp,
+                          .scale = 0.3,
+                          .seed = 9}})
       for (const sdpa::Kernel& kernel : kernels_under_test()) {
-        if (!kernel.backward) continue;
-        CAPTURE(kernel.name);
-        CAPTURE(s.group);
-        CAPTURE(causal);
-        const auto q = floats(9, s.q_elements()), k = floats(10, s.k_elements()),
-                   v = floats(11, s.v_elements()), d_out = floats(12, s.out_elements());
+        if (!kernel.backward || !kernel.refusal(s, c.mask(), c.mod()).empty()) continue;
+        INFO(kernel.name, " on ", catalogue::describe(c));
+        const catalogue::Inputs in = catalogue::random_inputs(s, 1, c.seed);
+        const std::vector<float> d_out = catalogue::upstream_gradient(s, c.seed);
         std::vector<float> grads[3];
         sdpa::GradProbes probes[3] = {sdpa::GradProbes(s.rows()), sdpa::GradProbes(s.rows()),
                                       sdpa::GradProbes(s.rows())};
         for (int t = 0; t < 3; ++t) {
-          const Run r = forward_backward(kernel, s, q, k, v, d_out, 0.3, causal, t + 1, &probes[t]);
+          const Run r = forward_backward(kernel, s, in.q, in.k, in.v, d_out, c.scale, c.mask(),
+                                         c.mod(), t + 1, &probes[t]);
           grads[t] = r.dq;
-          grads[t].insert(grads[t].end(), r.dk.begin(), r.dk.end());
-          grads[t].insert(grads[t].end(), r.dv.begin(), r.dv.end());
+          for (const auto* x : {&r.dk, &r.dv, &r.d_sinks})
+            grads[t].insert(grads[t].end(), x->begin(), x->end());
         }
         for (int t = 1; t < 3; ++t) {
           CAPTURE(t + 1);
@@ -324,6 +410,7 @@ TEST_CASE("every backward is bit-identical on 1, 2 and 3 threads") {
           CHECK(probes[0].participating == probes[t].participating);
         }
       }
+  }
 }
 
 TEST_CASE("gradient probes: sum of dS^2 equals the row's score gradients") {

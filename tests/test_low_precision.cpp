@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_catalogue.hpp"
 #include "attention_rows.hpp"
 #include "bf16.hpp"
 #include "decode_blocks.hpp"
@@ -71,21 +72,8 @@ std::vector<const sdpa::Kernel*> bf16_kernels() {
   return out;
 }
 
-struct Case {
-  Shape shape;
-  bool causal = false;
-  double scale = 0;  // 0: 1 / sqrt(d_k)
-  std::uint32_t seed = 1;
-  int threads = 1;
-};
-
-std::string describe(const Case& c) {
-  const Shape& s = c.shape;
-  return "bh=" + std::to_string(s.batch_heads) + " n_q=" + std::to_string(s.n_q) +
-         " n_kv=" + std::to_string(s.n_kv) + " d_k=" + std::to_string(s.d_k) +
-         " d_v=" + std::to_string(s.d_v) + (c.causal ? " causal" : "") +
-         " scale=" + std::to_string(c.scale);
-}
+using catalogue::Case;  // the kernel tests' one catalogue and input generator
+using catalogue::describe;
 
 struct Problem {
   Case c;
@@ -98,19 +86,13 @@ struct Problem {
 };
 
 std::vector<float> normals(std::int64_t n, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> x(n);
-  for (auto& v : x) v = dist(rng);
-  return x;
+  return catalogue::normals(n, 1, rng);
 }
 
-// Where a kernel rounds its operands, for the bound: `product` bounds the relative error of
-// each product q_c k_jc from rounding its factors, `value` that of each p_j v_jc.
-struct Rounding {
-  double product, value;
-};
-// The bf16 kernels: q and k rounded (each <= u), p and v rounded.
-constexpr Rounding kBf16Rounding{2 * kU + kU * kU, 2 * kU + kU* kU};
+// Where a kernel rounds its operands, for the bound (tests/attention_catalogue.hpp's one table
+// per precision): the bf16 kernels round q and k (each <= u), p and v.
+using catalogue::Rounding;
+const Rounding kBf16Rounding = *catalogue::rounding_of("bf16");
 
 // ---- int8 rounding from its definition, sharing no code with kernels/kv_int8.hpp (the oracle
 // of the int8 tests): a row's scale is max|x| / 127 (one fp32 division), each element the
@@ -199,10 +181,8 @@ Problem make_problem(const Case& c, const Rounding& rounding = kBf16Rounding, bo
   Problem pr;
   pr.c = c;
   const Shape& s = c.shape;
-  std::mt19937 rng(c.seed);
-  pr.q = normals(s.q_elements(), rng);
-  pr.k = normals(s.k_elements(), rng);
-  pr.v = normals(s.v_elements(), rng);
+  catalogue::Inputs in0 = catalogue::random_inputs(s, 1, c.seed);
+  pr.q = std::move(in0.q), pr.k = std::move(in0.k), pr.v = std::move(in0.v);
   pr.scale = float(c.scale ? c.scale : 1.0 / std::sqrt(double(s.d_k)));
   if (int8) {
     off_near_ties(pr.q.data(), s.rows(), s.d_k, sdpa::detail::is_decode_shape(s) ? pr.scale : 1);
