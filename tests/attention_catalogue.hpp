@@ -23,7 +23,9 @@
 //                                + (2 n' + 8) u) ],
 //   |lse - lse_ref| <= kSafety [ Ebar + (n' + 4 + |lse|) u ],
 // and the probes likewise (entropy, max weight and sum p^k over the outcomes; the score moments
-// over the visible logits: F_j each and sums of n terms). A row that sees no key has output 0
+// over the visible logits: F_j each and sums of n terms). kSafety = 2 covers the second-order
+// terms while the first-order ones are small: a rounding precision requires max_j E_j + Ebar
+// <= 1/2 (Expected::worst_first_order; then e^x - 1 <= 1.3 x). A row that sees no key has output 0
 // and lse = the sink (-inf without one) exactly.
 #pragma once
 
@@ -248,7 +250,8 @@ inline Expected expected(const Case& c, const Inputs& in, const Rounding& roundi
     double h_tol = kU32 * (nn + 4), sum_tol = 0, sumsq_tol = 0, p2_tol = 0, p3_tol = 0, l = 0;
     for (const Outcome& o : row) {
       l += std::exp(o.z - m);
-      const double nearby = o.e + kU32 * (nn + 4);
+      // p_j moves by p_j (e_j - Ebar) under logit errors, and by the normalisation's rounding.
+      const double nearby = o.e + e_mean + kU32 * (nn + 4);
       p2_tol += 2 * o.p * o.p * nearby;
       p3_tol += 3 * o.p * o.p * o.p * nearby;
       const double lnp = o.p > 0 ? std::log(o.p) : 0;
@@ -267,7 +270,9 @@ inline Expected expected(const Case& c, const Inputs& in, const Rounding& roundi
     w.p2_tol[r] = kSafety * p2_tol + 1e-30;
     w.p3_tol[r] = kSafety * p3_tol + 1e-30;
     w.entropy_tol[r] = kSafety * h_tol;
-    w.max_weight_tol[r] = kSafety * (1.0 / l) * (e_mean + kU32 * (nn + 4));
+    // 1 / l with l = sum e^{z - m}: the logits' errors, the largest one's as the shift m, and
+    // the sum's rounding.
+    w.max_weight_tol[r] = kSafety * (1.0 / l) * (e_mean + e_max + kU32 * (nn + 4));
     w.sum_tol[r] = kSafety * sum_tol + 1e-30;
     w.sumsq_tol[r] = kSafety * sumsq_tol + 1e-30;
     for (std::int64_t x = 0; x < s.d_v; ++x) {
