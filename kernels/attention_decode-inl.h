@@ -391,12 +391,81 @@ void ScoreRowsQueryLanes(const DecodeScratch& w, std::int64_t rows, const E* k, 
   }
 }
 
-// Keys [key0, key0 + nk) that row i of the block sees, from key0 on: the causal mask is aligned
-// to the end, so row i (query position i % n_q) sees one key fewer than the row after it.
-inline std::int64_t VisibleInTile(const ForwardArgs& a, std::int64_t i, std::int64_t key0,
-                                  std::int64_t nk) {
-  const std::int64_t visible = a.mask.visible(a.shape, i % a.shape.n_q).end;
-  return std::clamp<std::int64_t>(visible - key0, 0, nk);
+// Keys [key0, key0 + nk) that row i of the block (query position i % n_q) sees, as offsets
+// [begin, end) from key0 (empty: begin = end).
+inline KeyRange VisibleInTile(const ForwardArgs& a, std::int64_t i, std::int64_t key0,
+                              std::int64_t nk) {
+  const KeyRange r = a.mask.visible(a.shape, i % a.shape.n_q);
+  const std::int64_t end = std::clamp<std::int64_t>(r.end - key0, 0, nk);
+  return {std::clamp<std::int64_t>(r.begin - key0, 0, end), end};
+}
+
+// The score modifiers of sdpa/mask.hpp on a tile of scaled scores, before the mask: the soft-cap
+// c tanh(s / c) (Highway's vector tanh) and ALiBi's bias -slope |p - j| (row i at key position
+// p, key j = key0 + its lane). The temperature is in the rows' scale (DecodeSplit packs the
+// queries with it); the sink joins at the merge. Off the hot path: called only with a modifier.
+template <class P>
+HWY_INLINE typename P::V ModifiedScores(typename P::V x, float softcap) {
+  const typename P::D d;
+  if (softcap > 0) {
+    const auto c = hn::Set(d, softcap);
+    x = hn::Mul(c, hn::Tanh(d, hn::Div(x, c)));
+  }
+  return x;
+}
+
+// The block's rows in S's layout (keys along the lanes), n_lanes lanes each.
+template <class P>
+void ModifyRows(const ForwardArgs& a, const DecodeBlock& blk, std::int64_t key0,
+                std::int64_t n_lanes, const DecodeScratch& w) {
+  const typename P::D d;
+  constexpr std::int64_t L = P::kLanes;
+  const Shape& s = a.shape;
+  const float softcap = a.score_mod.softcap;
+  for (std::int64_t i = 0; i < blk.rows; ++i) {
+    const std::int64_t r = blk.first_row + i;
+    const RowLogits row = row_logits(s, a.score_mod, 1.0f, r / s.n_q, r % s.n_q);
+    const auto neg_slope = hn::Set(d, -row.slope);
+    float* x = w.scores + i * w.tile;
+    for (std::int64_t j = 0; j < n_lanes; j += L) {
+      auto v = ModifiedScores<P>(P::Load(x + j), softcap);
+      if (row.slope != 0) {
+        const auto keys = hn::Iota(d, float(key0 + j - row.position));
+        v = hn::MulAdd(neg_slope, hn::Abs(keys), v);
+      }
+      P::Store(v, x + j);
+    }
+  }
+}
+
+// The same on S^T (queries along the lanes): per key, whole vectors of the block's rows, each
+// lane with its row's slope and key position.
+template <class P>
+void ModifyRowsQueryLanes(const ForwardArgs& a, const DecodeBlock& blk, std::int64_t key0,
+                          std::int64_t nk, const DecodeScratch& w) {
+  const typename P::D d;
+  constexpr std::int64_t L = P::kLanes;
+  const Shape& s = a.shape;
+  const float softcap = a.score_mod.softcap;
+  const bool alibi = !a.score_mod.alibi_slopes.empty();
+  const std::int64_t lanes = round_up(blk.rows, L);
+  float neg_slopes[kDecodeRows] = {}, positions[kDecodeRows] = {};
+  for (std::int64_t i = 0; i < blk.rows; ++i) {
+    const std::int64_t r = blk.first_row + i;
+    const RowLogits row = row_logits(s, a.score_mod, 1.0f, r / s.n_q, r % s.n_q);
+    neg_slopes[i] = -row.slope;
+    positions[i] = float(row.position - key0);
+  }
+  for (std::int64_t j = 0; j < nk; ++j)
+    for (std::int64_t g = 0; g < lanes; g += L) {
+      float* x = w.scores_t + j * kDecodeRows + g;
+      auto v = ModifiedScores<P>(P::Load(x), softcap);
+      if (alibi) {
+        const auto dist = hn::Abs(hn::Sub(hn::Set(d, float(j)), P::Load(positions + g)));
+        v = hn::MulAdd(P::Load(neg_slopes + g), dist, v);
+      }
+      P::Store(v, x);
+    }
 }
 
 // The online softmax of each row of S, in place (scores become p = e^{s - m_new}), masked keys
@@ -412,8 +481,9 @@ void SoftmaxRows(const ForwardArgs& a, std::int64_t rows, std::int64_t key0, std
   const std::int64_t n_lanes = round_up(nk, L);
   for (std::int64_t i = 0; i < rows; ++i) {
     float* s = w.scores + i * w.tile;
-    const std::int64_t visible = VisibleInTile(a, i, key0, nk);
-    std::fill(s + visible, s + n_lanes, kNegInf);
+    const KeyRange seen = VisibleInTile(a, i, key0, nk);
+    std::fill(s, s + seen.begin, kNegInf);
+    std::fill(s + seen.end, s + n_lanes, kNegInf);
     V m0 = P::Set(kNegInf), m1 = m0;  // two chains hide the latency of Max
     std::int64_t j = 0;
     for (; j + 2 * L <= n_lanes; j += 2 * L) {
@@ -441,7 +511,7 @@ void SoftmaxRows(const ForwardArgs& a, std::int64_t rows, std::int64_t key0, std
       w.tile_s[i] = P::ReduceSum(s1);
       w.tile_s2[i] = P::ReduceSum(s2);
       w.tile_t[i] = P::ReduceSum(t);
-      w.tile_nonfinite[i] = P::ReduceSum(bad) - float(n_lanes - visible);
+      w.tile_nonfinite[i] = P::ReduceSum(bad) - float(n_lanes - seen.size());
       w.tile_p2[i] = P::ReduceSum(p2);
       w.tile_p3[i] = P::ReduceSum(p3);
     }
@@ -460,13 +530,15 @@ template <class P, bool kProbe>
 void SoftmaxQueryLanes(const ForwardArgs& a, std::int64_t rows, std::int64_t key0, std::int64_t nk,
                        const DecodeScratch& w) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t j = VisibleInTile(a, i, key0, nk); j < nk; ++j)
-      w.scores_t[j * kDecodeRows + i] = kNegInf;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const KeyRange seen = VisibleInTile(a, i, key0, nk);
+    for (std::int64_t j = 0; j < seen.begin; ++j) w.scores_t[j * kDecodeRows + i] = kNegInf;
+    for (std::int64_t j = seen.end; j < nk; ++j) w.scores_t[j * kDecodeRows + i] = kNegInf;
+  }
   SoftmaxTile<P, kProbe, kDecodeRows>(nk, w.scores_t, round_up(rows, P::kLanes), w);
   if constexpr (kProbe)
     for (std::int64_t i = 0; i < rows; ++i)
-      w.tile_nonfinite[i] -= float(nk - VisibleInTile(a, i, key0, nk));
+      w.tile_nonfinite[i] -= float(nk - VisibleInTile(a, i, key0, nk).size());
 }
 
 // O = alpha O + P V over the tile's nk keys. Rows of V that are whole vectors (d_v a multiple
@@ -807,9 +879,12 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
   constexpr bool kElementRows = !requires { E::kScaledRows; };
   const bool query_lanes = kElementRows && takes_query_lanes(blk.rows);
   const bool values_along_lanes = ValuesAlongLanes<P, E>(blk.rows, s.d_v);
+  const std::span<const float> temperature = a.score_mod.temperature;
   for (std::int64_t i = 0; i < blk.rows; ++i) {
     const float* q = a.q + (blk.first_row + i) * s.d_k;
-    for (std::int64_t c = 0; c < s.d_k; ++c) w.q[i * w.ld_q + c] = a.scale * q[c];
+    // The row's temperature multiplies its scale (RowLogits::scale).
+    const float scale = temperature.empty() ? a.scale : a.scale * temperature[i % s.n_q];
+    for (std::int64_t c = 0; c < s.d_k; ++c) w.q[i * w.ld_q + c] = scale * q[c];
     std::fill(w.q + i * w.ld_q + s.d_k, w.q + (i + 1) * w.ld_q, 0.0f);
   }
   if (query_lanes) {
@@ -826,8 +901,9 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
   const DecodePartials::Split out = partials.split(blk.index, split);
   const auto k = KvRows<E>(kv.k) + blk.kv * s.n_kv * s.d_k;
   const auto v = KvRows<E>(kv.v) + blk.kv * s.n_kv * s.d_v;
-  const std::int64_t first = split * g.keys_per_split;
-  const std::int64_t end = std::min(s.n_kv, first + g.keys_per_split);
+  const std::int64_t first = g.key_begin + split * g.keys_per_split;
+  const std::int64_t end = std::min(g.key_end, first + g.keys_per_split);
+  const bool modified = a.score_mod.softcap > 0 || !a.score_mod.alibi_slopes.empty();
   // P: S^T's layout in place (query lanes) or S's.
   const float* p = query_lanes ? w.scores_t : w.scores;
   const PLayout lp = query_lanes ? PLayout{1, kDecodeRows} : PLayout{w.tile, 1};
@@ -836,11 +912,13 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
     if constexpr (kElementRows) {
       if (query_lanes) {
         ScoreRowsQueryLanes<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk);
+        if (modified) ModifyRowsQueryLanes<P>(a, blk, key0, nk, w);
         SoftmaxQueryLanes<P, kProbe>(a, blk.rows, key0, nk, w);
       }
     }
     if (!query_lanes) {
       ScoreRows<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk);
+      if (modified) ModifyRows<P>(a, blk, key0, round_up(nk, P::kLanes), w);
       SoftmaxRows<P, kProbe>(a, blk.rows, key0, nk, w);
     }
     if constexpr (kProbe) fold_tile_probes(w, blk.rows);
@@ -868,13 +946,18 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
 // The splits of one block folded in order, per row: with M the largest split max and
 // w_c = e^{m_c - M}, l = sum w_c l_c and O = sum w_c O_c; the probes' shifted sum moves like l,
 // t' = sum w_c (t'_c + (m_c - M) l_c), and sum e^{k(s - M)} by w_c^k (fold_tile_probes' algebra).
-// A split a row sees nothing of (l_c = 0, m_c = -inf) adds nothing.
+// A split a row sees nothing of (l_c = 0, m_c = -inf) adds nothing. A sink (sdpa/mask.hpp) is
+// one more split after the last, of max the sink, sum 1 and output 0: it joins l, so lse and
+// the probes' weights count it, and a row that sees no key gets output 0 and lse the sink.
 template <class P>
 void DecodeMerge(const ForwardArgs& a, const DecodeGeometry& g, const DecodeBlock& blk,
                  const DecodePartials& partials, const DecodeScratch& w) {
   constexpr std::int64_t L = P::kLanes;
+  const Shape& s = a.shape;
   for (std::int64_t i = 0; i < blk.rows; ++i) {
-    float m = -std::numeric_limits<float>::infinity();
+    const std::int64_t r = blk.first_row + i;
+    const float sink = row_logits(s, a.score_mod, a.scale, r / s.n_q, r % s.n_q).sink;
+    float m = sink;
     for (std::int64_t c = 0; c < g.splits; ++c)
       m = std::max(m, partials.split(blk.index, c).max[i]);
     RowResult row{.max = m, .sum = 0.0f, .acc = w.merged};
@@ -902,7 +985,15 @@ void DecodeMerge(const ForwardArgs& a, const DecodeGeometry& g, const DecodeBloc
         row.p3 += wd * wd * wd * sums[5 * n + i];
       }
     }
-    finish_row(a, blk.first_row + i, row);
+    if (sink > -std::numeric_limits<float>::infinity()) {
+      const float weight = sink == m ? 1.0f : std::exp(sink - m);
+      row.sum += weight;
+      const double wd = weight;
+      row.shifted_t += wd * (double(sink) - m);
+      row.p2 += wd * wd;
+      row.p3 += wd * wd * wd;
+    }
+    finish_row(a, r, row);
   }
 }
 

@@ -32,20 +32,37 @@ DecodeScratch carve(Carver& c, const Shape& s, const DecodeGeometry& g) {
 
 bool is_decode_shape(const Shape& s) { return s.n_q <= kDecodeRows; }
 
-DecodeGeometry::DecodeGeometry(const Shape& s) {
+DecodeGeometry::DecodeGeometry(const Shape& s, const Mask& mask) {
   // As few blocks per group as kDecodeRows allows, with the heads spread evenly over them.
   const std::int64_t heads_fit = std::max<std::int64_t>(1, kDecodeRows / s.n_q);
   heads_per_block = ceil_div(s.group, ceil_div(s.group, heads_fit));
   blocks_per_kv = ceil_div(s.group, heads_per_block);
   blocks = s.kv_batch_heads() * blocks_per_kv;
   max_rows = heads_per_block * s.n_q;
-  // The last query row sees every key (the causal mask is aligned to the end), so every block
-  // walks all n_kv of them, in splits of whole units.
-  const std::int64_t units = ceil_div(s.n_kv, kDecodeUnit);
+  // Every block walks the keys some row sees, in splits of whole units from the first of them.
+  // Rows see ranges that start no earlier for a later row, and consecutive rows' ranges touch
+  // or overlap, so the union is one range.
+  key_begin = 0;
+  key_end = s.n_kv;
+  if (!mask.none()) {
+    key_begin = s.n_kv;
+    key_end = 0;
+    for (std::int64_t i = 0; i < s.n_q; ++i) {
+      const KeyRange r = mask.visible(s, i);
+      if (r.size() == 0) continue;
+      key_begin = std::min(key_begin, r.begin);
+      key_end = std::max(key_end, r.end);
+    }
+    if (key_end <= key_begin) key_begin = key_end = 0;
+    key_begin = key_begin / kDecodeKeyAlign * kDecodeKeyAlign;
+    key_end = std::min(s.n_kv, round_up(key_end, kDecodeKeyAlign));
+  }
+  const std::int64_t units = ceil_div(key_end - key_begin, kDecodeUnit);
   const std::int64_t wanted =
       std::clamp<std::int64_t>(ceil_div(kSplitItems, blocks), 1, kMaxSplits);
-  keys_per_split = ceil_div(units, std::min(units, wanted)) * kDecodeUnit;
-  splits = ceil_div(s.n_kv, keys_per_split);
+  keys_per_split =
+      units == 0 ? kDecodeUnit : ceil_div(units, std::min(units, wanted)) * kDecodeUnit;
+  splits = ceil_div(key_end - key_begin, keys_per_split);
   tile = std::min({keys_per_split, kMaxTile,
                    std::max(kDecodeUnit, kDecodeScores / max_rows / kDecodeUnit * kDecodeUnit)});
   ld_acc = round_up(s.d_v, kPartialAlign);
@@ -101,7 +118,7 @@ DecodeScratch carve_decode_scratch(float* base, const Shape& s, const DecodeGeom
 void for_each_decode_split(const ForwardArgs& a, const DecodeKv& kv, DecodeSplitFn split_fn,
                            DecodeMergeFn merge_fn) {
   const Shape& s = a.shape;
-  const DecodeGeometry g(s);
+  const DecodeGeometry g(s, a.mask);
   const bool probes = a.probes != nullptr;
   thread_local CachedScratch t_partials;
   const DecodePartials partials(g, probes, t_partials.floats(DecodePartials::floats(g, probes)));
@@ -121,7 +138,7 @@ void for_each_decode_split(const ForwardArgs& a, const DecodeKv& kv, DecodeSplit
 }
 
 double decode_workspace_bytes(const Shape& s, int threads) {
-  const DecodeGeometry g(s);
+  const DecodeGeometry g(s, Mask::full());
   return sizeof(float) * double(DecodePartials::floats(g, true) +
                                 std::int64_t(threads) * decode_scratch_floats(s, g));
 }

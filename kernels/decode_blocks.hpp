@@ -37,6 +37,10 @@ inline constexpr std::int64_t kMaxTile = 1024;
 inline constexpr std::int64_t kPrefetchBytes = 8192;
 // Keys are split and tiled in whole units of this many (a multiple of every target's lanes).
 inline constexpr std::int64_t kDecodeUnit = 256;
+// The keys a mask lets the splits skip are skipped in whole multiples of this many, so that every
+// tile starts on a whole key block of the int8 layout (kv_int8.hpp's kInt8KeyBlock) and ends on
+// one or at the cache's end.
+inline constexpr std::int64_t kDecodeKeyAlign = 16;
 // Items (blocks x splits) a shape is cut into, as far as kMaxSplits allows: enough for a few
 // threads and no more, since a split is walked in tiles of at most its keys and every tile
 // switches the stream from K to V and back
@@ -70,15 +74,20 @@ struct DecodeBlock {
 };
 
 struct DecodeGeometry {
-  explicit DecodeGeometry(const Shape& s);
+  // The splits cover only keys some row sees (the union of the rows' ranges, the same for every
+  // block: a block's rows are query positions 0..n_q-1 of its heads), so a window of W keys on a
+  // long cache reads W keys. Without a mask, all n_kv.
+  DecodeGeometry(const Shape& s, const Mask& mask);
   std::int64_t heads_per_block;  // query heads of one group per block
   std::int64_t blocks_per_kv;    // blocks of one group (the last may have fewer heads)
   std::int64_t blocks;           // all blocks, K/V head-major
   std::int64_t max_rows;         // rows of the largest block
-  std::int64_t keys_per_split;   // whole units
-  std::int64_t tile;             // keys per tile: whole units, kDecodeScores / max_rows at most
-  std::int64_t splits;           // per block; every row of a block may see up to n_kv keys
-  std::int64_t ld_acc;           // floats per partial output row: d_v rounded to kPartialAlign
+  std::int64_t key_begin;        // the keys some row sees: [key_begin, key_end)
+  std::int64_t key_end;
+  std::int64_t keys_per_split;  // whole units; split c starts at key_begin + c keys_per_split
+  std::int64_t tile;            // keys per tile: whole units, kDecodeScores / max_rows at most
+  std::int64_t splits;          // per block; 0 when no row sees a key
+  std::int64_t ld_acc;          // floats per partial output row: d_v rounded to kPartialAlign
   DecodeBlock block(std::int64_t index, const Shape& s) const;
   std::int64_t items() const { return blocks * splits; }
 };
@@ -130,8 +139,8 @@ std::int64_t decode_scratch_floats(const Shape& s, const DecodeGeometry& g);
 DecodeScratch carve_decode_scratch(float* base, const Shape& s, const DecodeGeometry& g);
 
 // Bytes the decode path holds on `threads` threads: the partials of every split (kept between
-// calls of one shape; counted with the probes' sums, an upper bound without them) and each
-// thread's scratch.
+// calls of one shape; counted with the probes' sums and every key visible, an upper bound under
+// a mask or without probes) and each thread's scratch.
 double decode_workspace_bytes(const Shape& s, int threads);
 
 // Where the splits read K and V: a.k and a.v (fp32), the same elements in a 16-bit storage

@@ -24,6 +24,8 @@
 #include "hwy_lanes-inl.h"
 #include "kv_int8.hpp"
 
+static_assert(sdpa::detail::kDecodeKeyAlign % sdpa::detail::kInt8KeyBlock == 0);
+
 HWY_BEFORE_NAMESPACE();
 namespace sdpa::detail::HWY_NAMESPACE {
 

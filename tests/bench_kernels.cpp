@@ -149,23 +149,27 @@ sdpa::Shape decode_shape(const Heads& h, std::int64_t n_q, std::int64_t cache) {
 }
 
 // Causal (the mask is aligned to the end: each of the n_q new tokens sees the cache and the
-// tokens before it). Reports the bytes moved per second (Q, K, V and O once, K and V at their
-// storage width: Kernel::bytes) and % of the roof: min(FMA peak, intensity x triad bandwidth
-// measured at start-up on as many threads), the memory side on every decode shape.
+// tokens before it), within a sliding window of `window` keys when window > 0 (Mistral's and
+// gpt-oss's: each token sees itself and the window - 1 before it). Reports the bytes moved per
+// second (Q, K, V and O once, K and V at their storage width: Kernel::bytes) and % of the roof:
+// min(FMA peak, intensity x triad bandwidth measured at start-up on as many threads), the memory
+// side on every decode shape.
 void bench_decode(benchmark::State& state, const sdpa::Kernel* kern, Heads heads, std::int64_t n_q,
-                  std::int64_t cache, int threads) {
+                  std::int64_t cache, int threads, std::int64_t window) {
   const sdpa::Shape shape = decode_shape(heads, n_q, cache);
   Tensors t(shape);
   sdpa::ForwardArgs args = forward_args(shape, t, threads);
   if (!kern->row_statistics) args.lse = nullptr;  // O only (ggml)
   args.mask.causal = true;
+  if (window > 0) args.mask.window_left = window - 1;
   // A K/V storage format reads K and V stored once, outside the timed calls (a KV cache).
   std::shared_ptr<const sdpa::StoredKv> stored;
   if (kern->store_kv) stored = kern->store_kv(args);
   args.stored_kv = stored.get();
-  // Every decode query sees the whole cache: no pair is masked, so the FLOPs are not halved.
-  const double flops = sdpa::forward_flops(shape, sdpa::Mask{.causal = false}),
-               bytes = kern->bytes(shape, {});
+  // Without a window every decode query sees the whole cache: no pair is masked, so the FLOPs
+  // are not halved. With one, the visible pairs and the keys some row sees.
+  const sdpa::Mask counted = window > 0 ? args.mask : sdpa::Mask{};
+  const double flops = sdpa::forward_flops(shape, counted), bytes = kern->bytes(shape, counted);
   const double seconds = time_calls(state, *kern, threads, flops, [&] { kern->forward(args); });
   const double roof =
       sdpa::peak::roof_gflops(g_peak[{peak_isa(*kern), threads}], g_triad[threads], flops / bytes);
@@ -195,12 +199,13 @@ void register_decode() {
   const sdpa::Kernel* const peers[] = {sdpa::find_kernel("flash"), sdpa::find_kernel("eigen"),
                                        sdpa::find_kernel("blas")};
   auto add = [](const sdpa::Kernel* k, const Heads& h, std::int64_t n_q, std::int64_t cache,
-                int threads) {
+                int threads, std::int64_t window = 0) {
     const std::string name = "decode/" + k->name + "/" + h.model + "/hq:" + std::to_string(h.q) +
                              "/hkv:" + std::to_string(h.kv) + "/d:" + std::to_string(h.d) +
                              "/nq:" + std::to_string(n_q) + "/cache:" + std::to_string(cache) +
+                             (window > 0 ? "/window:" + std::to_string(window) : "") +
                              "/threads:" + std::to_string(threads);
-    benchmark::RegisterBenchmark(name.c_str(), bench_decode, k, h, n_q, cache, threads)
+    benchmark::RegisterBenchmark(name.c_str(), bench_decode, k, h, n_q, cache, threads, window)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   };
@@ -219,6 +224,12 @@ void register_decode() {
     for (const Heads& h : {kModels[0], kModels[1]})
       for (const char* name : {"flash-kv-f16", "flash-kv-bf16", "flash-kv-int8"})
         if (const sdpa::Kernel* k = sdpa::find_kernel(name)) add(k, h, 1, 16384, threads);
+  // A sliding window of 128 keys (gpt-oss's) on a long cache: the splits read the window only,
+  // beside the whole cache of the same shape above.
+  for (int threads : {1, 2})
+    for (const char* name : {"flash", "flash-kv-f16", "flash-kv-int8"})
+      if (const sdpa::Kernel* k = sdpa::find_kernel(name))
+        for (std::int64_t n_q : {1, 4}) add(k, kModels[1], n_q, 32768, threads, 128);
 }
 
 int main(int argc, char** argv) {
