@@ -36,7 +36,20 @@ std::string timing_shape(const json& p) {
                   (heads_kv == heads_q ? "" : "/" + std::to_string(batch * heads_kv)) + "×" +
                   p["n_q"].dump() + "×" + p["n_kv"].dump() + ", d " + p["d_k"].dump() + "/" +
                   p["d_v"].dump();
-  return p["causal"].get<bool>() ? s + ", causal" : s;
+  if (p["causal"].get<bool>()) s += ", causal";
+  // The mask and modifier beyond causal (records from before them have none).
+  if (p.value("prefix", 0) > 0) s += ", prefix " + p["prefix"].dump();
+  if (const json w = p.value("window", json(nullptr)); w.is_number()) {
+    s += ", window " + w.dump();
+  } else if (w.is_object()) {
+    const auto side = [](const json& x) { return x.is_null() ? std::string("∞") : x.dump(); };
+    s += ", window " + side(w["left"]) + "/" + side(w["right"]);
+  }
+  if (p.value("chunk", 0) > 0) s += ", chunk " + p["chunk"].dump();
+  if (p.value("softcap", 0.0) > 0) s += ", soft-cap " + json_number(p["softcap"]);
+  if (p.value("alibi", false)) s += ", ALiBi";
+  if (!p.value("sinks", json(nullptr)).is_null()) s += ", sinks";
+  return s;
 }
 
 std::string json_number(const json& x) {

@@ -71,6 +71,13 @@ std::string mask_problem(const Shape& s, const Mask& m, const ScoreMod& mod) {
   return "";
 }
 
+std::vector<float> alibi_slopes(std::int64_t heads) {
+  std::vector<float> slopes(std::size_t(std::max<std::int64_t>(heads, 0)));
+  for (std::size_t h = 0; h < slopes.size(); ++h)
+    slopes[h] = float(std::exp2(-8.0 * double(h + 1) / double(heads)));
+  return slopes;
+}
+
 double visible_pairs(const Shape& s, const Mask& m) {
   if (m.none()) return double(s.n_q) * double(s.n_kv);
   double pairs = 0;

@@ -302,3 +302,73 @@ TEST_CASE("timing: the memory estimate counts K and V once per K/V head") {
   CHECK(bytes >= kv);
   CHECK(bytes < 1.1 * kv);
 }
+
+TEST_CASE("timing: masks and score modifiers are refused with their config path") {
+  const std::string head = R"({"name": "a", "kind": "timing", "kernel": "reference", )";
+  const auto error = [&](const std::string& fields) { return error_of(head + fields + "}"); };
+  CHECK(error(R"("window": [null, 0])") ==
+        "bad.json: /experiments/0/window/1: a window of 0 keys: expected at least 1");
+  CHECK(error(R"("window": {"left": -2, "right": null})") ==
+        "bad.json: /experiments/0/window: the left extent -2 is below 0 (null: unbounded)");
+  CHECK(error(R"("window": {"left": 3})").find("/experiments/0/window") != std::string::npos);
+  CHECK(error(R"("chunk": [16, -1])") ==
+        "bad.json: /experiments/0/chunk/1: the chunk length is below 0");
+  CHECK(error(R"("softcap": -1)") ==
+        "bad.json: /experiments/0/softcap: the soft-cap must be a "
+        "positive finite number (0 for none)");
+  CHECK(error(R"("heads_q": 4, "sinks": {"per_head": [0, 1, 2]})") ==
+        "bad.json: /experiments/0/sinks: per_head has 3 sinks, expected one per query head "
+        "(heads_q 4)");
+  CHECK(error(R"("prefix": -3)") == "bad.json: /experiments/0/prefix: the prefix is below 0");
+  CHECK(error(R"("window": [4, {"left": 2, "right": 1}], "chunk": 8, "softcap": 30,
+                 "alibi": true, "sinks": [null, 0.5, {"per_head": [1]}])") == "(accepted)");
+}
+
+TEST_CASE("timing: a masked, modified cell counts visible pairs and its error uses its modifier") {
+  // Soft-cap 0.5 on scores of about +-1, ALiBi and sinks: an error sample that ignored any of
+  // them would be off by far more than rounding.
+  const auto records = run_cells(R"({"name": "t", "kind": "timing", "kernel": "reference",
+      "heads_q": 4, "heads_kv": 2, "n_q": 12, "n_kv": 20, "d_k": 8, "d_v": 4, "causal": true,
+      "window": 5, "softcap": 0.5, "alibi": true, "sinks": {"per_head": [-1, 0, 1, 2]},
+      "threads": 1, "repetitions": 2, "min_time": 0.001, "warmup_time": 0})");
+  REQUIRE(records.size() == 1);
+  const sdpa::json& r = records[0];
+  const sdpa::Shape shape{.batch_heads = 4, .n_q = 12, .n_kv = 20, .d_k = 8, .d_v = 4, .group = 2};
+  const sdpa::Mask mask{.causal = true, .window_left = 4, .window_right = 0};
+  CHECK(sdpa::visible_pairs(shape, mask) == 12 * 5);
+  CHECK(r["flops"] == sdpa::forward_flops(shape, mask));
+  CHECK(r["benchmark_name"].get<std::string>().rfind(
+            "reference/forward/bh:4/group:2/nq:12/nkv:20/dk:8/dv:4/causal:1/window:4,0/"
+            "softcap:0.5/alibi/sinks/threads:1",
+            0) == 0);
+  REQUIRE(r["error"].is_object());
+  CHECK(r["error"]["rows"] == 32);
+  CHECK(r["error"]["o_rms"].get<double>() < 1e-6);
+  CHECK(r["error"]["o_max"].get<double>() < 1e-6);
+}
+
+TEST_CASE("timing: a kernel that does not run a cell's mask or modifier records it as not run") {
+  // ALiBi on 3 heads (slopes no ggml max_bias gives) or a soft-cap: the first kernel here that
+  // refuses either. Once every kernel runs both, the path has nothing to exercise: said, not
+  // counted as checked.
+  const sdpa::Shape shape{.batch_heads = 3, .n_q = 8, .n_kv = 8, .d_k = 32, .d_v = 32};
+  const std::vector<float> slopes = sdpa::alibi_slopes(3);
+  for (const auto& [fields, mod] :
+       {std::pair{std::string(R"("alibi": true)"), sdpa::ScoreMod{.alibi_slopes = slopes}},
+        std::pair{std::string(R"("softcap": 2)"), sdpa::ScoreMod{.softcap = 2}}})
+    for (const sdpa::Kernel& k : sdpa::kernel_registry()) {
+      const std::string why = k.refusal(shape, {}, mod);
+      if (why.empty() || !k.refusal(shape, {}, {}).empty()) continue;
+      CAPTURE(k.name);
+      const auto records = run_cells(R"({"name": "t", "kind": "timing", "kernel": ")" + k.name +
+                                     R"(", "heads_q": 3, "heads_kv": 3, "n_q": 8, "n_kv": 8,
+                                        "d_k": 32, "d_v": 32, "threads": 1, )" +
+                                     fields + "}");
+      REQUIRE(records.size() == 1);
+      CHECK(records[0]["skipped"] == "not run: the kernel refuses the cell: " + why);
+      CHECK(records[0]["kernel_isa"] == k.isa);
+      CHECK_FALSE(records[0].contains("time_s"));
+      return;
+    }
+  MESSAGE("no kernel of this build refuses ALiBi on 3 heads or a soft-cap: path not exercised");
+}

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <tuple>
 
 #include "benchmark_session.hpp"
 #include "checks.hpp"
@@ -30,6 +31,9 @@ struct TimingCell {
   const Kernel* kernel;  // null for another machine's or build's kernel (kernel_elsewhere)
   Shape shape;
   bool causal;
+  std::int64_t prefix, window_left = -1, window_right = -1, chunk;
+  float softcap;
+  std::vector<float> alibi, sinks;  // one per query head, or empty
   std::string direction;
   int threads;
 
@@ -47,10 +51,32 @@ struct TimingCell {
               .d_v = p["d_v"],
               .group = p["heads_q"].get<std::int64_t>() / p["heads_kv"].get<std::int64_t>()},
         causal(p["causal"]),
+        prefix(p["prefix"]),
+        chunk(p["chunk"]),
+        softcap(p["softcap"].get<float>()),
         direction(p["direction"]),
-        threads(resolve_threads(p["threads"], run_threads)) {}
+        threads(resolve_threads(p["threads"], run_threads)) {
+    // A window of W keys is the models' sliding_window: the row's own position and W - 1
+    // before it; {"left", "right"} gives both extents, null leaving a side unbounded.
+    const json& w = p["window"];
+    const auto extent = [](const json& x) { return x.is_null() ? -1 : x.get<std::int64_t>(); };
+    if (w.is_number()) window_left = w.get<std::int64_t>() - 1, window_right = 0;
+    if (w.is_object()) window_left = extent(w["left"]), window_right = extent(w["right"]);
+    const std::int64_t heads = p["heads_q"];
+    if (p["alibi"].get<bool>()) alibi = alibi_slopes(heads);
+    const json& x = p["sinks"];
+    if (x.is_number()) sinks.assign(std::size_t(heads), x.get<float>());
+    if (x.is_object()) sinks = x["per_head"].get<std::vector<float>>();
+  }
 
-  Mask mask() const { return {.causal = causal}; }
+  Mask mask() const {
+    return {.causal = causal,
+            .prefix = prefix,
+            .window_left = window_left,
+            .window_right = window_right,
+            .chunk = chunk};
+  }
+  ScoreMod score_mod() const { return {.softcap = softcap, .alibi_slopes = alibi, .sinks = sinks}; }
   bool needs_backward() const { return direction != "forward"; }
   // "both" times one call of each. Another machine's kernel is credited by the same convention
   // (Kernel::flops is one formula for every kernel), so its record compares with that machine's.
@@ -92,7 +118,22 @@ struct TimingCell {
            (shape.group > 1 ? "/group:" + std::to_string(shape.group) : "") +
            "/nq:" + std::to_string(shape.n_q) + "/nkv:" + std::to_string(shape.n_kv) +
            "/dk:" + std::to_string(shape.d_k) + "/dv:" + std::to_string(shape.d_v) +
-           "/causal:" + (causal ? "1" : "0") + "/threads:" + std::to_string(threads);
+           "/causal:" + (causal ? "1" : "0") + mask_name() + "/threads:" + std::to_string(threads);
+  }
+  // The mask and modifier beyond causal, named only when set, so plain cells keep their names.
+  std::string mask_name() const {
+    const auto extent = [](std::int64_t e) {
+      return e < 0 ? std::string("inf") : std::to_string(e);
+    };
+    std::string n;
+    if (prefix > 0) n += "/prefix:" + std::to_string(prefix);
+    if (window_left >= 0 || window_right >= 0)
+      n += "/window:" + extent(window_left) + "," + extent(window_right);
+    if (chunk > 0) n += "/chunk:" + std::to_string(chunk);
+    if (softcap > 0) n += "/softcap:" + json(softcap).dump();
+    if (!alibi.empty()) n += "/alibi";
+    if (!sinks.empty()) n += "/sinks";
+    return n;
   }
 };
 
@@ -127,7 +168,8 @@ struct Tensors {
 // (||O - O_ref|| / ||O_ref||) and max (max |O - O_ref| / max |O_ref|), as the precision kind
 // measures it. Over a sample of rows, so a prefill cell costs little beside its timing: up to 8
 // query heads and 8 rows of each, evenly spread (the last of each included), each against its
-// visible keys; rows that see no key are left out.
+// visible keys, its logits as RowLogits defines them (the cell's soft-cap, ALiBi bias and sink);
+// rows that see no key are left out.
 json output_error(const TimingCell& c, const Tensors& t) {
   const Shape& s = c.shape;
   const auto spread = [](std::int64_t n, std::int64_t j, std::int64_t of) {
@@ -135,29 +177,41 @@ json output_error(const TimingCell& c, const Tensors& t) {
   };
   const std::int64_t heads = std::min<std::int64_t>(s.batch_heads, 8);
   const std::int64_t rows = std::min<std::int64_t>(s.n_q, 8);
+  const float scale = float(1 / std::sqrt(double(s.d_k)));
+  const ScoreMod mod = c.score_mod();
   double err2 = 0, ref2 = 0, err_max = 0, ref_max = 0;
   std::int64_t used = 0;
-  std::vector<double> q(s.d_k), k, v;
+  std::vector<double> logits, ref(s.d_v);
   for (std::int64_t a = 0; a < heads; ++a)
     for (std::int64_t b = 0; b < rows; ++b) {
       const std::int64_t h = spread(s.batch_heads, a, heads), i = spread(s.n_q, b, rows);
       const KeyRange seen = c.mask().visible(s, i);
-      const std::int64_t keys = seen.size();
-      if (keys <= 0) continue;
+      if (seen.size() <= 0) continue;
+      const RowLogits row = row_logits(s, mod, scale, h, i);
       const float* qr = t.q.data() + (h * s.n_q + i) * s.d_k;
-      const float* kr = t.k.data() + (s.kv_head(h) * s.n_kv + seen.begin) * s.d_k;
-      const float* vr = t.v.data() + (s.kv_head(h) * s.n_kv + seen.begin) * s.d_v;
-      std::copy(qr, qr + s.d_k, q.begin());
-      k.assign(kr, kr + keys * s.d_k);
-      v.assign(vr, vr + keys * s.d_v);
-      const Shape row{.n_q = 1, .n_kv = keys, .d_k = s.d_k, .d_v = s.d_v};
-      const auto ref = reference_attention(row, q, k, v, 1 / std::sqrt(double(s.d_k)), Mask::full());
+      const float* k = t.k.data() + s.kv_head(h) * s.n_kv * s.d_k;
+      const float* v = t.v.data() + s.kv_head(h) * s.n_kv * s.d_v;
+      logits.clear();
+      double top = double(row.sink);
+      for (std::int64_t j = seen.begin; j < seen.end; ++j) {
+        double dot = 0;
+        for (std::int64_t e = 0; e < s.d_k; ++e) dot += double(qr[e]) * double(k[j * s.d_k + e]);
+        logits.push_back(row.logit(dot, j));
+        top = std::max(top, logits.back());
+      }
+      double sum = std::exp(double(row.sink) - top);  // the sink: a weight without a value
+      std::fill(ref.begin(), ref.end(), 0.0);
+      for (std::int64_t j = seen.begin; j < seen.end; ++j) {
+        const double w = std::exp(logits[std::size_t(j - seen.begin)] - top);
+        sum += w;
+        for (std::int64_t e = 0; e < s.d_v; ++e) ref[e] += w * double(v[j * s.d_v + e]);
+      }
       const float* o = t.out.data() + (h * s.n_q + i) * s.d_v;
       for (std::int64_t j = 0; j < s.d_v; ++j) {
-        const double e = std::abs(double(o[j]) - ref.out[j]);
-        err2 += e * e, ref2 += ref.out[j] * ref.out[j];
+        const double r = ref[j] / sum, e = std::abs(double(o[j]) - r);
+        err2 += e * e, ref2 += r * r;
         err_max = std::max(err_max, std::isnan(e) ? INFINITY : e);
-        ref_max = std::max(ref_max, std::abs(ref.out[j]));
+        ref_max = std::max(ref_max, std::abs(r));
       }
       ++used;
     }
@@ -171,6 +225,7 @@ std::function<void()> timed_call(const TimingCell& c, Tensors& t) {
       .shape = c.shape, .q = t.q.data(), .k = t.k.data(), .v = t.v.data(), .out = t.out.data()};
   f.scale = float(1 / std::sqrt(double(c.shape.d_k)));
   f.mask = c.mask();
+  f.score_mod = c.score_mod();
   f.threads = c.threads;
   // A kernel with a K/V storage format reads K and V stored once, before the timed calls, as
   // an inference engine's KV cache is (the lambda keeps the storage alive).
@@ -268,18 +323,25 @@ void add_peak(json& record, const TimingCell& c, double gflops, RunShared& share
 
 json run_timing_cell(const CellContext& ctx) {
   const TimingCell c(ctx.cell.params, ctx.threads);
-  if (!c.kernel) {
+  // A kernel that does not run the cell's mask or modifier (yet) is recorded as not run, with
+  // its reason, rather than timed on something else.
+  const std::string refused =
+      c.kernel ? c.kernel->refusal(c.shape, c.mask(), c.score_mod()) : std::string();
+  if (!c.kernel || !refused.empty()) {
     // Another machine's ISA names itself; a peer this build lacks has none here.
     const auto at = c.kernel_name.find('@');
     json environment = environment_at_start();
     environment["load_average_end"] = environment["load_average_start"];  // nothing ran between
     return {{"threads", c.threads},
-            {"kernel_isa", at == std::string::npos ? "" : c.kernel_name.substr(at + 1)},
+            {"kernel_isa", c.kernel                  ? c.kernel->isa
+                           : at == std::string::npos ? ""
+                                                     : c.kernel_name.substr(at + 1)},
             {"flops", c.flops()},
             {"bytes", c.bytes()},
             {"intensity", c.flops() / c.bytes()},
             {"benchmark_name", c.name()},
-            {"skipped", "not run: " + kernel_elsewhere(c.kernel_name).value_or("")},
+            {"skipped", "not run: " + (c.kernel ? "the kernel refuses the cell: " + refused
+                                                : kernel_elsewhere(c.kernel_name).value_or(""))},
             {"environment", environment}};
   }
   RunShared alone;  // outside a run (tests): peaks and a session of this cell's own
@@ -355,13 +417,42 @@ std::vector<std::string> check_timing(const json& e) {
   return problems;
 }
 
-// A cell whose shape its kernel cannot run (Kernel::refuses: a block format's row length) is
-// refused with the kernel's reason, not run another way.
-std::string timing_cell_problem(const json& params, const json& cell) {
-  const Kernel* k = find_kernel(cell["kernel"].get<std::string>());  // null: another machine's
-  if (!k || !k->refuses) return "";
+// The cell's mask and modifier, each checked where the config gives it: a window of fewer than
+// one key or an extent below 0, a chunk or prefix below 0, a soft-cap that is not positive and
+// finite, sinks per head of another length than heads_q or not finite (mask_problem's rules).
+std::string mask_cell_problem(const json& params, const json& cell) {
+  const auto at = [&](const char* key) { return cell_path(params, cell, key) + ": "; };
+  const json& w = cell["window"];
+  if (w.is_number() && w.get<std::int64_t>() < 1)
+    return at("window") + "a window of " + w.dump() + " keys: expected at least 1";
+  for (const char* side : {"left", "right"})
+    if (w.is_object() && w[side].is_number() && w[side].get<std::int64_t>() < 0)
+      return at("window") + "the " + side + " extent " + w[side].dump() +
+             " is below 0 (null: unbounded)";
+  const json& sinks = cell["sinks"];
+  if (sinks.is_object() && sinks["per_head"].size() != cell["heads_q"].get<std::size_t>())
+    return at("sinks") + "per_head has " + std::to_string(sinks["per_head"].size()) +
+           " sinks, expected one per query head (heads_q " + cell["heads_q"].dump() + ")";
   const TimingCell c(cell, 1);
-  const std::string why = k->refuses(c.shape, c.mask(), {});
+  const Shape& s = c.shape;
+  for (const auto& [key, mask, mod] :
+       {std::tuple{"prefix", Mask{.prefix = c.prefix}, ScoreMod{}},
+        std::tuple{"chunk", Mask{.chunk = c.chunk}, ScoreMod{}},
+        std::tuple{"softcap", Mask{}, ScoreMod{.softcap = c.softcap}},
+        std::tuple{"sinks", Mask{}, ScoreMod{.sinks = c.sinks}}})
+    if (const std::string why = mask_problem(s, mask, mod); !why.empty()) return at(key) + why;
+  return "";
+}
+
+// A cell whose shape its kernel cannot run (Kernel::refuses: a block format's row length) is
+// refused with the kernel's reason, not run another way. A mask or modifier the kernel does not
+// run is not a config error: run_timing_cell records the cell as not run.
+std::string timing_cell_problem(const json& params, const json& cell) {
+  if (std::string why = mask_cell_problem(params, cell); !why.empty()) return why;
+  const Kernel* k = find_kernel(cell["kernel"].get<std::string>());  // null: another machine's
+  if (!k) return "";
+  const TimingCell c(cell, 1);
+  const std::string why = k->refusal(c.shape, Mask{.causal = c.causal}, {});
   return why.empty() ? ""
                      : cell_path(params, cell, "kernel") + ": kernel " + cell["kernel"].dump() +
                            " cannot run the cell with d_k " + cell["d_k"].dump() + ", d_v " +
@@ -374,8 +465,9 @@ ExperimentKind timing_experiment() {
   return {
       .name = "timing",
       .description = "time per call, GFLOP/s and % of peak per kernel, shape, threads, direction",
-      .axes = {"kernel", "direction", "causal", "threads", "batch_heads", "batch", "heads_q",
-               "heads_kv", "n_q", "n_kv", "d_k", "d_v"},
+      .axes = {"kernel", "direction", "causal", "prefix", "window", "chunk", "softcap", "alibi",
+               "sinks", "threads", "batch_heads", "batch", "heads_q", "heads_kv", "n_q", "n_kv",
+               "d_k", "d_v"},
       .run_cell = run_timing_cell,
       .memory_bytes = [](const json& p,
                          int threads) { return TimingCell(p, threads).memory_bytes(); },

@@ -10,6 +10,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace sdpa {
 
@@ -67,6 +68,10 @@ struct ScoreMod {
     return softcap == 0 && alibi_slopes.empty() && sinks.empty() && temperature.empty();
   }
 };
+
+// ALiBi's standard slopes for `heads` query heads: head h (from 0) gets 2^(-8 (h + 1) / heads),
+// the geometric sequence of the ALiBi paper (for a power of two, also ggml's with max_bias 8).
+std::vector<float> alibi_slopes(std::int64_t heads);
 
 // Why a mask and modifier cannot apply to a shape (a window below -1, a soft-cap that is not a
 // positive finite number, per-head arrays whose length does not divide batch_heads, a
