@@ -202,10 +202,10 @@ TEST_CASE("the ggml entries are there exactly when the build has ggml") {
   // Bytes as stored: q8_0 is 34 bytes per 32 values, q4_0 18, f16 2 per value.
   const Shape s{.batch_heads = 4, .n_q = 1, .n_kv = 100, .d_k = 64, .d_v = 64, .group = 2};
   const double qo = 4.0 * (4 * 64 + 4 * 64), kv_values = 2.0 * 2 * 100 * 64;
-  CHECK(sdpa::find_kernel("ggml")->bytes(s) == qo + 4 * kv_values);
-  CHECK(sdpa::find_kernel("ggml-kv-f16")->bytes(s) == qo + 2 * kv_values);
-  CHECK(sdpa::find_kernel("ggml-kv-q8_0")->bytes(s) == qo + 34.0 / 32 * kv_values);
-  CHECK(sdpa::find_kernel("ggml-kv-q4_0")->bytes(s) == qo + 18.0 / 32 * kv_values);
+  CHECK(sdpa::find_kernel("ggml")->bytes(s, {}) == qo + 4 * kv_values);
+  CHECK(sdpa::find_kernel("ggml-kv-f16")->bytes(s, {}) == qo + 2 * kv_values);
+  CHECK(sdpa::find_kernel("ggml-kv-q8_0")->bytes(s, {}) == qo + 34.0 / 32 * kv_values);
+  CHECK(sdpa::find_kernel("ggml-kv-q4_0")->bytes(s, {}) == qo + 18.0 / 32 * kv_values);
 #else
   for (const auto& k : sdpa::kernel_registry()) CHECK_MESSAGE(k.family != "ggml", k.name);
 #endif
@@ -258,4 +258,121 @@ TEST_CASE("ggml entries refuse by name what they cannot do") {
   const auto f16 = sdpa::find_kernel("ggml-kv-f16")->store_kv(b);
   b.stored_kv = f16.get();
   CHECK_THROWS_AS(q8->forward(b), std::invalid_argument);
+}
+
+TEST_CASE("ggml maps the soft-cap, ALiBi, sinks and windows within fp32's bound") {
+  // The f32 entry against the oracle: each logit ggml computes (a dot in fp32, times scale / c,
+  // c tanh, plus its slope (within (heads + 4) u32 of ours: powf of a rounded power of two)
+  // times the mask's exact distance) is within D of the exact one, D per row as the fp32 bound
+  // above plus u32 (4 c + (heads + 6) |bias| + |logit|); the weights (the sink one more
+  // outcome, of value 0) then move by factors within e^(+-2D).
+  const sdpa::Kernel* kern = sdpa::find_kernel("ggml");
+  if (!kern) return;  // no ggml in this build (the first test says whether it should have it)
+  struct Dims {
+    std::int64_t heads, group, n_q, n_kv;
+  };
+  // Decode split among threads (600 keys), the row path, and 64-query tiles.
+  const Dims dims[] = {{4, 2, 1, 600}, {4, 1, 5, 40}, {8, 4, 70, 90}};
+  const std::vector<float> slopes = sdpa::alibi_slopes(4);
+  const std::vector<float> sinks = {-INFINITY, 0.0f, 3.0f, -1.5f};
+  const sdpa::Mask masks[] = {{},
+                              {.causal = true, .window_left = 7, .window_right = 0},
+                              {.window_left = 3, .window_right = 5},
+                              {.causal = true, .chunk = 16}};
+  std::uint32_t seed = 40;
+  double worst = 0;
+  for (const Dims& d : dims)
+    for (const sdpa::Mask& mask : masks)
+      for (int m = 0; m < 4; ++m) {
+        const sdpa::ScoreMod mod{
+            .softcap = m & 1 ? 1.5f : 0.0f,
+            .alibi_slopes = m >= 2 ? std::span<const float>(slopes) : std::span<const float>(),
+            .sinks = m != 2 ? std::span<const float>(sinks) : std::span<const float>()};
+        const Shape s{.batch_heads = d.heads * 2,
+                      .n_q = d.n_q,
+                      .n_kv = d.n_kv,
+                      .d_k = 32,
+                      .d_v = 32,
+                      .group = d.group};
+        INFO("heads ", s.batch_heads, " group ", s.group, " n_q ", s.n_q, " n_kv ", s.n_kv,
+             " window ", mask.window_left, "/", mask.window_right, " chunk ", mask.chunk,
+             " modifiers ", m);
+        REQUIRE(kern->refusal(s, mask, mod).empty());
+        std::mt19937 rng(seed++);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        std::vector<float> q(s.q_elements()), k(s.k_elements()), v(s.v_elements());
+        for (auto* x : {&q, &k, &v})
+          for (float& e : *x) e = normal(rng);
+        const float scale = float(1 / std::sqrt(double(s.d_k)));
+        const auto ref = sdpa::reference_attention(
+            s, std::vector<double>(q.begin(), q.end()), std::vector<double>(k.begin(), k.end()),
+            std::vector<double>(v.begin(), v.end()), scale, mask, mod);
+        for (int threads : {1, 2}) {
+          std::vector<float> out(s.out_elements(), NAN);
+          kern->forward({.shape = s,
+                         .q = q.data(),
+                         .k = k.data(),
+                         .v = v.data(),
+                         .out = out.data(),
+                         .scale = scale,
+                         .mask = mask,
+                         .score_mod = mod,
+                         .threads = threads});
+          for (std::int64_t r = 0; r < s.rows(); ++r) {
+            const std::int64_t b = r / s.n_q, i = r % s.n_q;
+            const sdpa::KeyRange keys = mask.visible(s, i);
+            const sdpa::RowLogits row = sdpa::row_logits(s, mod, scale, b, i);
+            const float* kh = k.data() + s.kv_head(b) * s.n_kv * s.d_k;
+            const float* vh = v.data() + s.kv_head(b) * s.n_kv * s.d_v;
+            std::vector<double> logit, a;
+            double top = row.sink, low = row.sink;
+            for (std::int64_t j = keys.begin; j < keys.end; ++j) {
+              double dot = 0, abs = 0;
+              for (std::int64_t x = 0; x < s.d_k; ++x) {
+                dot += double(q[r * s.d_k + x]) * kh[j * s.d_k + x];
+                abs += std::abs(double(q[r * s.d_k + x]) * kh[j * s.d_k + x]);
+              }
+              logit.push_back(row.logit(dot, j));
+              a.push_back(abs * scale);
+              top = std::max(top, logit.back());
+              low = std::isinf(low) ? logit.back() : std::min(low, logit.back());
+            }
+            double dmax = 0, sum = std::exp(double(row.sink) - top);
+            for (std::size_t j = 0; j < logit.size(); ++j) {
+              const double bias = std::abs(row.bias<double>(keys.begin + std::int64_t(j)));
+              dmax =
+                  std::max(dmax, kU32 * ((s.d_k + 2) * a[j] + 4 * row.softcap + (4 + 6) * bias +
+                                         std::abs(logit[j]) + (top - logit[j]) + (top - low) + 4));
+              sum += std::exp(logit[j] - top);
+            }
+            const double grow = std::exp(2 * dmax), p_sink = std::exp(double(row.sink) - top) / sum;
+            for (std::int64_t c = 0; c < s.d_v; ++c) {
+              const double o = ref.out[r * s.d_v + c];
+              double spread = p_sink * std::abs(o), mass = 0;
+              for (std::size_t j = 0; j < logit.size(); ++j) {
+                const double p = std::exp(logit[j] - top) / sum,
+                             vj = vh[(keys.begin + std::int64_t(j)) * s.d_v + c];
+                spread += p * std::abs(vj - o);
+                mass += p * std::abs(vj);
+              }
+              const double tol =
+                  (grow - 1) * spread + grow * (2 * double(logit.size()) + 8) * kU32 * mass;
+              const double err = std::abs(double(out[r * s.d_v + c]) - o);
+              worst = std::max(worst, err == 0 ? 0 : err / tol);
+              CHECK_MESSAGE(err <= tol, "row ", r, " column ", c, " err ", err, " bound ", tol);
+            }
+          }
+        }
+      }
+  MESSAGE("ggml with modifiers: worst err / bound ", worst);
+  // Temperature per row and slopes that are not ggml's are refused by name.
+  const Shape s{.batch_heads = 3, .n_q = 4, .n_kv = 4, .d_k = 32, .d_v = 32};
+  const std::vector<float> temperature(4, 1.0f), three = sdpa::alibi_slopes(3);
+  CHECK(kern->refusal(s, {}, {.temperature = temperature}) ==
+        "ggml_flash_attn_ext takes one scale per call: no temperature per query row");
+  CHECK(kern->refusal(s, {}, {.alibi_slopes = three}).find("not ggml's for any max_bias") !=
+        std::string::npos);
+  const Shape far{.batch_heads = 4, .n_q = 1, .n_kv = 3000, .d_k = 32, .d_v = 32};
+  CHECK(kern->refusal(far, {}, {.alibi_slopes = slopes}).find("up to 2048") != std::string::npos);
+  CHECK(kern->refusal(far, {.window_left = 2000}, {.alibi_slopes = slopes}).empty());
 }
