@@ -1,20 +1,25 @@
 // Rung 4's backward: the fused backward of flash. Probabilities are recomputed from the
-// forward's row log-sum-exp, p_ij = e^{s_ij - lse_i}, one tile at a time, so nothing of size
+// forward's row log-sum-exp, p_ij = e^{x_ij - lse_i}, one tile at a time, so nothing of size
 // n_q x n_kv is ever stored. For a tile of kKeyBlock keys and a block of kQueryBlock queries,
 // in the forward's layout (keys down the rows, queries along the lanes, so every step on P is
 // lane-wise):
-//   S^T  = K_tile (scale Q)^T            P^T = e^{S^T - lse}
-//   dP^T = V_tile dO^T                   dS^T = P^T o (dP^T - D),  D_i = dO_i . O_i
-// and three products use the tile: dV += P^T dO and dK += scale dS^T Q for its keys,
-// dQ += scale dS K for its queries. Every product is the forward's Gemm (attention_tiles-inl.h),
-// compiled per Highway target like the forward, so flash@avx2's backward runs AVX2.
+//   S^T  = K_tile (scale Q)^T            X^T = cap(S^T) + bias, P^T = e^{X^T - lse}
+//   dP^T = V_tile dO^T                   dS^T = P^T o (dP^T - D) o cap',  D_i = dO_i . O_i
+// with the score modifiers of sdpa/mask.hpp (each row's scale times its temperature, the
+// soft-cap and its derivative cap' = 1 - tanh^2, ALiBi's constant bias; lse holds the sink), and
+// three products use the tile: dV += P^T dO and dK += scale dS^T (t Q) for its keys,
+// dQ += scale (t dS) K for its queries, t the rows' temperatures. A sink's gradient is
+// -sum_i p_sink,i D_i. Every product is the forward's Gemm (attention_tiles-inl.h), compiled
+// per Highway target like the forward, so flash@avx2's backward runs AVX2.
 //
 // One pass: five tile products per (key tile, query block), two for the probabilities and three
 // for the gradients, against the forward's two (the 2.5 forwards of the FLOP convention). The
 // keys of each K/V head are cut into at most kKeyRanges ranges of whole tiles, fixed by the shape
 // and never by the thread count. A range owns the dK and dV rows of its keys (each tile summed
-// over the group's query blocks in order) and writes its own part of dQ, the sum over its keys
-// in tile order, for every query row. dQ is then the sum of the parts in range order. Every
+// over the group's query blocks that see it, in order) and writes its own part of dQ, the sum
+// over its keys in tile order, for every query row that sees some of them. dQ is then the sum of
+// the parts in range order. A (tile, block) pair that no row of the block sees is skipped, so a
+// sliding window costs in proportion to the window. Every
 // value is summed in an order the shape fixes, with one writer at a time, so the result is
 // bit-identical on any thread count; the parts cost kKeyRanges copies of dQ (workspace). The
 // work item is one key tile, the last of a range cut into smaller pieces (TileQueue): a range's
@@ -25,6 +30,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -76,12 +82,19 @@ struct PackedQueries {
         q_t(aligned_floats(blocks * s.d_k * kB)),
         do_t(aligned_floats(blocks * s.d_v * kB)),
         shift(aligned_floats(blocks * kB)),
-        delta(aligned_floats(blocks * kB)) {}
+        delta(aligned_floats(blocks * kB)),
+        temperature(aligned_floats(blocks * kB)),
+        position(aligned_floats(blocks * kB)),
+        sink_gradient(std::size_t(blocks)) {}
   std::int64_t d_k, d_v;
-  AlignedFloats q_t;    // per block [d_k][kB]: scale * Q^T, B of S^T
-  AlignedFloats do_t;   // per block [d_v][kB]: dO^T, B of dP^T
-  AlignedFloats shift;  // per block [kB]: lse; +inf for rows that see no key or are past it
-  AlignedFloats delta;  // per block [kB]: D_i = dO_i . O_i
+  AlignedFloats q_t;          // per block [d_k][kB]: the rows' scales times Q^T, B of S^T
+  AlignedFloats do_t;         // per block [d_v][kB]: dO^T, B of dP^T
+  AlignedFloats shift;        // per block [kB]: lse; +inf for rows that see no key or are past it
+  AlignedFloats delta;        // per block [kB]: D_i = dO_i . O_i
+  AlignedFloats temperature;  // per block [kB]: each row's temperature (1 without)
+  AlignedFloats position;     // per block [kB]: each row's key position p (ALiBi), as a float
+  // Per block: sum over its rows, in order, of p_sink D_i (the sink's gradient is minus that).
+  std::vector<double> sink_gradient;
 };
 
 // Where block `index` lies in a PackedQueries: written by PackQueryBlock, read by the tiles.
@@ -90,18 +103,28 @@ struct QueryTiles {
       : q_t(p.q_t.get() + index * p.d_k * kB),
         do_t(p.do_t.get() + index * p.d_v * kB),
         shift(p.shift.get() + index * kB),
-        delta(p.delta.get() + index * kB) {}
-  float *q_t, *do_t, *shift, *delta;
+        delta(p.delta.get() + index * kB),
+        temperature(p.temperature.get() + index * kB),
+        position(p.position.get() + index * kB) {}
+  float *q_t, *do_t, *shift, *delta, *temperature, *position;
 };
 
-void PackQueryBlock(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& out) {
+// Returns the block's sum of p_sink D_i over its rows, in row order (0 without a sink).
+double PackQueryBlock(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& out) {
   const Shape& s = a.shape;
   std::fill_n(out.shift, kB, std::numeric_limits<float>::infinity());
+  double sink_gradient = 0;
   for (std::int64_t i = 0; i < kB; ++i) {
     const std::int64_t r = blk.head * s.n_q + blk.first_row + i;
     const bool in_block = i < blk.rows;
+    const RowLogits row =
+        row_logits(s, a.score_mod, a.scale, blk.head, blk.first_row + std::min(i, blk.rows - 1));
+    out.temperature[i] = a.score_mod.temperature.empty()
+                             ? 1.0f
+                             : a.score_mod.temperature[blk.first_row + std::min(i, blk.rows - 1)];
+    out.position[i] = float(row.position);
     for (std::int64_t c = 0; c < s.d_k; ++c)
-      out.q_t[c * kB + i] = in_block ? a.scale * a.q[r * s.d_k + c] : 0.0f;
+      out.q_t[c * kB + i] = in_block ? row.scale * a.q[r * s.d_k + c] : 0.0f;
     float dot = 0;
     for (std::int64_t c = 0; c < s.d_v; ++c) {
       const float d_out = in_block ? a.d_out[r * s.d_v + c] : 0.0f;
@@ -109,14 +132,35 @@ void PackQueryBlock(const BackwardArgs& a, const QueryBlock& blk, const QueryTil
       if (in_block) dot += d_out * a.out[r * s.d_v + c];
     }
     out.delta[i] = dot;
-    // A row that sees no key has lse = -inf; shifting by +inf makes its p = e^-inf = 0.
+    // A row that sees no key and has no sink has lse = -inf; shifting by +inf makes its p = 0.
     if (in_block && a.lse[r] != -std::numeric_limits<float>::infinity()) out.shift[i] = a.lse[r];
+    if (in_block && std::isfinite(row.sink))
+      sink_gradient += std::exp(double(row.sink) - double(a.lse[r])) * double(dot);
   }
+  return sink_gradient;
 }
 
+// The keys a block's rows see lie in [first.begin, last.end): every mask's range begins and
+// ends no earlier for a later row (sdpa/mask.hpp), so the first and last rows bound the block.
+struct BlockKeys {
+  BlockKeys(const Shape& s, const Mask& mask, const QueryBlock& blk)
+      : first(mask.visible(s, blk.first_row)),
+        last(mask.visible(s, blk.first_row + blk.rows - 1)) {}
+  // Whether some row may see a key of [key0, key_end) (a row between two that see none may not).
+  bool sees(std::int64_t key0, std::int64_t key_end) const {
+    return first.begin < last.end && first.begin < key_end && last.end > key0;
+  }
+  // Whether some row cannot see a key of [key0, key_end): the tile is masked (mask_tile).
+  bool masks(std::int64_t key0, std::int64_t key_end) const {
+    return key0 < last.begin || key_end > first.end;
+  }
+  KeyRange first, last;
+};
+
 // The parts of dQ / scale, one per key range: [ranges][rows][ld_k]. Range r writes the rows of
-// the blocks that see its first key (dS is zero for keys a row cannot see); the rest is never
-// written nor read (so not zero-filled on allocation either).
+// the blocks that see some of its keys (dS is zero for keys a row cannot see), from the first
+// tile of the range they see on; the rest is never written nor read (so not zero-filled on
+// allocation either).
 struct QueryParts {
   QueryParts(const Shape& s, std::int64_t ld_k)
       : rows(s.rows()), ld_k(ld_k), parts(aligned_floats(key_ranges(s) * rows * ld_k)) {}
@@ -128,16 +172,18 @@ struct QueryParts {
 // One thread's scratch: one tile, the dK and dV accumulators, and rows of B padded to whole
 // vectors (Gemm's b_pack) when d_k or d_v needs it.
 struct BackwardScratch {
-  BackwardScratch(std::int64_t ld_k, std::int64_t ld_v)
+  BackwardScratch(std::int64_t ld_k, std::int64_t ld_v, bool softcap)
       : p_t(kKeyBlock * kB),
         ds_t(kKeyBlock * kB),
+        cap_slope(softcap ? kKeyBlock * kB : 0),
         d_key(kKeyBlock * ld_k),
         d_value(kKeyBlock * ld_v),
         b_pack(std::max(kKeyBlock, kB) * std::max(ld_k, ld_v)),
         ds_sumsq(kB),
         ds_max_abs(kB) {}
-  std::vector<float> p_t;   // [kKeyBlock][kB] S^T, then P^T
-  std::vector<float> ds_t;  // [kKeyBlock][kB] dP^T, then dS^T
+  std::vector<float> p_t;        // [kKeyBlock][kB] S^T, then P^T
+  std::vector<float> ds_t;       // [kKeyBlock][kB] dP^T, then dS^T
+  std::vector<float> cap_slope;  // with a soft-cap, [kKeyBlock][kB]: 1 - tanh^2 of S^T / cap
   // Accumulators: dK / scale and dV of a key tile.
   std::vector<float> d_key, d_value;
   std::vector<float> b_pack;
@@ -145,10 +191,41 @@ struct BackwardScratch {
   std::vector<double> ds_sumsq, ds_max_abs;
 };
 
-// P^T and dS^T of the key tile [key0, key0 + nk) against one query block.
+// The logits of a tile of scaled scores S^T (in place): the soft-cap c tanh(s / c), whose
+// derivative 1 - tanh^2 goes to w.cap_slope, and ALiBi's bias -slope |p - j| (sdpa/mask.hpp).
+template <class P>
+void ModifyScores(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& qt,
+                  std::int64_t key0, std::int64_t nk, BackwardScratch& w) {
+  using V = typename P::V;
+  const typename P::D d;
+  constexpr std::int64_t L = P::kLanes;
+  const float softcap = a.score_mod.softcap;
+  const float slope = row_logits(a.shape, a.score_mod, a.scale, blk.head, blk.first_row).slope;
+  const V cap = P::Set(softcap), one = P::Set(1.0f), neg_slope = P::Set(-slope);
+  for (std::int64_t g = 0; g < kB; g += L) {
+    const V position = P::Load(qt.position + g);
+    for (std::int64_t j = 0; j < nk; ++j) {
+      float* x_out = w.p_t.data() + j * kB + g;
+      V x = P::Load(x_out);
+      if (softcap > 0) {
+        const V t = hn::Tanh(d, hn::Div(x, cap));
+        P::Store(hn::NegMulAdd(t, t, one), w.cap_slope.data() + j * kB + g);
+        x = P::Mul(cap, t);
+      }
+      if (slope != 0)
+        x = P::MulAdd(neg_slope, hn::Abs(P::Sub(position, P::Set(float(key0 + j)))), x);
+      P::Store(x, x_out);
+    }
+  }
+}
+
+// P^T and dS^T of the key tile [key0, key0 + nk) against one query block; `masked`: the tile
+// has keys some row of the block cannot see. With `by_temperature`, dS^T's rows are multiplied
+// by their temperatures for the products (the gradient probes take dS at the scaled scores).
 template <class P>
 void ScoreGradientTile(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& qt,
-                       std::int64_t key0, std::int64_t nk, BackwardScratch& w) {
+                       std::int64_t key0, std::int64_t nk, bool masked, bool by_temperature,
+                       BackwardScratch& w) {
   using V = typename P::V;
   constexpr std::int64_t L = P::kLanes;
   const Shape& s = a.shape;
@@ -164,7 +241,9 @@ void ScoreGradientTile(const BackwardArgs& a, const QueryBlock& blk, const Query
                     .c = w.p_t.data(),
                     .ldc = kB};
   RunGemm<P, P::kMrS, P::kNvS>(scores);
-  if (tile_needs_mask(s, a.mask, blk, key0 + nk)) mask_tile(s, a.mask, blk, key0, nk, w.p_t.data());
+  const bool capped = a.score_mod.softcap > 0;
+  if (capped || !a.score_mod.alibi_slopes.empty()) ModifyScores<P>(a, blk, qt, key0, nk, w);
+  if (masked) mask_tile(s, a.mask, blk, key0, nk, w.p_t.data());
   Gemm d_probs = scores;
   d_probs.k = s.d_v;
   d_probs.a = a.v + (s.kv_head(blk.head) * s.n_kv + key0) * s.d_v;
@@ -172,14 +251,29 @@ void ScoreGradientTile(const BackwardArgs& a, const QueryBlock& blk, const Query
   d_probs.b = qt.do_t;
   d_probs.c = w.ds_t.data();
   RunGemm<P, P::kMrS, P::kNvS>(d_probs);
+  const bool scaled = by_temperature && !a.score_mod.temperature.empty();
   for (std::int64_t g = 0; g < kB; g += L) {
     const V shift = P::Load(qt.shift + g), delta = P::Load(qt.delta + g);
+    if (!capped && !scaled) {  // the plain scores
+      for (std::int64_t j = 0; j < nk; ++j) {
+        float* p_out = w.p_t.data() + j * kB + g;
+        float* ds_out = w.ds_t.data() + j * kB + g;
+        const V p = P::Exp(P::Sub(P::Load(p_out), shift));
+        P::Store(p, p_out);
+        P::Store(P::Mul(p, P::Sub(P::Load(ds_out), delta)), ds_out);
+      }
+      continue;
+    }
+    const V temperature = scaled ? P::Load(qt.temperature + g) : P::Set(1.0f);
     for (std::int64_t j = 0; j < nk; ++j) {
       float* p_out = w.p_t.data() + j * kB + g;
       float* ds_out = w.ds_t.data() + j * kB + g;
       const V p = P::Exp(P::Sub(P::Load(p_out), shift));
       P::Store(p, p_out);
-      P::Store(P::Mul(p, P::Sub(P::Load(ds_out), delta)), ds_out);
+      V ds = P::Mul(p, P::Sub(P::Load(ds_out), delta));
+      if (capped) ds = P::Mul(ds, P::Load(w.cap_slope.data() + j * kB + g));
+      if (scaled) ds = P::Mul(ds, temperature);
+      P::Store(ds, ds_out);
     }
   }
 }
@@ -214,7 +308,8 @@ void StoreRows(const float* acc, std::int64_t ld, std::int64_t rows, std::int64_
 // The work item: the nk <= kKeyBlock keys from key0 of range r of K/V head `kv` (a tile or a
 // piece of one). They meet every query block of the group's query heads that sees them, in
 // order (the heads are consecutive, head-major); their dK and dV are summed over them, and each
-// block's rows of the range's dQ part gain their share (the range's first keys write them).
+// block's rows of the range's dQ part gain their share (the first keys of the range the block
+// sees write them).
 // Cutting a tile into pieces changes no bit: dK, dV and the scores are per key, and the pieces
 // continue the products' sums over keys into the dQ part in the same order (Gemm adds p = 0,
 // 1, ... into each element, and a float stored and loaded again is the same float).
@@ -229,28 +324,33 @@ void KeyTileGradients(const BackwardArgs& a, PackedQueries& packed, std::int64_t
   std::fill(w.d_value.begin(), w.d_value.end(), 0.0f);
   for (std::int64_t b = kv * per_group; b < (kv + 1) * per_group; ++b) {
     const QueryBlock blk = query_block(s, b);
-    if (a.mask.visible(s, blk.first_row + blk.rows - 1).end <= key0) continue;  // masked
-    ScoreGradientTile<P>(a, blk, QueryTiles(packed, b), key0, nk, w);
+    const BlockKeys keys(s, a.mask, blk);
+    if (!keys.sees(key0, key0 + nk)) continue;  // masked
+    ScoreGradientTile<P>(a, blk, QueryTiles(packed, b), key0, nk, keys.masks(key0, key0 + nk), true,
+                         w);
     const std::int64_t r0 = blk.head * s.n_q + blk.first_row;
     Accumulate<P>(nk, blk.rows, w.p_t.data(), kB, 1, a.d_out + r0 * s.d_v, s.d_v, s.d_v,
                   w.b_pack.data(), w.d_value.data(), ld_v);
     Accumulate<P>(nk, blk.rows, w.ds_t.data(), kB, 1, a.q + r0 * s.d_k, s.d_k, s.d_k,
                   w.b_pack.data(), w.d_key.data(), ld_k);
-    // A block that sees these keys saw the range's first: there its rows of the part start.
+    // The first piece of the range the block sees (the range's first, or the one holding the
+    // block's first key): there its rows of the part start.
+    const bool starts = key0 == range_first_key(s, r) || key0 <= keys.first.begin;
     Accumulate<P>(blk.rows, nk, w.ds_t.data(), 1, kB, k + key0 * s.d_k, s.d_k, s.d_k,
                   w.b_pack.data(), d_query_part + r0 * ld_k, ld_k,
-                  key0 == range_first_key(s, r) ? Gemm::Init::kZero : Gemm::Init::kLoad);
+                  starts ? Gemm::Init::kZero : Gemm::Init::kLoad);
   }
   const std::int64_t first = kv * s.n_kv + key0;
   StoreRows(w.d_key.data(), ld_k, nk, s.d_k, a.scale, a.d_k + first * s.d_k);
   StoreRows(w.d_value.data(), ld_v, nk, s.d_v, 1.0f, a.d_v + first * s.d_v);
 }
 
-// Query blocks of one head that see the key at key0.
-std::int64_t blocks_seeing(const Shape& s, const Mask& mask, std::int64_t key0) {
+// Query blocks of one head that see some of the keys [key0, key_end).
+std::int64_t blocks_seeing(const Shape& s, const Mask& mask, std::int64_t key0,
+                           std::int64_t key_end) {
   std::int64_t blocks = 0;
   for (std::int64_t b = 0; b < query_blocks_per_head(s); ++b)
-    blocks += mask.visible(s, std::min(s.n_q, (b + 1) * kB) - 1).end > key0;
+    blocks += BlockKeys(s, mask, query_block(s, b)).sees(key0, key_end);
   return blocks;
 }
 
@@ -263,7 +363,8 @@ std::int64_t blocks_seeing(const Shape& s, const Mask& mask, std::int64_t key0) 
 // are cut into pieces of kTailKeys and the wait is at most one piece. A thread takes the free range
 // with the most work left (ties: the lowest index), or keeps to its own while that is within its
 // next piece of it (cache locality, see next()), so the ranges drain together, also under causal
-// masking, where the first ranges' tiles meet the most query blocks. Which thread runs a piece
+// masking, where the first ranges' tiles meet the most query blocks, and under a window, where
+// each tile meets few. Which thread runs a piece
 // decides nothing about its values: the order of every sum is fixed by the shape.
 class TileQueue {
  public:
@@ -332,7 +433,8 @@ class TileQueue {
   }
   // The cost of that piece: keys times the query blocks that see them.
   std::int64_t work(std::int64_t r, std::int64_t key0) const {
-    return piece_keys(r, key0) * blocks_seeing(s_, mask_, key0);
+    const std::int64_t keys = piece_keys(r, key0);
+    return keys * blocks_seeing(s_, mask_, key0, key0 + keys);
   }
   const Shape& s_;
   Mask mask_;
@@ -347,8 +449,9 @@ void SumQueryParts(const BackwardArgs& a, const QueryBlock& blk, QueryParts& par
   const std::int64_t r0 = blk.head * s.n_q + blk.first_row;
   float* out = a.d_q + r0 * s.d_k;
   std::fill_n(out, blk.rows * s.d_k, 0.0f);
-  const std::int64_t key_end = a.mask.visible(s, blk.first_row + blk.rows - 1).end;
-  for (std::int64_t r = 0; r < key_ranges(s) && range_first_key(s, r) < key_end; ++r) {
+  const BlockKeys keys(s, a.mask, blk);
+  for (std::int64_t r = 0; r < key_ranges(s); ++r) {
+    if (!keys.sees(range_first_key(s, r), range_first_key(s, r + 1))) continue;
     const float* part = parts.part(r) + r0 * parts.ld_k;
     for (std::int64_t i = 0; i < blk.rows; ++i)
       for (std::int64_t c = 0; c < s.d_k; ++c) out[i * s.d_k + c] += part[i * parts.ld_k + c];
@@ -377,10 +480,11 @@ void ProbeBlock(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& 
   GradProbes& probes = *a.probes;
   std::fill(w.ds_sumsq.begin(), w.ds_sumsq.end(), 0.0);
   std::fill(w.ds_max_abs.begin(), w.ds_max_abs.end(), 0.0);
-  const std::int64_t key_end = a.mask.visible(s, blk.first_row + blk.rows - 1).end;
-  for (std::int64_t key0 = 0; key0 < key_end; key0 += kKeyBlock) {
-    const std::int64_t nk = std::min(kKeyBlock, key_end - key0);
-    ScoreGradientTile<P>(a, blk, qt, key0, nk, w);
+  const BlockKeys keys(s, a.mask, blk);
+  const KeyRange seen{keys.first.begin, keys.sees(0, s.n_kv) ? keys.last.end : keys.first.begin};
+  for (std::int64_t key0 = seen.begin; key0 < seen.end; key0 += kKeyBlock) {
+    const std::int64_t nk = std::min(kKeyBlock, seen.end - key0);
+    ScoreGradientTile<P>(a, blk, qt, key0, nk, keys.masks(key0, key0 + nk), false, w);
     ProbeTileSums(blk, nk, w);
   }
   const std::int64_t r0 = blk.head * s.n_q + blk.first_row;
@@ -388,11 +492,11 @@ void ProbeBlock(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& 
     probes.ds_sumsq[r0 + i] = w.ds_sumsq[i];
     probes.ds_max_abs[r0 + i] = w.ds_max_abs[i];
     probes.participating[r0 + i] = 0;
-    probes.visible[r0 + i] = a.mask.visible(s, blk.first_row + i).end;
+    probes.visible[r0 + i] = a.mask.visible(s, blk.first_row + i).size();
   }
-  for (std::int64_t key0 = 0; key0 < key_end; key0 += kKeyBlock) {
-    const std::int64_t nk = std::min(kKeyBlock, key_end - key0);
-    ScoreGradientTile<P>(a, blk, qt, key0, nk, w);
+  for (std::int64_t key0 = seen.begin; key0 < seen.end; key0 += kKeyBlock) {
+    const std::int64_t nk = std::min(kKeyBlock, seen.end - key0);
+    ScoreGradientTile<P>(a, blk, qt, key0, nk, keys.masks(key0, key0 + nk), false, w);
     for (std::int64_t j = 0; j < nk; ++j)
       for (std::int64_t i = 0; i < blk.rows; ++i)  // masked keys have dS = 0: never counted
         probes.participating[r0 + i] +=
@@ -417,8 +521,9 @@ void TiledBackward(const BackwardArgs& a) {
   {
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t b = 0; b < query_blocks; ++b)
-      PackQueryBlock(a, query_block(s, b), QueryTiles(packed, b));
-    BackwardScratch w(ld_k, ld_v);
+      packed.sink_gradient[std::size_t(b)] =
+          PackQueryBlock(a, query_block(s, b), QueryTiles(packed, b));
+    BackwardScratch w(ld_k, ld_v, a.score_mod.softcap > 0);
     for (auto tile = queue.next(std::nullopt); tile; tile = queue.next(tile)) {
       const std::int64_t r = tile->item % ranges;
       KeyTileGradients<P>(a, packed, tile->item / ranges, r, tile->key0, tile->keys, parts.part(r),
@@ -430,6 +535,14 @@ void TiledBackward(const BackwardArgs& a) {
       SumQueryParts(a, query_block(s, b), parts);
       if (a.probes) ProbeBlock<P>(a, query_block(s, b), QueryTiles(packed, b), w);
     }
+  }
+  if (a.d_sinks) {  // in block order, whatever the threads: the same bits on any count
+    const std::span<const float> sinks = a.score_mod.sinks;
+    std::vector<double> d_sinks(sinks.size(), 0.0);
+    for (std::int64_t b = 0; b < query_blocks && !sinks.empty(); ++b)
+      d_sinks[std::size_t(query_block(s, b).head) % sinks.size()] -=
+          packed.sink_gradient[std::size_t(b)];
+    for (std::size_t h = 0; h < sinks.size(); ++h) a.d_sinks[h] = float(d_sinks[h]);
   }
 }
 
@@ -453,12 +566,14 @@ BackwardFn flash_backward_fn(std::string_view isa) {
 
 double flash_backward_workspace_bytes(const Shape& s, int threads) {
   const double blocks = double(s.batch_heads * query_blocks_per_head(s));
-  const double packed = blocks * double(kQueryBlock * (s.d_k + s.d_v + 2));  // PackedQueries
+  // PackedQueries: Q^T, dO^T and four floats per row, a double per block.
+  const double packed = blocks * double(kQueryBlock * (s.d_k + s.d_v + 4) + 2);
   // QueryParts and BackwardScratch, with rows rounded up to the widest target's vectors.
   const std::int64_t ld_k = round_up(s.d_k, kMaxLanes), ld_v = round_up(s.d_v, kMaxLanes);
   const double parts = double(HWY_NAMESPACE::key_ranges(s) * s.rows() * ld_k);
   constexpr std::int64_t keys = HWY_NAMESPACE::kKeyBlock, queries = kQueryBlock;
-  const double scratch = double(2 * keys * queries + keys * (ld_k + ld_v) +
+  // The soft-cap's slopes counted whether or not a call has one.
+  const double scratch = double(3 * keys * queries + keys * (ld_k + ld_v) +
                                 std::max(keys, queries) * std::max(ld_k, ld_v) + 4 * queries);
   return sizeof(float) * (packed + parts + double(threads) * scratch) +
          HWY_NAMESPACE::TileQueue::bytes(s);

@@ -90,9 +90,14 @@ bool tile_needs_mask(const Shape& s, const Mask& mask, const QueryBlock& blk,
 void mask_tile(const Shape& s, const Mask& mask, const QueryBlock& blk, std::int64_t key0,
                std::int64_t nk, float* scores) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const std::int64_t key_end = key0 + nk;
   for (std::int64_t i = 0; i < blk.rows; ++i) {
-    const std::int64_t visible = mask.visible(s, blk.first_row + i).end;
-    for (std::int64_t j = std::max(visible, key0); j < key0 + nk; ++j)
+    const KeyRange r = mask.visible(s, blk.first_row + i);
+    // An empty range masks the whole tile: its keys before r.begin and from r.end on.
+    const std::int64_t seen_end = std::clamp(r.end, key0, key_end);
+    const std::int64_t seen_begin = std::clamp(r.begin, key0, seen_end);
+    for (std::int64_t j = key0; j < seen_begin; ++j) scores[(j - key0) * kQueryBlock + i] = kNegInf;
+    for (std::int64_t j = seen_end; j < key_end; ++j)
       scores[(j - key0) * kQueryBlock + i] = kNegInf;
   }
 }

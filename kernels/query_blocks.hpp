@@ -120,7 +120,8 @@ BlockScratch carve_scratch(float* base, const Shape& s, std::int64_t key_tile, s
 std::int64_t begin_block(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w);
 
 // Under causal masking, whether the tile of keys [key0, key_end) has keys some row cannot see,
-// and then sets those scores of S^T ([nk][kQueryBlock]) to -inf. Forward and backward share it.
+// and then sets those scores of S^T ([nk][kQueryBlock]), on either side of each row's range, to
+// -inf. Forward and backward share them.
 bool tile_needs_mask(const Shape& s, const Mask& mask, const QueryBlock& blk, std::int64_t key_end);
 void mask_tile(const Shape& s, const Mask& mask, const QueryBlock& blk, std::int64_t key0,
                std::int64_t nk, float* scores);
