@@ -405,36 +405,28 @@ inline KeyRange VisibleInTile(const ForwardArgs& a, std::int64_t i, std::int64_t
 // p, key j = key0 + its lane). The temperature is in the rows' scale (DecodeSplit packs the
 // queries with it); the sink joins at the merge. Off the hot path: called only with a modifier.
 template <class P>
-HWY_INLINE typename P::V ModifiedScores(typename P::V x, float softcap) {
+HWY_INLINE typename P::V ModifiedScores(typename P::V x, float softcap, bool alibi,
+                                        typename P::V neg_slope, typename P::V distance) {
   const typename P::D d;
   if (softcap > 0) {
     const auto c = hn::Set(d, softcap);
     x = hn::Mul(c, hn::Tanh(d, hn::Div(x, c)));
   }
-  return x;
+  return alibi ? P::MulAdd(neg_slope, hn::Abs(distance), x) : x;
 }
 
 // The block's rows in S's layout (keys along the lanes), n_lanes lanes each.
 template <class P>
 void ModifyRows(const ForwardArgs& a, const DecodeBlock& blk, std::int64_t key0,
                 std::int64_t n_lanes, const DecodeScratch& w) {
-  const typename P::D d;
-  constexpr std::int64_t L = P::kLanes;
-  const Shape& s = a.shape;
-  const float softcap = a.score_mod.softcap;
   for (std::int64_t i = 0; i < blk.rows; ++i) {
     const std::int64_t r = blk.first_row + i;
-    const RowLogits row = row_logits(s, a.score_mod, 1.0f, r / s.n_q, r % s.n_q);
-    const auto neg_slope = hn::Set(d, -row.slope);
+    const RowLogits row = row_logits(a.shape, a.score_mod, 1.0f, r / a.shape.n_q, r % a.shape.n_q);
     float* x = w.scores + i * w.tile;
-    for (std::int64_t j = 0; j < n_lanes; j += L) {
-      auto v = ModifiedScores<P>(P::Load(x + j), softcap);
-      if (row.slope != 0) {
-        const auto keys = hn::Iota(d, float(key0 + j - row.position));
-        v = hn::MulAdd(neg_slope, hn::Abs(keys), v);
-      }
-      P::Store(v, x + j);
-    }
+    for (std::int64_t j = 0; j < n_lanes; j += P::kLanes)
+      P::Store(ModifiedScores<P>(P::Load(x + j), row.softcap, row.slope != 0, P::Set(-row.slope),
+                                 hn::Iota(typename P::D(), float(key0 + j - row.position))),
+               x + j);
   }
 }
 
@@ -443,28 +435,20 @@ void ModifyRows(const ForwardArgs& a, const DecodeBlock& blk, std::int64_t key0,
 template <class P>
 void ModifyRowsQueryLanes(const ForwardArgs& a, const DecodeBlock& blk, std::int64_t key0,
                           std::int64_t nk, const DecodeScratch& w) {
-  const typename P::D d;
-  constexpr std::int64_t L = P::kLanes;
-  const Shape& s = a.shape;
-  const float softcap = a.score_mod.softcap;
-  const bool alibi = !a.score_mod.alibi_slopes.empty();
-  const std::int64_t lanes = round_up(blk.rows, L);
   float neg_slopes[kDecodeRows] = {}, positions[kDecodeRows] = {};
   for (std::int64_t i = 0; i < blk.rows; ++i) {
     const std::int64_t r = blk.first_row + i;
-    const RowLogits row = row_logits(s, a.score_mod, 1.0f, r / s.n_q, r % s.n_q);
+    const RowLogits row = row_logits(a.shape, a.score_mod, 1.0f, r / a.shape.n_q, r % a.shape.n_q);
     neg_slopes[i] = -row.slope;
     positions[i] = float(row.position - key0);
   }
+  const bool alibi = !a.score_mod.alibi_slopes.empty();
   for (std::int64_t j = 0; j < nk; ++j)
-    for (std::int64_t g = 0; g < lanes; g += L) {
+    for (std::int64_t g = 0; g < round_up(blk.rows, P::kLanes); g += P::kLanes) {
       float* x = w.scores_t + j * kDecodeRows + g;
-      auto v = ModifiedScores<P>(P::Load(x), softcap);
-      if (alibi) {
-        const auto dist = hn::Abs(hn::Sub(hn::Set(d, float(j)), P::Load(positions + g)));
-        v = hn::MulAdd(P::Load(neg_slopes + g), dist, v);
-      }
-      P::Store(v, x);
+      P::Store(ModifiedScores<P>(P::Load(x), a.score_mod.softcap, alibi, P::Load(neg_slopes + g),
+                                 P::Sub(P::Set(float(j)), P::Load(positions + g))),
+               x);
     }
 }
 
