@@ -48,7 +48,7 @@ bench: build
 # Reference results of this machine (about twelve minutes: run it on an idle machine, timings
 # are in it), and the tables, plots and claims generated from them. `make report` regenerates
 # only the tables, plots and claims from the committed files.
-RESULT_CONFIGS ?= quick seeds hardware models training stability precision paper
+RESULT_CONFIGS ?= quick seeds hardware models training stability precision paper modifiers
 results: bin
 	$(eval MACHINE := $(shell $(BIN) info --machine-id))
 	@for c in $(RESULT_CONFIGS); do \

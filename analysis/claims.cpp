@@ -479,9 +479,24 @@ struct Sweeps {
   std::string cited;  // the experiments, for the claims' sources
 };
 
+// Whether a stability record ran with a soft-cap or a sink (records from before issue 39 lack
+// both: they ran without).
+bool modified(const json& record) {
+  const json& p = record["params"];
+  return p.value("softcap", 0.0) != 0 || p.value("sink", std::string("none")) != "none";
+}
+
+// Experiments that vary the modifiers answer claims 15-16; claims 11-13 compare scale schemes
+// and read the others.
+bool varies_modifiers(const json& experiment) {
+  const auto& rs = experiment["records"];
+  return std::any_of(rs.begin(), rs.end(), [](const json& r) { return modified(r); });
+}
+
 Sweeps stability_sweeps(Inputs& in) {
   Sweeps out;
   for (const auto& [e, file] : in.of_kind("stability")) {
+    if (varies_modifiers(*e)) continue;
     out.cited += (out.cited.empty() ? "experiment `" : ", `") + (*e)["name"].get<std::string>() +
                  "` of " + file;
     std::string fixed;
@@ -675,6 +690,145 @@ void claim_qk_norm(Inputs& in, Claim& c) {
   c.source = sweeps.cited + " (scale sqrt_dk and qk_norm; differences per seed)";
 }
 
+// ---- claims 15-16: soft-cap and sink in the stability experiments (configs/modifiers.json) ---
+
+// The record of `e` whose parameters equal r's but for `key`, which is `value`; null if none.
+const json* partner(const json& e, const json& r, const std::string& key, const json& value) {
+  for (const auto& other : e["records"]) {
+    json want = r["params"];
+    want[key] = value;
+    if (other["params"] == want) return &other;
+  }
+  return nullptr;
+}
+
+// "d_k = 32, scale none, sink learned": a record's cell, without the parameter compared.
+std::string cell_name(const json& e, const json& r, const std::string& compared) {
+  std::string s = e["name"].get<std::string>() + " d_k = " + r["params"]["d_k"].dump() +
+                  ", scale " + report::label(r["params"]["scale"]);
+  for (const char* key : {"softcap", "sink"})
+    if (key != compared && r["params"].contains(key))
+      s += std::string(", ") + key + " " + report::label(r["params"][key]);
+  return s;
+}
+
+// Every record of the stability experiments that vary the modifiers, with its experiment; the
+// experiments cited in `cited`.
+void for_each_modifier_record(Inputs& in, std::string& cited,
+                              const std::function<void(const json& e, const json& r)>& visit) {
+  for (const auto& [e, file] : in.of_kind("stability")) {
+    if (!varies_modifiers(*e)) continue;
+    cited +=
+        (cited.empty() ? "experiment `" : ", `") + (*e)["name"].get<std::string>() + "` of " + file;
+    for (const auto& r : (*e)["records"]) visit(*e, r);
+  }
+}
+
+std::string trained_text(const json& rate) {
+  return rate["trained"]["count"].dump() + "/" + rate["trained"]["runs"].dump() + " · " +
+         rate["diverged"]["count"].dump() + "/" + rate["diverged"]["runs"].dump();
+}
+
+void claim_softcap(Inputs& in, Claim& c) {
+  c.header = {"cell",
+              "learning rate",
+              "no cap: logit init → peak, H min",
+              "trained · diverged",
+              "soft-capped: peak (cap)",
+              "H min",
+              "trained · diverged",
+              "bounded and stable"};
+  std::string cited;
+  std::vector<std::string> kept, lost;
+  for_each_modifier_record(in, cited, [&](const json& e, const json& r) {
+    const json& p = r["params"];
+    // With a learned sink the largest logit read off the probes may be the sink's.
+    if (!(p.value("softcap", 0.0) > 0) || p.value("sink", std::string("none")) != "none") return;
+    const json* base = partner(e, r, "softcap", 0);
+    if (!base) return;
+    const double cap = p["softcap"], n_keys = r["n_keys"];
+    const json &capped = r["learning_rates"], &plain = (*base)["learning_rates"];
+    for (std::size_t i = 0; i < plain.size() && i < capped.size(); ++i) {
+      const auto g = sa::logit_growth(plain[i]);
+      if (!(g.factor() >= sa::kGrowthFactor && sa::saturates(g, n_keys))) continue;
+      const auto h = sa::logit_growth(capped[i]);
+      // Stated thresholds: bounded when the peak logit stays at or below the cap (up to fp32
+      // rounding); stable when more than half the seeds train and none diverges.
+      const bool bounded = h.peak <= cap * (1 + 1e-6);
+      const bool stable = sa::rate_trains(capped[i]) && sa::none_diverged(capped[i]);
+      const std::string where =
+          cell_name(e, r, "softcap") + " at " + number(capped[i]["learning_rate"].get<double>());
+      (bounded && stable ? kept : lost).push_back(where);
+      c.rows.push_back(
+          {cell_name(e, r, "softcap"), number(capped[i]["learning_rate"].get<double>()),
+           number(g.initial) + " → " + number(g.peak) + ", " + number(g.lowest_entropy),
+           trained_text(plain[i]), number(h.peak) + " (" + number(cap) + ")",
+           number(h.lowest_entropy), trained_text(capped[i]),
+           bounded && stable ? "yes"
+           : bounded         ? "bounded, not stable"
+                             : "no"});
+    }
+  });
+  c.verdict = verdict_of(kept.size(), kept.size() + lost.size());
+  c.reason = kept.empty()
+                 ? "at no rate where the unbounded logits grow 10x and saturate does the "
+                   "soft-capped model stay bounded and train without divergence"
+                 : "bounded and stable where the unbounded logits saturate in " + join(kept);
+  if (!kept.empty() && !lost.empty()) c.reason += "; not in " + join(lost);
+  if (kept.empty() && !lost.empty()) c.reason += ": " + join(lost);
+  c.source = cited +
+             " (soft-cap > 0 beside soft-cap 0, no sink; saturates: logits grow 10x and some "
+             "block's entropy falls below 0.1 ln N; stable: more than half the seeds train, none "
+             "diverges)";
+}
+
+void claim_sink(Inputs& in, Claim& c) {
+  c.header = {"cell",
+              "learning rate",
+              "learned sink: H min",
+              "W_Q, W_K gradient kept (last / first)",
+              "trained · diverged",
+              "no sink: H min",
+              "gradient kept",
+              "falls without saturating"};
+  std::string cited;
+  std::vector<std::string> kept, lost;
+  for_each_modifier_record(in, cited, [&](const json& e, const json& r) {
+    if (r["params"].value("sink", std::string("none")) != "learned") return;
+    const json* base = partner(e, r, "sink", "none");
+    if (!base) return;
+    const double n_keys = r["n_keys"];
+    const json &sunk = r["learning_rates"], &plain = (*base)["learning_rates"];
+    for (std::size_t i = 0; i < sunk.size() && i < plain.size(); ++i) {
+      const auto g = sa::logit_growth(sunk[i]);
+      // Stated thresholds: the entropy "falls" where some block's mean entropy (the sink an
+      // outcome) goes below 0.1 ln N; the gradient is "kept" while the held-out W_Q, W_K
+      // gradient norm at the end is at least 0.1 of its value at step 0.
+      if (!sa::saturates(g, n_keys)) continue;
+      const double share = sa::gradient_kept(sunk[i]);
+      const bool ok = share >= sa::kGradientKeptShare;
+      const std::string where =
+          cell_name(e, r, "sink") + " at " + number(sunk[i]["learning_rate"].get<double>());
+      (ok ? kept : lost).push_back(where + " (" + number(share) + ")");
+      c.rows.push_back({cell_name(e, r, "sink"), number(sunk[i]["learning_rate"].get<double>()),
+                        number(g.lowest_entropy), number(share), trained_text(sunk[i]),
+                        number(sa::logit_growth(plain[i]).lowest_entropy),
+                        number(sa::gradient_kept(plain[i])), ok ? "yes" : "no"});
+    }
+  });
+  c.verdict = verdict_of(kept.size(), kept.size() + lost.size());
+  c.reason = kept.empty()
+                 ? "wherever the entropy with a learned sink falls below 0.1 ln N, the W_Q, W_K "
+                   "gradient ends below 0.1 of its initial norm"
+                 : "the entropy falls below 0.1 ln N and the W_Q, W_K gradient keeps at least 0.1 "
+                   "of its initial norm in " +
+                       join(kept);
+  if (!lost.empty()) c.reason += (kept.empty() ? ": " : "; it does not in ") + join(lost);
+  c.source = cited +
+             " (sink learned beside none at the same scale, d_k and soft-cap; a gradient that "
+             "falls because the task is learnt counts as not kept too: compare the no-sink column)";
+}
+
 // ---- claim 14: the precision experiments (configs/precision.json) ---------------------------
 
 // Stated thresholds: unscaled attention "loses accuracy" at a d_k when it has non-finite rows, or
@@ -838,6 +992,18 @@ const Entry kClaims[] = {
      "configs/precision.json",
      "a `precision` experiment of a 16-bit kernel with scale none and sqrt_dk at the same d_k",
      claim_half_precision},
+    {15,
+     "Logit soft-capping bounds the attention logits and keeps training stable at learning rates "
+     "where unbounded logits saturate.",
+     "configs/modifiers.json",
+     "a `stability` experiment with soft-cap 0 and a soft-cap > 0 at the same scale and d_k, "
+     "without a sink, whose unbounded logits saturate at some rate",
+     claim_softcap},
+    {16, "A learned sink lets a head's attention entropy fall without saturating its gradients.",
+     "configs/modifiers.json",
+     "a `stability` experiment with sink none and learned at the same scale, d_k and soft-cap, "
+     "whose entropy with the sink falls below 0.1 ln N at some rate",
+     claim_sink},
 };
 
 // "claim 10", "claims 11-13", "claims 1-6, 8, 9".

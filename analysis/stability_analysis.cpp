@@ -52,6 +52,19 @@ bool saturates(const LogitGrowth& g, double n_keys) {
   return g.lowest_entropy < kSaturatedEntropyShare * std::log(n_keys);
 }
 
+double gradient_kept(const json& rate) {
+  double first = 0, last = 0;
+  for (const auto& layer : rate["curves"]["layers"])
+    for (const char* w : {"grad_norm_w_q", "grad_norm_w_k"}) {
+      const json& g = layer[w];
+      if (g.empty()) return kNaN;
+      first += number_of(g.front()), last += number_of(g.back());
+    }
+  return last / first;
+}
+
+bool none_diverged(const json& rate) { return rate["diverged"]["count"].get<std::int64_t>() == 0; }
+
 std::optional<Difference> sensitivity_difference(const json& a, const json& b) {
   const json &x = a["sensitivity"]["per_seed"], &y = b["sensitivity"]["per_seed"];
   if (x.size() != y.size() || x.empty()) return std::nullopt;

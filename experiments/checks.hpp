@@ -45,12 +45,26 @@ inline std::string scale_range_problem(const json& params, const json& cell, dou
          "kernels compute";
 }
 
+// Why the cell's kernel cannot run its mask and score modifiers (Kernel::refusal), "" when it can.
+inline std::string kernel_refusal_problem(const json& params, const json& cell, const Shape& shape,
+                                          const Mask& mask, const ScoreMod& mod) {
+  const Kernel* k = find_kernel(cell["kernel"].get<std::string>());
+  const std::string why = k ? k->refusal(shape, mask, mod) : "";
+  return why.empty() ? ""
+                     : cell_path(params, cell, "kernel") + ": kernel " + cell["kernel"].dump() +
+                           " refuses this cell's soft-cap or sink: " + why;
+}
+
 // The cell check of kinds whose cells draw Q and K and run a kernel on them (AttentionCell):
-// the scale, the entries and the scores inside fp32's range.
+// the scale, the entries and the scores inside fp32's range, and a kernel that runs the cell's
+// score modifiers (entropy, gradient).
 inline std::string attention_cell_problem(const json& params, const json& cell) {
   const AttentionCell c(cell);
   if (std::string p = scale_range_problem(params, cell, c.scale); !p.empty()) return p;
-  return c.inputs.fp32_problem(double(c.d_k), c.scale);
+  if (std::string p = c.inputs.fp32_problem(double(c.d_k), c.scale); !p.empty()) return p;
+  const ScoreModifiers mods(cell);
+  return kernel_refusal_problem(params, cell, {1, c.n_q, c.n_kv, c.d_k, 1},
+                                Mask{.causal = cell.value("causal", false)}, mods.score_mod());
 }
 
 // Every kernel named in params["kernel"] must have a backward; the message lists those that do.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "inputs.hpp"
@@ -92,6 +93,20 @@ struct AttentionCell {
     return 4.0 * double(n_q + n_kv) * double(d_k) + inputs.weight_bytes(d_k) + own +
            find_kernel(kernel)->workspace_bytes({1, n_q, n_kv, d_k, 1}, Pass::forward, 1);
   }
+};
+
+// The score modifiers of the entropy and gradient kinds (issue 39): a soft-cap (0: none) and a
+// fixed sink logit every row shares ("none": no sink).
+struct ScoreModifiers {
+  float softcap = 0;
+  std::vector<float> sinks;  // one entry (every head's) or none
+
+  explicit ScoreModifiers(const json& p) : softcap(p.value("softcap", 0.0f)) {
+    if (p.contains("sink") && p["sink"].is_number()) sinks = {p["sink"].get<float>()};
+  }
+  ScoreMod score_mod() const { return {.softcap = softcap, .sinks = sinks}; }
+  bool none() const { return softcap == 0 && sinks.empty(); }
+  float sink() const { return sinks.empty() ? -INFINITY : sinks.front(); }
 };
 
 }  // namespace sdpa

@@ -61,6 +61,30 @@ const json& small_stability_result() {
   return result;
 }
 
+// configs/modifiers.json shrunk the same way: the stability sweep at three rates, the entropy
+// and gradient experiments at one small d_k.
+const json& small_modifiers_result() {
+  static const json result = run_shrunk("configs/modifiers.json", [](json& e) {
+    if (e["kind"] != "stability") {
+      e["d_k"] = 4, e["n_kv"] = 16, e["n_q"] = 2, e["trials"] = 2;
+      return;
+    }
+    e["d_k"] = 8, e["d_model"] = 8, e["d_ff"] = 16;
+    e["learning_rates"] = {0.001, 0.03, 3};
+    e["steps"] = 30, e["log_every"] = 10, e["warmup_steps"] = 5, e["seeds"] = 3;
+    e["eval_size"] = 32, e["batch"] = 16;
+  });
+  return result;
+}
+
+std::vector<sdpa::claims::Claim> modifier_claims(const json& modifiers) {
+  std::vector<sdpa::claims::Claim> out;
+  for (auto& c :
+       sdpa::claims::evaluate({{&small_seeds_result(), "r.json"}, {&modifiers, "m.json"}}))
+    if (c.number >= 15) out.push_back(c);
+  return out;
+}
+
 std::vector<sdpa::claims::Claim> stability_claims(const json& stability) {
   std::vector<sdpa::claims::Claim> out;
   for (auto& c :
@@ -98,12 +122,12 @@ json& record(json& result, const std::string& experiment, std::size_t index) {
 
 TEST_CASE("every claim gets a verdict, a reason, evidence and a source") {
   const auto claims = sdpa::claims::evaluate(small_seeds_result(), "r.json");
-  REQUIRE(claims.size() == 14);
+  REQUIRE(claims.size() == 16);
   for (std::size_t i = 0; i < claims.size(); ++i) {
     CAPTURE(i);
     CHECK(claims[i].number == int(i) + 1);
     CHECK_FALSE(claims[i].reason.empty());
-    // Claims 1-9 from the seeds result; 10-14 need other runs: not tested, with no evidence.
+    // Claims 1-9 from the seeds result; 10-16 need other runs: not tested, with no evidence.
     CHECK(claims[i].rows.empty() == (i >= 9));
     CHECK(claims[i].source.empty() == (i >= 9));
     CHECK((claims[i].verdict == Verdict::not_tested) == (i >= 9));
@@ -128,21 +152,23 @@ TEST_CASE("the registry: every claim once, its inputs the shipped configs, in re
     numbers.insert(numbers.end(), i.claims.begin(), i.claims.end());
   }
   CHECK(configs == std::vector<std::string>{"configs/seeds.json", "configs/training.json",
-                                            "configs/stability.json", "configs/precision.json"});
+                                            "configs/stability.json", "configs/precision.json",
+                                            "configs/modifiers.json"});
   std::sort(numbers.begin(), numbers.end());
-  std::vector<int> all(14);
+  std::vector<int> all(16);
   std::iota(all.begin(), all.end(), 1);
   CHECK(numbers == all);
   CHECK(sdpa::claims::inputs_text() ==
         "configs/seeds.json (claims 1-6, 8, 9), configs/training.json (claim 10), "
-        "configs/stability.json (claims 11-13), configs/precision.json (claim 14)");
+        "configs/stability.json (claims 11-13), configs/precision.json (claim 14), "
+        "configs/modifiers.json (claims 15, 16)");
   // What the Makefile and tests/test_results.cpp read: the same list, one config a line.
   sdpa::testing::TempDir dir;
   const auto listed = sdpa::testing::run_cli("claims --list-inputs", dir);
   CHECK(listed.exit_code == 0);
   CHECK(listed.out ==
         "configs/seeds.json\nconfigs/training.json\nconfigs/stability.json\n"
-        "configs/precision.json\n");
+        "configs/precision.json\nconfigs/modifiers.json\n");
 }
 
 TEST_CASE("verdicts follow the records: change a record and the verdict changes") {
@@ -234,10 +260,10 @@ TEST_CASE("claims refuses a file given twice and names a file no claim reads") {
       sdpa::claims::evaluate({{&seeds, "a.json"}, {&other, "b.json"}, {&unrelated, "u.json"}}),
       "b.json: no claim reads it (the claims read runs of configs/seeds.json (claims 1-6, 8, 9), "
       "configs/training.json (claim 10), configs/stability.json (claims 11-13), "
-      "configs/precision.json (claim 14))\n"
+      "configs/precision.json (claim 14), configs/modifiers.json (claims 15, 16))\n"
       "u.json: no claim reads it (the claims read runs of configs/seeds.json (claims 1-6, 8, 9), "
       "configs/training.json (claim 10), configs/stability.json (claims 11-13), "
-      "configs/precision.json (claim 14))",
+      "configs/precision.json (claim 14), configs/modifiers.json (claims 15, 16))",
       sdpa::InputError);
   // From the command line: exit 2, nothing written.
   sdpa::testing::TempDir dir;
@@ -403,6 +429,87 @@ TEST_CASE("claims 11-13 (stability) come from a stability result; verdicts follo
     CHECK(claim.reason.rfind("no comparable cells (needs a `stability` experiment with scale ",
                              0) == 0);
   }
+}
+
+TEST_CASE("claims 15-16 (soft-cap, sink) come from a modifiers result; verdicts follow records") {
+  // The modifiers' sweep is not the scale schemes' evidence: claims 11-13 stay untested by it.
+  for (const auto& claim : sdpa::claims::evaluate(
+           {{&small_seeds_result(), "r.json"}, {&small_modifiers_result(), "m.json"}}))
+    if (claim.number >= 11 && claim.number <= 13) CHECK(claim.verdict == Verdict::not_tested);
+
+  // Records of the sweep (axes softcap, sink, scale; the last fastest): r[0] no cap, no sink,
+  // unscaled; r[2] no cap, learned sink; r[4] soft-cap 5, no sink. Every rate first made flat
+  // (logit 1 throughout, entropy ln N, gradients unchanged), so that only the edits decide.
+  const double ln_n = std::log(9.0);
+  const auto with = [&](const std::function<void(json & records)>& edit) {
+    json m = small_modifiers_result();
+    for (auto& e : m["experiments"])
+      if (e["kind"] == "stability") {
+        for (auto& r : e["records"])
+          for (auto& rate : r["learning_rates"])
+            for (auto& layer : rate["curves"]["layers"]) {
+              for (auto& x : layer["max_logit"]) x = 1.0;
+              for (auto& h : layer["entropy"]) h = ln_n;
+              for (const char* g : {"grad_norm_w_q", "grad_norm_w_k"})
+                for (auto& x : layer[g]) x = 1.0;
+            }
+        edit(e["records"]);
+      }
+    return modifier_claims(m);
+  };
+  const auto saturate = [](json& rate) {  // logits 1 -> 20, entropy 0.01
+    for (auto& layer : rate["curves"]["layers"]) {
+      for (std::size_t i = 1; i < layer["max_logit"].size(); ++i) layer["max_logit"][i] = 20.0;
+      for (std::size_t i = 1; i < layer["entropy"].size(); ++i) layer["entropy"][i] = 0.01;
+    }
+  };
+  const auto set_outcome = [](json& rate, int trained, int diverged) {
+    rate["trained"]["count"] = trained, rate["diverged"]["count"] = diverged;
+  };
+
+  // Nothing saturates: neither claim has a comparable cell.
+  auto c = with([](json&) {});
+  REQUIRE(c.size() == 2);
+  for (const auto& claim : c) {
+    CAPTURE(claim.number);
+    CHECK(claim.verdict == Verdict::not_tested);
+    CHECK(claim.reason.rfind("no comparable cells (needs a `stability` experiment with ", 0) == 0);
+  }
+
+  // Claim 15: unbounded logits saturate at rate 3; soft-capped they stay at 1 <= 5 and train
+  // without divergence: holds. Capped but not training there: does not hold.
+  c = with([&](json& r) {
+    saturate(r[0]["learning_rates"][2]), set_outcome(r[4]["learning_rates"][2], 3, 0);
+  });
+  CHECK(c[0].verdict == Verdict::holds);
+  CHECK(c[0].rows.size() == 1);
+  CHECK(c[0].source.find("`softcap-sink-lr` of m.json") != std::string::npos);
+  c = with([&](json& r) {
+    saturate(r[0]["learning_rates"][2]), set_outcome(r[4]["learning_rates"][2], 0, 3);
+  });
+  CHECK(c[0].verdict == Verdict::does_not_hold);
+  // A capped run whose logit passes its cap is not bounded, trained or not.
+  c = with([&](json& r) {
+    saturate(r[0]["learning_rates"][2]), saturate(r[4]["learning_rates"][2]);
+    set_outcome(r[4]["learning_rates"][2], 3, 0);
+  });
+  CHECK(c[0].verdict == Verdict::does_not_hold);
+
+  // Claim 16: with a learned sink the entropy falls at rate 0.03; its W_Q, W_K gradient ends at
+  // half its initial norm: holds; at 1/100 of it: does not.
+  const auto end_gradient = [](json& rate, double last) {
+    for (auto& layer : rate["curves"]["layers"])
+      for (const char* g : {"grad_norm_w_q", "grad_norm_w_k"}) layer[g].back() = last;
+  };
+  c = with([&](json& r) {
+    saturate(r[2]["learning_rates"][1]), end_gradient(r[2]["learning_rates"][1], 0.5);
+  });
+  CHECK(c[1].verdict == Verdict::holds);
+  CHECK(c[1].rows.size() == 1);
+  c = with([&](json& r) {
+    saturate(r[2]["learning_rates"][1]), end_gradient(r[2]["learning_rates"][1], 0.01);
+  });
+  CHECK(c[1].verdict == Verdict::does_not_hold);
 }
 
 TEST_CASE("claim 14 (precision) comes from a precision result; its verdict follows the records") {

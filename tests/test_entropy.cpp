@@ -165,3 +165,39 @@ TEST_CASE("N = 65536 through the fused kernel: completes, memory bounded (no N x
   getrusage(RUSAGE_SELF, &usage);
   CHECK(usage.ru_maxrss < 512 * 1024);  // kilobytes: the whole test process stays under 512 MiB
 }
+
+// Soft-capping bounds every logit by c, so lse <= c + ln N: unscaled d_k = 1024 overflows fp32
+// without max subtraction, capped at 30 it cannot; fp16's limit (ln 65504 = 11.1) is passed at
+// c = 30 (30 > 11.1) and not at c = 2 (2 + ln 1024 = 8.9). The measured fp16 share, with the cap
+// applied in half precision, must agree with the share derived from the lse.
+TEST_CASE("soft-capped unscaled logits: no fp32 overflow, fp16 overflow by the cap's size") {
+  const std::string cell =
+      R"("kernel": "reference", "d_k": 1024, "n_kv": 1024, "n_q": 16, "trials": 4, "scale": "none", "softcap": )";
+  const auto unbounded = entropy_cell(cell + "0");
+  CHECK(unbounded["overflow"]["unstable_fp32_rows"].get<double>() > 0.5);
+  for (const double cap : {2.0, 30.0}) {
+    const auto r = entropy_cell(cell + std::to_string(cap));
+    CAPTURE(cap);
+    const auto& o = r["overflow"];
+    CHECK(o["unstable_fp32_rows"] == 0.0);
+    CHECK(o["unstable_fp16_rows"] == (cap > 10 ? 1.0 : 0.0));
+    CHECK(o["unstable_fp16_measured_rows"] == o["unstable_fp16_rows"]);
+    CHECK_FALSE(r["entropy"].contains("agrees"));  // the theory is of plain softmax
+    CHECK_FALSE(o.contains("onset_d_k_fp32"));
+  }
+}
+
+// A sink far above every logit takes each row's weight: the entropy (the sink counted as an
+// outcome) falls to about 0 and the max weight to about 1; a sink far below changes nothing.
+TEST_CASE("a sink's weight: one far above the logits takes the row, one far below nothing") {
+  const std::string cell =
+      R"("kernel": "reference", "d_k": 64, "n_kv": 256, "n_q": 16, "trials": 4, "scale": "sqrt_dk", "sink": )";
+  const auto plain = entropy_cell(
+      R"("kernel": "reference", "d_k": 64, "n_kv": 256, "n_q": 16, "trials": 4, "scale": "sqrt_dk")");
+  const auto high = entropy_cell(cell + "40");
+  CHECK(high["entropy"]["value"].get<double>() < 1e-6);
+  CHECK(high["max_weight"]["value"].get<double>() > 1 - 1e-6);
+  const auto low = entropy_cell(cell + "-40");
+  CHECK(low["entropy"]["value"].get<double>() ==
+        doctest::Approx(plain["entropy"]["value"].get<double>()).epsilon(1e-6));
+}

@@ -69,3 +69,27 @@ TEST_CASE("a kernel without a backward is refused for the gradient experiment") 
                                       0) == 0);
   }
 }
+
+// A sink is an outcome without a value: the identity over the keys' weights (the sink's weight
+// taken off the probes' sums) must still match the backward. Without that correction the
+// identity overstates the norm whenever the sink holds weight (here about half of each row's).
+TEST_CASE("with a sink, the Jacobian identity over the keys still matches the backward") {
+  const auto r = run_cell(
+      "gradient",
+      R"("kernel": "reference", "d_k": 16, "n_kv": 256, "n_q": 16, "trials": 64, "scale": "sqrt_dk", "sink": 6)",
+      2);
+  CHECK(r["jacobian_fro2_from_gradients"]["agrees"] == true);
+  CHECK(r["max_weight"]["value"].get<double>() > 0.3);  // the sink holds a large share
+}
+
+// Soft-capping unscaled logits bounds them, but the cap's 1 - tanh^2 takes the gradient of the
+// keys it saturates: at d_k = 256 (sigma = 16) with c = 5 almost every logit sits on the cap.
+TEST_CASE("soft-capped unscaled scores: the gradient at q.k shrinks as the cap saturates") {
+  const std::string cell =
+      R"("kernel": "reference", "d_k": 256, "n_kv": 256, "n_q": 16, "trials": 16, "scale": "none", "softcap": )";
+  const auto loose = run_cell("gradient", cell + "1000", 2);
+  const auto tight = run_cell("gradient", cell + "5", 2);
+  CHECK_FALSE(tight["jacobian_fro2_from_gradients"].contains("agrees"));  // no identity with a cap
+  CHECK(tight["score_gradient_norm"]["value"].get<double>() <
+        0.1 * loose["score_gradient_norm"]["value"].get<double>());
+}

@@ -100,42 +100,55 @@ TEST_CASE("scheme names, parsing and scales") {
 // scheme is below half of the tolerance). A wrong factor or a missing term makes errors of the
 // order of the gradient itself. Gains are drawn away from 1 first: at 1 a gain missing from a
 // backward would go unseen.
+// With a soft-cap and a learned sink (issue 39) the same check covers the cap's 1 - tanh^2 and
+// the sinks' gradient (the kernel's d_sinks); sinks are drawn away from 0 like the gains.
+struct ModifierCase {
+  double softcap;
+  bool sink;
+};
+
 TEST_CASE("the analytic gradient of every parameter matches central differences, every scheme") {
   const auto s = tiny_shape();
   const double h = 5e-3;
-  for (const Scheme scheme : stability::kSchemes) {
-    CAPTURE(stability::scheme_name(scheme));
-    sdpa::PhiloxStream rng({.seed = 3});
-    auto p = stability::initial_parameters(rng, s, "glorot", scheme);
-    boost::random::uniform_real_distribution<double> gain(0.5, 1.5);
-    for (std::size_t t = 0; t < p.tensor.size(); ++t)
-      if (stability::is_gain(t))
-        for (Eigen::Index i = 0; i < p.tensor[t].size(); ++i) p.tensor[t].data()[i] = gain(rng);
-    const auto batch = sdpa::training::sample_batch(rng, s.base, 4);
-    const stability::Core core{sdpa::find_kernel("reference"), scheme};
-    const double noise = 6 * std::sqrt(130.0) / 12 * loss_noise(p, batch, s, core) / h;
-    CHECK(noise < 1e-4);  // fp32 rounding, not a discontinuity
-    const auto gradient = stability::evaluate(p, batch, s, core).gradient;
-    REQUIRE(gradient.tensor.size() == p.tensor.size());
-    double worst = 0;
-    for (std::size_t t = 0; t < p.tensor.size(); ++t) {
-      CAPTURE(t);
-      const auto& g = gradient.tensor[t];
-      REQUIRE(g.rows() == p.tensor[t].rows());
-      REQUIRE(g.cols() == p.tensor[t].cols());
-      if (g.size() == 0) continue;  // qk_norm's gains under another scheme
-      const double largest = g.cwiseAbs().maxCoeff();
-      CHECK(largest > 10 * noise);  // the tensor's gradient stands well above the noise
-      const double tolerance = 1e-4 * largest + noise;
-      for (Eigen::Index i = 0; i < g.size(); ++i) {
-        CAPTURE(i);
-        const double gap = std::abs(difference_quotient(p, t, i, h, batch, s, core) - g.data()[i]);
-        CHECK(gap <= tolerance);
-        worst = std::max(worst, gap / tolerance);
+  for (const auto [softcap, sink] : {ModifierCase{0, false}, ModifierCase{2, true}})
+    for (const Scheme scheme : stability::kSchemes) {
+      CAPTURE(stability::scheme_name(scheme));
+      CAPTURE(softcap);
+      sdpa::PhiloxStream rng({.seed = 3});
+      auto p = stability::initial_parameters(rng, s, "glorot", scheme, sink);
+      boost::random::uniform_real_distribution<double> gain(0.5, 1.5), sink_logit(-1, 1);
+      for (std::size_t t = 0; t < p.tensor.size(); ++t)
+        for (Eigen::Index i = 0; i < p.tensor[t].size(); ++i)
+          if (stability::is_gain(t))
+            p.tensor[t].data()[i] = gain(rng);
+          else if (stability::is_sink(t))
+            p.tensor[t].data()[i] = sink_logit(rng);
+      const auto batch = sdpa::training::sample_batch(rng, s.base, 4);
+      const stability::Core core{sdpa::find_kernel("reference"), scheme, softcap, sink};
+      const double noise = 6 * std::sqrt(130.0) / 12 * loss_noise(p, batch, s, core) / h;
+      CHECK(noise < 1e-4);  // fp32 rounding, not a discontinuity
+      const auto gradient = stability::evaluate(p, batch, s, core).gradient;
+      REQUIRE(gradient.tensor.size() == p.tensor.size());
+      double worst = 0;
+      for (std::size_t t = 0; t < p.tensor.size(); ++t) {
+        CAPTURE(t);
+        const auto& g = gradient.tensor[t];
+        REQUIRE(g.rows() == p.tensor[t].rows());
+        REQUIRE(g.cols() == p.tensor[t].cols());
+        if (g.size() == 0) continue;  // qk_norm's gains under another scheme, sinks without one
+        const double largest = g.cwiseAbs().maxCoeff();
+        CHECK(largest > 10 * noise);  // the tensor's gradient stands well above the noise
+        const double tolerance = 1e-4 * largest + noise;
+        for (Eigen::Index i = 0; i < g.size(); ++i) {
+          CAPTURE(i);
+          const double gap =
+              std::abs(difference_quotient(p, t, i, h, batch, s, core) - g.data()[i]);
+          CHECK(gap <= tolerance);
+          worst = std::max(worst, gap / tolerance);
+        }
       }
+      MESSAGE("largest gap / tolerance: ", worst, ", noise ", noise);
     }
-    MESSAGE("largest gap / tolerance: ", worst, ", noise ", noise);
-  }
 }
 
 TEST_CASE("AdamW: one step by hand, decay on weights and not on gains") {

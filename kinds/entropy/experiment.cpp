@@ -30,7 +30,8 @@ struct TrialRows {
                fp16_overflow_rows = 0, fp16_measured_overflow_rows = 0;
 };
 
-TrialRows run_trial(const AttentionCell& c, const Kernel& kernel, const StreamKey& key) {
+TrialRows run_trial(const AttentionCell& c, const ScoreModifiers& mods, const Kernel& kernel,
+                    const StreamKey& key) {
   PhiloxStream rng(key);
   const Shape shape{1, c.n_q, c.n_kv, c.d_k, 1};
   std::vector<float> q(shape.q_elements()), k(shape.k_elements());
@@ -40,6 +41,7 @@ TrialRows run_trial(const AttentionCell& c, const Kernel& kernel, const StreamKe
   ForwardArgs args{.shape = shape, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
   args.lse = lse.data();
   args.scale = float(c.scale);
+  args.score_mod = mods.score_mod();
   args.probes = &probes;
   kernel.forward(args);
 
@@ -58,8 +60,8 @@ TrialRows run_trial(const AttentionCell& c, const Kernel& kernel, const StreamKe
     t.fp32_overflow_rows += !(lse[r] <= kLnMaxFp32) ? 1 : 0;
     t.fp16_overflow_rows += !(lse[r] <= kLnMaxFp16) ? 1 : 0;
   }
-  t.fp16_measured_overflow_rows =
-      fp16_overflowing_rows(q.data(), k.data(), c.n_q, c.n_kv, c.d_k, args.scale);
+  t.fp16_measured_overflow_rows = fp16_overflowing_rows(q.data(), k.data(), c.n_q, c.n_kv, c.d_k,
+                                                        args.scale, mods.softcap, mods.sink());
   return t;
 }
 
@@ -71,9 +73,10 @@ double fraction(const std::vector<TrialRows>& trials, std::int64_t TrialRows::*f
 
 json run_entropy_cell(const CellContext& ctx) {
   const AttentionCell c(ctx.cell.params);
+  const ScoreModifiers mods(ctx.cell.params);
   const Kernel& kernel = *find_kernel(c.kernel);
   const auto trials = run_trials<TrialRows>(
-      ctx, c.trials, [&](const StreamKey& key) { return run_trial(c, kernel, key); });
+      ctx, c.trials, [&](const StreamKey& key) { return run_trial(c, mods, kernel, key); });
 
   const auto model = c.model();
   const double sigma2 = theory::score_variance(model);
@@ -81,8 +84,9 @@ json run_entropy_cell(const CellContext& ctx) {
   // Rows share keys, so rows of one trial are not independent: intervals come from the
   // spread of per-trial means across independent trials.
   const auto entropy = column(trials, &TrialRows::entropy);
+  // The theory is of plain softmax: a soft-cap or a sink leaves it without a prediction.
   const bool gaussian_theory =
-      c.inputs.independent_scores() && model.mean_q == 0 && model.mean_k == 0;
+      c.inputs.independent_scores() && model.mean_q == 0 && model.mean_k == 0 && mods.none();
   const double predicted = theory::entropy_bulk(sigma2, double(c.n_kv));
 
   json r;
@@ -105,11 +109,12 @@ json run_entropy_cell(const CellContext& ctx) {
   const auto keys = column(trials, &TrialRows::effective_keys);
   r["effective_keys"] = measured(stats::mean(keys), stats::mean_ci(keys), std::nullopt, "");
   const auto variances = column(trials, &TrialRows::score_variance);
-  r["score_variance"] = measured(stats::mean(variances), stats::mean_ci(variances),
-                                 c.inputs.independent_scores() && c.inputs.kind == "normal"
-                                     ? std::optional(theory::expected_sample_variance(model))
-                                     : std::nullopt,
-                                 "exact");
+  r["score_variance"] =
+      measured(stats::mean(variances), stats::mean_ci(variances),
+               c.inputs.independent_scores() && c.inputs.kind == "normal" && mods.softcap == 0
+                   ? std::optional(theory::expected_sample_variance(model))
+                   : std::nullopt,
+               "exact");
   const double rows = double(c.n_q);
   r["rows_max_weight_over_0_9"] = fraction(trials, &TrialRows::rows_over_0_9, rows);
 
@@ -127,7 +132,8 @@ json run_entropy_cell(const CellContext& ctx) {
       {"predicted_fp32", expected_max > kLnMaxFp32},
       {"predicted_fp16", expected_max > kLnMaxFp16},
   };
-  if (!ctx.cell.params["scale"].is_string() || ctx.cell.params["scale"] == "none") {
+  if ((!ctx.cell.params["scale"].is_string() || ctx.cell.params["scale"] == "none") &&
+      mods.softcap == 0) {
     // A scale that does not shrink with d_k: sigma^2 grows like d_k, so overflow has an onset.
     const double per_dim = sigma2 / double(c.d_k);
     r["overflow"]["onset_d_k_fp32"] = kLnMaxFp32 * kLnMaxFp32 / (2 * std::log(scores) * per_dim);
@@ -141,8 +147,11 @@ json run_entropy_cell(const CellContext& ctx) {
 ExperimentKind entropy_experiment() {
   return {
       .name = "entropy",
-      .description = "softmax entropy, max weight and overflow vs d_k, N and the scale scheme",
-      .axes = AttentionCell::kAxes,
+      .description =
+          "softmax entropy, max weight and overflow vs d_k, N, the scale scheme, a "
+          "soft-cap and a sink",
+      .axes = {"kernel", "inputs", "init", "d_model", "mean_q", "std_q", "mean_k", "std_k",
+               "alignment", "n_q", "trials", "n_kv", "d_k", "softcap", "sink", "scale"},
       .run_cell = run_entropy_cell,
       .memory_bytes =
           [](const json& p, int threads) {

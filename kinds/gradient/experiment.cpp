@@ -19,17 +19,20 @@ struct GradientCell : AttentionCell {
   std::string upstream;
   std::int64_t d_v;
   bool causal;
+  ScoreModifiers mods;
 
   explicit GradientCell(const json& p)
-      : AttentionCell(p), upstream(p["upstream"]), d_v(p["d_v"]), causal(p["causal"]) {}
+      : AttentionCell(p), upstream(p["upstream"]), d_v(p["d_v"]), causal(p["causal"]), mods(p) {}
 };
 
 // One trial's means over its rows.
 struct TrialGradients {
-  double jacobian_identity = 0;  // ||J||_F^2 = sum p^2 - 2 sum p^3 + (sum p^2)^2
-  double jacobian_measured = 0;  // ||dS_i||^2 / ||dO_i||^2, whose expectation is ||J||_F^2
-  double score_gradient = 0;     // ||scale * dS_i||: the gradient at the raw scores q.k
-  double participation = 0;      // share of visible keys with |dS_j| > 1e-3 max |dS|
+  double jacobian_identity = 0;  // ||J||_F^2 = sum p^2 - 2 sum p^3 + (sum p^2)^2 over the keys
+  // ||dS_i||^2 / ||dO_i||^2, whose expectation is ||J||_F^2 (dS at the scaled score s: with a
+  // soft-cap, through its 1 - tanh^2, so it is then the Jacobian of O in s, not in the logits)
+  double jacobian_measured = 0;
+  double score_gradient = 0;  // ||scale * dS_i||: the gradient at the raw scores q.k
+  double participation = 0;   // share of visible keys with |dS_j| > 1e-3 max |dS|
   double max_weight = 0;
   double d_q = 0, d_k = 0, d_v = 0;  // RMS per element
 };
@@ -53,7 +56,7 @@ TrialGradients run_trial(const GradientCell& c, const Kernel& kernel, const Stre
   RowProbes probes(shape.rows());
   ForwardArgs fwd{.shape = shape, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
   fwd.lse = lse.data(), fwd.scale = float(c.scale), fwd.mask.causal = c.causal,
-  fwd.probes = &probes;
+  fwd.probes = &probes, fwd.score_mod = c.mods.score_mod();
   kernel.forward(fwd);
 
   std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
@@ -65,7 +68,10 @@ TrialGradients run_trial(const GradientCell& c, const Kernel& kernel, const Stre
   TrialGradients t;
   const double rows = double(shape.rows());
   for (std::int64_t r = 0; r < shape.rows(); ++r) {
-    const double p2 = probes.sum_p2[r], p3 = probes.sum_p3[r];
+    // The probes count a sink as one more outcome; the Jacobian is over the keys' weights (the
+    // sink has no value), so its weight e^{sink - lse} comes off.
+    const double sink = std::exp(double(c.mods.sink()) - double(lse[r]));
+    const double p2 = probes.sum_p2[r] - sink * sink, p3 = probes.sum_p3[r] - sink * sink * sink;
     double do2 = 0;
     for (std::int64_t x = 0; x < c.d_v; ++x)
       do2 += double(d_out[r * c.d_v + x]) * d_out[r * c.d_v + x];
@@ -89,7 +95,8 @@ json run_gradient_cell(const CellContext& ctx) {
   const auto model = c.model();
   const double sigma2 = theory::score_variance(model);
   const double ln_n = std::log(double(c.n_kv));
-  const bool gaussian = c.inputs.independent_scores() && model.mean_q == 0 && model.mean_k == 0;
+  const bool gaussian =
+      c.inputs.independent_scores() && model.mean_q == 0 && model.mean_k == 0 && c.mods.none();
 
   json r;
   r["scale_value"] = c.scale;
@@ -115,8 +122,11 @@ json run_gradient_cell(const CellContext& ctx) {
   // puts it around the measured value, and "agrees" is then "the difference's CI holds 0".
   const auto diff_ci = stats::mean_ci(difference);
   const double id = stats::mean(identity);
+  // With a soft-cap dS carries its derivative: no identity to agree with.
   r["jacobian_fro2_from_gradients"] =
-      measured(stats::mean(from_gradients), {id + diff_ci.low, id + diff_ci.high}, id, "exact");
+      c.mods.softcap > 0 ? summary(from_gradients)
+                         : measured(stats::mean(from_gradients),
+                                    {id + diff_ci.low, id + diff_ci.high}, id, "exact");
   r["score_gradient_norm"] = summary(column(trials, &TrialGradients::score_gradient));
   r["participation"] = summary(column(trials, &TrialGradients::participation));
   r["max_weight"] = summary(column(trials, &TrialGradients::max_weight));
@@ -131,9 +141,12 @@ json run_gradient_cell(const CellContext& ctx) {
 ExperimentKind gradient_experiment() {
   return {
       .name = "gradient",
-      .description = "softmax Jacobian norm, score gradients and participation vs d_k and scale",
+      .description =
+          "softmax Jacobian norm, score gradients and participation vs d_k, scale, "
+          "soft-cap and sink",
       .axes = {"kernel", "upstream", "causal", "inputs", "init", "d_model", "mean_q", "std_q",
-               "mean_k", "std_k", "alignment", "n_q", "d_v", "trials", "n_kv", "d_k", "scale"},
+               "mean_k", "std_k", "alignment", "n_q", "d_v", "trials", "n_kv", "d_k", "softcap",
+               "sink", "scale"},
       .run_cell = run_gradient_cell,
       .memory_bytes =
           [](const json& p, int threads) {

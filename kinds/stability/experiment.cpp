@@ -38,6 +38,8 @@ struct StabilityCell {
         seeds(p["seeds"]),
         target_accuracy(p["target_accuracy"]) {
     base.scheme = *stability::parse_scheme(p["scale"].get<std::string>());
+    base.softcap = p["softcap"];
+    base.sink = p["sink"] == "learned";
     base.shape.base = {.d_model = p["d_model"],
                        .d_k = p["d_k"],
                        .heads = p["heads"],
@@ -134,6 +136,9 @@ json rate_record(double rate, std::span<const RunResult> runs, const StabilityCe
       layer[name] = mean_curve(
           runs, steps,
           [&, f = field ](const RunResult& r) -> const auto& { return r.layer[l].*f; });
+    if (!runs.front().layer[l].sink.empty())
+      layer["sink"] = mean_curve(
+          runs, steps, [&](const RunResult& r) -> const auto& { return r.layer[l].sink; });
     layers.push_back(layer);
   }
   json final_per_seed = final_loss;  // NaN is written as null
@@ -207,6 +212,15 @@ std::vector<std::string> check_stability(const json& p) {
   return problems;
 }
 
+// A kernel that refuses the cell's soft-cap or learned sink (Kernel::refusal).
+std::string stability_cell_problem(const json& params, const json& cell) {
+  const std::int64_t heads = cell["heads"], n = std::int64_t(cell["n_pairs"]) + 1;
+  const std::vector<float> sinks(cell["sink"] == "learned" ? std::size_t(heads) : 0, 0.0f);
+  return kernel_refusal_problem(params, cell, {heads, n, n, cell["d_k"], cell["d_k"]},
+                                Mask::causal_mask(),
+                                {.softcap = cell["softcap"].get<float>(), .sinks = sinks});
+}
+
 }  // namespace
 
 ExperimentKind stability_experiment() {
@@ -214,10 +228,10 @@ ExperimentKind stability_experiment() {
       .name = "stability",
       .description =
           "a two-block Transformer trained over a grid of learning rates per scale scheme "
-          "(none, sqrt_dk, dk, log_n, qk_norm): learning-rate sensitivity, divergence, logit "
-          "growth",
+          "(none, sqrt_dk, dk, log_n, qk_norm), soft-cap and sink: learning-rate sensitivity, "
+          "divergence, logit growth",
       .axes = {"kernel", "init", "d_model", "heads", "layers", "d_ff", "vocab", "n_pairs", "batch",
-               "weight_decay", "d_k", "scale"},
+               "weight_decay", "d_k", "softcap", "sink", "scale"},
       .run_cell = run_stability_cell,
       .memory_bytes =
           [](const json& p, int threads) {
@@ -238,7 +252,7 @@ ExperimentKind stability_experiment() {
             return trials_memory(run, kept, runs, threads);
           },
       .check = check_stability,
-      .cell_check = nullptr,
+      .cell_check = stability_cell_problem,
   };
 }
 

@@ -92,7 +92,7 @@ struct BlockTape {
   Shape shape;
   Normalized attention_norm, q_norm, k_norm, mlp_norm;
   Matrix h_sel, q, k;  // the rows queries come from; projections before qk_norm
-  std::vector<float> q_heads, k_heads, v_heads, out, lse;
+  std::vector<float> q_heads, k_heads, v_heads, out, lse, sinks;
   Matrix a, u, z;  // attention output (before W_O); MLP pre-activation and activation
 };
 
@@ -129,6 +129,12 @@ Matrix block_forward(const Parameters& p, std::int64_t l, const Matrix& x, const
                   .out = t.out.data()};
   fwd.lse = t.lse.data(), fwd.mask.causal = true, fwd.probes = stats ? &probes : nullptr;
   fwd.scale = float(scheme_scale(core.scheme, double(d_k), double(n)));
+  fwd.score_mod.softcap = float(core.softcap);
+  if (core.sink) {
+    const Matrix& sink = p.at(l, kSink);
+    t.sinks.assign(sink.data(), sink.data() + sink.size());  // one per head: b % heads
+    fwd.score_mod.sinks = t.sinks;
+  }
   core.kernel->forward(fwd);
   if (stats) *stats = attention_stats(probes, t.lse);
 
@@ -167,7 +173,14 @@ Matrix block_backward(const Parameters& p, std::int64_t l, const Matrix& d_out, 
                    .d_k = dk.data(),
                    .d_v = dv.data()};
   bwd.scale = float(scheme_scale(core.scheme, double(d_k), double(n))), bwd.mask.causal = true;
+  bwd.score_mod.softcap = float(core.softcap);
+  std::vector<float> d_sinks(t.sinks.size(), 0.0f);
+  if (core.sink) bwd.score_mod.sinks = t.sinks, bwd.d_sinks = d_sinks.data();
   core.kernel->backward(bwd);
+  if (core.sink) {
+    g.at(l, kSink).resize(1, heads);
+    for (std::int64_t h = 0; h < heads; ++h) g.at(l, kSink)(0, h) = d_sinks[h];
+  }
   Matrix grad_q = from_heads(dq, t.shape.n_q, heads, d_k);
   Matrix grad_k = from_heads(dk, n, heads, d_k);
   const Matrix grad_v = from_heads(dv, n, heads, d_k);
@@ -227,6 +240,10 @@ AttentionStats attention_stats(const RowProbes& probes, std::span<const float> l
   return stats;
 }
 
+bool is_sink(std::size_t tensor) {
+  return tensor >= kGlobals && PerLayer((tensor - kGlobals) % kPerLayer) == kSink;
+}
+
 bool is_gain(std::size_t tensor) {
   if (tensor < kGlobals) return tensor == kFinalGain;
   const auto t = PerLayer((tensor - kGlobals) % kPerLayer);
@@ -234,7 +251,7 @@ bool is_gain(std::size_t tensor) {
 }
 
 Parameters initial_parameters(PhiloxStream& rng, const StackShape& s, const std::string& init,
-                              Scheme scheme) {
+                              Scheme scheme, bool sink) {
   const std::int64_t d_model = s.base.d_model, width = s.width();
   Parameters p;
   p.tensor.resize(kGlobals + std::size_t(s.layers) * kPerLayer);
@@ -253,6 +270,7 @@ Parameters initial_parameters(PhiloxStream& rng, const StackShape& s, const std:
     p.at(l, kMlpGain) = Matrix::Ones(1, d_model);
     p.at(l, kW1) = training::weight_matrix(rng, init, d_model, s.d_ff);
     p.at(l, kW2) = training::weight_matrix(rng, init, s.d_ff, d_model);
+    if (sink) p.at(l, kSink) = Matrix::Zero(1, s.base.heads);
   }
   p[kFinalGain] = Matrix::Ones(1, d_model);
   p[kReadout] = training::weight_matrix(rng, init, d_model, s.base.vocab);
@@ -297,7 +315,7 @@ void AdamW::step(Parameters& p, const Parameters& gradient, double learning_rate
     if (p.tensor[t].size() > 0)
       training::adam_update(p.tensor[t], first_moment_.tensor[t], second_moment_.tensor[t],
                             gradient.tensor[t], learning_rate, steps_,
-                            is_gain(t) ? 0.0 : weight_decay_);
+                            is_gain(t) || is_sink(t) ? 0.0 : weight_decay_);
 }
 
 }  // namespace sdpa::stability

@@ -17,6 +17,12 @@
 // train with; the normalised q, k have |q| = |k| = sqrt(d_k) per head, so |s| <= g_q g_k sqrt(d_k)
 // and only the gains can grow the logits.
 //
+// Two score modifiers (issue 39) bound or relieve the logits beside the scheme: a soft-cap
+// c tanh(s / c) on the scaled logits (Gemma 2; with scheme none it replaces 1/sqrt(d_k) as what
+// bounds them), and a learned sink, one logit per head and block that joins each row's softmax
+// denominator without a value (gpt-oss), starting at 0 and trained like a gain (no decay) from the
+// kernel's d_sinks.
+//
 // softmax(c Q K^T) V and its backward run in one of the suite's kernels (fp32, as training does),
 // with causal masking; everything else runs in Eigen in double, on the calling thread.
 #pragma once
@@ -58,9 +64,23 @@ struct StackShape {
 
 // The parameters as one list of tensors (globals first, then each layer's), so the optimiser and
 // the checks loop over them. A weight W maps rows x to x W; a gain is 1 x width. The qk_norm gains
-// are empty (0 x 0) under the other schemes: nothing trains or decays them.
+// are empty (0 x 0) under the other schemes, and the sinks (1 x heads) without a learned sink:
+// nothing trains or decays them.
 enum Global { kKeyEmbedding, kValueEmbedding, kFinalGain, kReadout, kGlobals };
-enum PerLayer { kAttentionGain, kWQ, kWK, kWV, kWO, kQGain, kKGain, kMlpGain, kW1, kW2, kPerLayer };
+enum PerLayer {
+  kAttentionGain,
+  kWQ,
+  kWK,
+  kWV,
+  kWO,
+  kQGain,
+  kKGain,
+  kMlpGain,
+  kW1,
+  kW2,
+  kSink,
+  kPerLayer
+};
 
 struct Parameters {
   std::vector<Matrix> tensor;
@@ -77,23 +97,29 @@ struct Parameters {
 // Normalisation gains (1 x width rows) are not weight-decayed, as in nanoGPT's and most LLM
 // recipes' parameter groups.
 bool is_gain(std::size_t tensor);
+// Nor are the learned sinks (gpt-oss keeps them out of weight decay too).
+bool is_sink(std::size_t tensor);
 
-// Embeddings N(0, 1), weights with `init` ("glorot" or "pytorch"), gains 1. The draws do not
-// depend on the scheme (qk_norm's gains take none), so runs of one stream key start from the same
-// weights under every scheme and learning rate.
+// Embeddings N(0, 1), weights with `init` ("glorot" or "pytorch"), gains 1, learned sinks 0. The
+// draws do not depend on the scheme or the modifiers (qk_norm's gains and the sinks take none), so
+// runs of one stream key start from the same weights under every scheme and learning rate.
 Parameters initial_parameters(PhiloxStream& rng, const StackShape& s, const std::string& init,
-                              Scheme scheme);
+                              Scheme scheme, bool sink = false);
 
-// The attention core: a kernel with a backward, and the scheme.
+// The attention core: a kernel with a backward, the scheme and the modifiers.
 struct Core {
   const Kernel* kernel = nullptr;
   Scheme scheme = Scheme::sqrt_dk;
+  double softcap = 0;  // 0: none
+  bool sink = false;   // a learned sink per head and block
 };
 
-// One block's attention over a batch, from the kernel's probes: the largest logit s = c q.k over
-// every row, head and visible key (a row's is lse + ln(max weight), exactly, since the max weight
-// is e^{m - lse}), and the mean of the rows' entropies (nats). The last block's rows are the
-// query rows; earlier blocks' are all causal rows, the first of which sees one key (entropy 0).
+// One block's attention over a batch, from the kernel's probes: the largest logit s = c q.k (after
+// the soft-cap) over every row, head and visible key (a row's is lse + ln(max weight), exactly,
+// since the max weight is e^{m - lse}; with a sink, the sink's logit counts among the row's), and
+// the mean of the rows' entropies (nats; the sink counts as one more outcome). The last block's
+// rows are the query rows; earlier blocks' are all causal rows, the first of which sees one key
+// (entropy 0).
 struct AttentionStats {
   double max_logit = 0, entropy = 0;
 };
@@ -113,7 +139,7 @@ Evaluation evaluate(const Parameters& p, const Batch& batch, const StackShape& s
 
 // AdamW (Loshchilov & Hutter) as torch.optim.AdamW with its defaults: beta1 0.9, beta2 0.999,
 // eps 1e-8, bias correction, decoupled decay w *= 1 - lr wd before the Adam update
-// (training::adam_update); PyTorch's default wd is 0.01. Gains are not decayed (is_gain).
+// (training::adam_update); PyTorch's default wd is 0.01. Gains and sinks are not decayed.
 class AdamW {
  public:
   AdamW(const Parameters& like, double weight_decay);

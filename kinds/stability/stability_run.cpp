@@ -21,7 +21,7 @@ bool finite(const Evaluation& e) {
 
 // Appends one logged step: the held-out evaluation's loss, accuracy, attention statistics and
 // gradient norms, and the norms of the last update (`update`, per block: W_Q then W_K).
-void log_step(RunResult& r, std::int64_t step, const Evaluation& e,
+void log_step(RunResult& r, std::int64_t step, const Evaluation& e, const Parameters& p,
               const std::vector<std::array<double, 2>>& update) {
   r.step.push_back(step);
   r.loss.push_back(e.loss);
@@ -34,6 +34,8 @@ void log_step(RunResult& r, std::int64_t step, const Evaluation& e,
     s.grad_norm_w_k.push_back(e.gradient.at(std::int64_t(l), kWK).norm());
     s.update_norm_w_q.push_back(update[l][0]);
     s.update_norm_w_k.push_back(update[l][1]);
+    if (const Matrix& sink = p.at(std::int64_t(l), kSink); sink.size() > 0)
+      s.sink.push_back(sink.mean());
   }
 }
 
@@ -75,9 +77,9 @@ const Kernel& kernel_with_backward(const std::string& name) {
 }  // namespace
 
 RunResult train_run(const RunSpec& run) {
-  const Core core{&kernel_with_backward(run.kernel), run.scheme};
+  const Core core{&kernel_with_backward(run.kernel), run.scheme, run.softcap, run.sink};
   training::RunStreams rng(run.key);
-  Parameters params = initial_parameters(rng.init, run.shape, run.init, run.scheme);
+  Parameters params = initial_parameters(rng.init, run.shape, run.init, run.scheme, run.sink);
   const Batch held_out = training::sample_batch(rng.held_out, run.shape.base, run.eval_size);
   AdamW optimizer(params, run.weight_decay);
   RunResult r;
@@ -90,7 +92,7 @@ RunResult train_run(const RunSpec& run) {
     if (logged(step)) {
       const Evaluation e = evaluate(params, held_out, run.shape, core, true);
       if (step == 0) r.initial_loss = e.loss;
-      log_step(r, step, e, update);
+      log_step(r, step, e, params, update);
     }
     if (step == run.steps) break;
     const Evaluation e = evaluate(

@@ -18,6 +18,8 @@ namespace sdpa::stability {
 
 struct RunSpec {
   Scheme scheme = Scheme::sqrt_dk;
+  double softcap = 0;  // 0: none
+  bool sink = false;   // a learned sink per head and block
   StackShape shape;
   std::string kernel = "naive";  // needs a backward
   std::string init = "pytorch";  // weights: "pytorch" (Linear's default) or "glorot"
@@ -42,9 +44,9 @@ struct RunSpec {
 // One block's series, one value per logged step: the largest attention logit and the mean
 // attention entropy on the held-out set (AttentionStats); the Frobenius norms of the held-out
 // gradient of W_Q and W_K; and of the last update of W_Q and W_K, W_t - W_{t-1}, with weight
-// decay included (0 at step 0).
+// decay included (0 at step 0); with a learned sink, the mean of the block's sink logits.
 struct LayerSeries {
-  std::vector<double> max_logit, entropy;
+  std::vector<double> max_logit, entropy, sink;
   std::vector<double> grad_norm_w_q, grad_norm_w_k, update_norm_w_q, update_norm_w_k;
 };
 

@@ -36,6 +36,15 @@ inline constexpr double kGrowthFactor = 10;
 inline constexpr double kSaturatedEntropyShare = 0.1;
 bool saturates(const LogitGrowth& g, double n_keys);
 
+// Of one learning rate's mean curves: the held-out gradient norm of W_Q and W_K (summed over the
+// blocks) at the last logged step over its value at step 0; NaN when a run stopped. Claim 16's
+// threshold: the gradient is "kept" while that share is at least kGradientKeptShare.
+double gradient_kept(const json& rate);
+inline constexpr double kGradientKeptShare = 0.1;
+
+// Whether a rate's seeds all ran without diverging (the record's `diverged` share is 0).
+bool none_diverged(const json& rate);
+
 // Paired difference of two records' learning-rate sensitivities (a minus b), seed by seed: the
 // seeds of one experiment share their streams across cells, so seed t's two sweeps saw the same
 // data. Mean and Student-t interval of the per-seed differences; nullopt when the seed counts
