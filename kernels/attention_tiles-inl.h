@@ -201,8 +201,8 @@ void SoftmaxTile(std::int64_t nk, float* s_t, std::int64_t queries, const RowSta
 // tile's weights P^T in place. Other precisions supply the same three steps (flash_bf16.cpp).
 template <class P>
 struct Fp32Products {
-  // Prepares the block (begin_block) and returns how many leading keys it visits.
-  static std::int64_t Begin(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {
+  // Prepares the block (begin_block) and returns the keys it visits.
+  static KeyRange Begin(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {
     return begin_block(a, blk, w);
   }
   // w.scores = S^T of keys [key0, key0 + nk): scaled scores, keys down, queries along lanes.
@@ -224,10 +224,10 @@ struct Fp32Products {
   }
   // w.acc = alpha w.acc + P V of the tile (w.acc = P V for the first), P^T in w.scores.
   static void Accumulate(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
-                         std::int64_t nk, std::int64_t ld_acc, const BlockScratch& w) {
+                         std::int64_t nk, std::int64_t ld_acc, bool first, const BlockScratch& w) {
     const Shape& s = a.shape;
-    AccumulateRows(a.v + (s.kv_head(blk.head) * s.n_kv + key0) * s.d_v, s.d_v, nk, ld_acc,
-                   key0 == 0, w);
+    AccumulateRows(a.v + (s.kv_head(blk.head) * s.n_kv + key0) * s.d_v, s.d_v, nk, ld_acc, first,
+                   w);
   }
   // The same with the tile's values at v_tile (nk rows of d_v floats) and nk rows of P^T.
   static void AccumulateRows(const float* v_tile, std::int64_t d_v, std::int64_t nk,
@@ -250,23 +250,62 @@ struct Fp32Products {
   }
 };
 
-// One query block: for each key tile, S^T, masking, online softmax, O += P V; then the rows.
-// The loop is every precision's; Products (Fp32Products above) computes the two products.
-template <class P, class Products, bool kProbe>
+// The score modifiers that touch a tile of S^T (nk keys, rows kQueryBlock floats apart), in
+// ScoreMod's order: the soft-cap c tanh(s / c), then ALiBi's -slope |p - j| (the row's
+// temperature is in its scale already, its sink joins at finish_row).
+template <class P>
+void ModifyTile(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0, std::int64_t nk,
+                const BlockScratch& w) {
+  using V = typename P::V;
+  constexpr std::int64_t L = P::kLanes;
+  const ScoreMod& mod = a.score_mod;
+  float* scores = w.scores;
+  if (mod.softcap > 0) {
+    const V cap = P::Set(mod.softcap), inv = P::Set(1.0f / mod.softcap);
+    for (std::int64_t x = 0; x < nk * kQueryBlock; x += L)
+      P::Store(P::Mul(cap, P::Tanh(P::Mul(P::Load(scores + x), inv))), scores + x);
+  }
+  if (mod.alibi_slopes.empty()) return;
+  const float slope = mod.alibi_slopes[std::size_t(blk.head) % mod.alibi_slopes.size()];
+  const V neg_slope = P::Set(-slope);
+  for (std::int64_t j = 0; j < nk; ++j) {
+    const V key = P::Set(float(key0 + j));  // positions below 2^24 are exact in a float
+    float* row = scores + j * kQueryBlock;
+    for (std::int64_t g = 0; g < kQueryBlock; g += L)
+      P::Store(P::MulAdd(neg_slope, P::Abs(P::Sub(P::Load(w.position + g), key)), P::Load(row + g)),
+               row + g);
+  }
+}
+
+// One query block: for each key tile of the keys its rows see, S^T, score modifiers (kModify:
+// a soft-cap or ALiBi; out of the loop otherwise), masking, online softmax, O += P V; then the
+// rows. The loop is every precision's; Products (Fp32Products above) computes the two products.
+template <class P, class Products, bool kProbe, bool kModify>
 void AttendBlock(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_tile,
                  std::int64_t ld_acc, const BlockScratch& w) {
   static_assert(kQueryBlock % (P::kNvS * P::kLanes) == 0 && kQueryBlock % P::kMrO == 0);
   const Shape& s = a.shape;
-  const std::int64_t key_end = Products::Begin(a, blk, w);
-  for (std::int64_t key0 = 0; key0 < key_end; key0 += key_tile) {
-    const std::int64_t nk = std::min(key_tile, key_end - key0);
+  const KeyRange keys = Products::Begin(a, blk, w);
+  for (std::int64_t key0 = keys.begin; key0 < keys.end; key0 += key_tile) {
+    const std::int64_t nk = std::min(key_tile, keys.end - key0);
     Products::Scores(a, blk, key0, nk, w);
-    if (tile_needs_mask(s, a.mask, blk, key0 + nk)) mask_tile(s, a.mask, blk, key0, nk, w.scores);
+    if constexpr (kModify) ModifyTile<P>(a, blk, key0, nk, w);
+    if (tile_needs_mask(s, a.mask, blk, key0, key0 + nk))
+      mask_tile(s, a.mask, blk, key0, nk, w.scores);
     SoftmaxTile<P, kProbe, kQueryBlock>(nk, w.scores, kQueryBlock, w);
     if constexpr (kProbe) fold_tile_probes(w);
-    Products::Accumulate(a, blk, key0, nk, ld_acc, w);
+    Products::Accumulate(a, blk, key0, nk, ld_acc, key0 == keys.begin, w);
   }
-  finish_block(a, blk, key_end, ld_acc, w);
+  finish_block(a, blk, keys, ld_acc, w);
+}
+
+// The AttendBlock a call runs: with probes or not, with the tile's modifiers or not.
+template <class P, class Products>
+BlockFn AttendBlockFor(const ForwardArgs& a) {
+  const bool modify = a.score_mod.softcap > 0 || !a.score_mod.alibi_slopes.empty();
+  if (a.probes)
+    return modify ? &AttendBlock<P, Products, true, true> : &AttendBlock<P, Products, true, false>;
+  return modify ? &AttendBlock<P, Products, false, true> : &AttendBlock<P, Products, false, false>;
 }
 
 // The forward of a tiled rung on target P: key_tile = n_kv materialises each block's scores.
@@ -274,10 +313,7 @@ template <class P>
 void TiledForward(const ForwardArgs& a, std::int64_t key_tile) {
   const std::int64_t ld_acc = round_up(a.shape.d_v, P::kLanes);
   key_tile = clamp_key_tile(a.shape, key_tile);
-  using Products = Fp32Products<P>;
-  for_each_query_block(
-      a, key_tile, ld_acc,
-      a.probes ? &AttendBlock<P, Products, true> : &AttendBlock<P, Products, false>);
+  for_each_query_block(a, key_tile, ld_acc, AttendBlockFor<P, Fp32Products<P>>(a));
 }
 
 // TiledForward<HwyLanes>, compiled once per target, in simd.cpp: flash and the prefill of the K/V

@@ -120,21 +120,23 @@ void RoundSwapRowPairs(float* rows, std::int64_t count, std::int64_t n) {
   }
 }
 
-// S^T *= scale over the tile's nk rows: the scale multiplies the fp32 scores (folded into bf16
-// queries it would add a rounding to every one).
-void ScaleTile(std::int64_t nk, float scale, float* scores) {
+// S^T *= each row's scale (w.q_scale) over the tile's nk rows: the scale multiplies the fp32
+// scores (folded into bf16 queries it would add a rounding to every one).
+void ScaleTile(std::int64_t nk, const BlockScratch& w) {
   constexpr std::int64_t L = HwyLanes::kLanes;
-  const auto s = HwyLanes::Set(scale);
-  for (std::int64_t x = 0; x < nk * kQueryBlock; x += L)
-    HwyLanes::Store(HwyLanes::Mul(s, HwyLanes::Load(scores + x)), scores + x);
+  for (std::int64_t g = 0; g < kQueryBlock; g += L) {
+    const auto scale = HwyLanes::Load(w.q_scale + g);
+    for (std::int64_t j = 0; j < nk; ++j) {
+      float* x = w.scores + j * kQueryBlock + g;
+      HwyLanes::Store(HwyLanes::Mul(scale, HwyLanes::Load(x)), x);
+    }
+  }
 }
 
 // The block's queries transposed as flash has them (q_t), but unscaled; masking, softmax and
 // rows are flash's.
-std::int64_t BeginUnscaled(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {
-  ForwardArgs unscaled = a;
-  unscaled.scale = 1.0f;
-  return begin_block(unscaled, blk, w);
+KeyRange BeginUnscaled(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {
+  return begin_block(a, blk, w, /*scale_q=*/false);
 }
 
 // The inputs of a call as the products read them, with the call's arguments pointing at them:
@@ -183,20 +185,20 @@ struct WidenedProducts {
       std::swap_ranges(vh, vh + s.d_v, vh + s.d_v);
     return p;
   }
-  static std::int64_t Begin(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {
+  static KeyRange Begin(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {
     return BeginUnscaled(a, blk, w);
   }
   static void Scores(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
                      std::int64_t nk, const BlockScratch& w) {
     Fp32Products<HwyLanes>::Scores(a, blk, key0, nk, w);
-    ScaleTile(nk, a.scale, w.scores);
+    ScaleTile(nk, w);
   }
   static void Accumulate(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
-                         std::int64_t nk, std::int64_t ld_acc, const BlockScratch& w) {
+                         std::int64_t nk, std::int64_t ld_acc, bool first, const BlockScratch& w) {
     const Shape& s = a.shape;
     RoundSwapRowPairs(w.scores, nk, kQueryBlock);
     const float* v = a.v + (s.kv_head(blk.head) * round_up(s.n_kv, 2) + key0) * s.d_v;
-    Fp32Products<HwyLanes>::AccumulateRows(v, s.d_v, round_up(nk, 2), ld_acc, key0 == 0, w);
+    Fp32Products<HwyLanes>::AccumulateRows(v, s.d_v, round_up(nk, 2), ld_acc, first, w);
   }
 };
 
@@ -222,10 +224,10 @@ struct DotProducts {
       PackRowPairs(p.v.data() + h * nkv2 * ld_acc, s.n_kv, ld_acc);
     return p;
   }
-  static std::int64_t Begin(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {
-    const std::int64_t key_end = BeginUnscaled(a, blk, w);
+  static KeyRange Begin(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {
+    const KeyRange keys = BeginUnscaled(a, blk, w);
     PackRowPairs(w.q_t, a.shape.d_k, kQueryBlock);
-    return key_end;
+    return keys;
   }
   static void Scores(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
                      std::int64_t nk, const BlockScratch& w) {
@@ -234,15 +236,15 @@ struct DotProducts {
     const auto* k =
         reinterpret_cast<const std::uint32_t*>(a.k) + (s.kv_head(blk.head) * s.n_kv + key0) * pairs;
     bf16_dot_scores(k, pairs, nk, reinterpret_cast<const std::uint32_t*>(w.q_t), pairs, w.scores);
-    ScaleTile(nk, a.scale, w.scores);
+    ScaleTile(nk, w);
   }
   static void Accumulate(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
-                         std::int64_t nk, std::int64_t ld_acc, const BlockScratch& w) {
+                         std::int64_t nk, std::int64_t ld_acc, bool first, const BlockScratch& w) {
     const Shape& s = a.shape;
     const std::uint32_t* p = PackRowPairs(w.scores, nk, kQueryBlock);
     const auto* v = reinterpret_cast<const std::uint32_t*>(a.v) +
                     (s.kv_head(blk.head) * round_up(s.n_kv, 2) + key0 / 2) * ld_acc;
-    bf16_dot_accumulate(p, round_up(nk, 2) / 2, v, ld_acc, w.acc, key0 == 0 ? nullptr : w.rescale);
+    bf16_dot_accumulate(p, round_up(nk, 2) / 2, v, ld_acc, w.acc, first ? nullptr : w.rescale);
   }
 };
 #endif
@@ -251,9 +253,8 @@ template <class Products>
 void Bf16Forward(const ForwardArgs& a) {
   const std::int64_t ld_acc = round_up(a.shape.d_v, HwyLanes::kLanes);
   const Prepared p = Products::Prepare(a, ld_acc);
-  for_each_query_block(
-      p.args, bf16_key_tile(a.shape.n_kv), ld_acc,
-      a.probes ? &AttendBlock<HwyLanes, Products, true> : &AttendBlock<HwyLanes, Products, false>);
+  for_each_query_block(p.args, bf16_key_tile(a.shape.n_kv), ld_acc,
+                       AttendBlockFor<HwyLanes, Products>(a));
 }
 
 void Bf16WidenedForward(const ForwardArgs& a) { Bf16Forward<WidenedProducts>(a); }

@@ -68,6 +68,8 @@ struct HwyLanes {
   static V Mul(V x, V y) { return hn::Mul(x, y); }
   static V MulAdd(V x, V y, V z) { return hn::MulAdd(x, y, z); }
   static V Max(V x, V y) { return hn::Max(x, y); }
+  static V Abs(V x) { return hn::Abs(x); }
+  static V Tanh(V x) { return hn::Tanh(D(), x); }  // max error 4 ULP (Highway's contrib/math)
   static V ZeroIfNotFinite(V x) { return hn::IfThenElseZero(hn::IsFinite(x), x); }
   static V OneIfNotFinite(V x) { return hn::IfThenZeroElse(hn::IsFinite(x), Set(1.0f)); }
   static float ReduceSum(V x) { return hn::GetLane(hn::SumOfLanes(D(), x)); }

@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <span>
 
 #include "probe_row.hpp"
 
@@ -16,6 +17,8 @@ BlockScratch carve(Carver& c, const Shape& s, std::int64_t key_tile, std::int64_
   constexpr std::int64_t B = kQueryBlock;
   BlockScratch w{};
   w.q_t = c.floats(s.d_k * B);
+  w.q_scale = c.floats(B);
+  w.position = c.floats(B);
   w.scores = c.floats(key_tile * B);
   w.acc = c.floats(B * ld_acc);
   w.v_pack = ld_acc == s.d_v ? nullptr : c.floats(std::min(key_tile, kDepthChunk) * ld_acc);
@@ -68,23 +71,43 @@ void for_each_query_block(const ForwardArgs& a, std::int64_t key_tile, std::int6
   }
 }
 
-std::int64_t begin_block(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {
+KeyRange begin_block(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w,
+                     bool scale_q) {
   const Shape& s = a.shape;
+  const ScoreMod& mod = a.score_mod;
   constexpr std::int64_t B = kQueryBlock;
+  KeyRange visit{s.n_kv, 0};
+  for (std::int64_t i = 0; i < B; ++i) {
+    const std::int64_t row = blk.first_row + std::min(i, blk.rows - 1);
+    w.q_scale[i] = mod.temperature.empty() ? a.scale : a.scale * mod.temperature[row];
+    w.position[i] = float(row + (s.n_kv - s.n_q));
+    if (i >= blk.rows) continue;
+    const KeyRange r = a.mask.visible(s, row);
+    if (r.size() == 0) continue;
+    visit.begin = std::min(visit.begin, r.begin);
+    visit.end = std::max(visit.end, r.end);
+  }
+  if (visit.end <= visit.begin) visit = {};
+  visit.begin -= visit.begin % 2;
   const float* q = a.q + (blk.head * s.n_q + blk.first_row) * s.d_k;
   for (std::int64_t c = 0; c < s.d_k; ++c)
     for (std::int64_t i = 0; i < B; ++i)
-      w.q_t[c * B + i] = i < blk.rows ? a.scale * q[i * s.d_k + c] : 0.0f;
+      w.q_t[c * B + i] = i < blk.rows ? (scale_q ? w.q_scale[i] : 1.0f) * q[i * s.d_k + c] : 0.0f;
   std::fill_n(w.max, B, -std::numeric_limits<float>::infinity());
   std::fill_n(w.sum, B, 0.0f);
   for (double* p : {w.score_sum, w.score_sumsq, w.shifted_t, w.nonfinite, w.p2, w.p3})
     std::fill_n(p, B, 0.0);
-  return a.mask.visible(s, blk.first_row + blk.rows - 1).end;
+  return visit;
 }
 
-bool tile_needs_mask(const Shape& s, const Mask& mask, const QueryBlock& blk,
+bool tile_needs_mask(const Shape& s, const Mask& mask, const QueryBlock& blk, std::int64_t key0,
                      std::int64_t key_end) {
-  return !mask.none() && key_end > mask.visible(s, blk.first_row).end;
+  if (mask.none()) return false;
+  for (std::int64_t i = 0; i < blk.rows; ++i) {
+    const KeyRange r = mask.visible(s, blk.first_row + i);
+    if (key0 < r.begin || key_end > r.end) return true;
+  }
+  return false;
 }
 
 void mask_tile(const Shape& s, const Mask& mask, const QueryBlock& blk, std::int64_t key0,
@@ -138,21 +161,60 @@ void finish_row(const ForwardArgs& a, std::int64_t r, const RowResult& row) {
   }
 }
 
-void finish_block(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_end,
+namespace {
+
+// The row's sums with its sink as one more key of score `sink`, weight 1 and no value (as the
+// decode path's merge adds it), all moved to the max M = max(m, sink): l' = alpha l + e^{sink-M},
+// acc' = alpha acc (zero for a row that saw no key), t' and the sums of p^2, p^3 as
+// fold_tile_probes moves them.
+void add_sink(RowResult& row, float sink, float* acc, std::int64_t d_v) {
+  if (!(sink > -std::numeric_limits<float>::infinity())) return;
+  if (!(row.sum > 0)) {
+    std::fill_n(acc, d_v, 0.0f);
+    row = {.max = sink,
+           .sum = 1.0f,
+           .acc = acc,
+           .score_sum = row.score_sum,
+           .score_sumsq = row.score_sumsq,
+           .p2 = 1.0,
+           .p3 = 1.0,
+           .nonfinite = row.nonfinite};
+    return;
+  }
+  const float m = std::max(row.max, sink);
+  const float alpha = std::exp(row.max - m), own = std::exp(sink - m);
+  const double ad = alpha, od = own;
+  row.shifted_t = ad * (row.shifted_t + (double(row.max) - m) * row.sum) + od * (double(sink) - m);
+  row.p2 = ad * ad * row.p2 + od * od;
+  row.p3 = ad * ad * ad * row.p3 + od * od * od;
+  if (alpha != 1.0f)
+    for (std::int64_t c = 0; c < d_v; ++c) acc[c] *= alpha;
+  row.sum = alpha * row.sum + own;
+  row.max = m;
+}
+
+}  // namespace
+
+void finish_block(const ForwardArgs& a, const QueryBlock& blk, KeyRange visited,
                   std::int64_t ld_acc, const BlockScratch& w) {
+  const std::span<const float> sinks = a.score_mod.sinks;
   for (std::int64_t i = 0; i < blk.rows; ++i) {
     // Masked keys of the visited range were set to -inf and counted as non-finite.
-    const std::int64_t masked = key_end - a.mask.visible(a.shape, blk.first_row + i).end;
-    finish_row(a, blk.head * a.shape.n_q + blk.first_row + i,
-               {.max = w.max[i],
-                .sum = w.sum[i],
-                .acc = w.acc + i * ld_acc,
-                .score_sum = w.score_sum[i],
-                .score_sumsq = w.score_sumsq[i],
-                .shifted_t = w.shifted_t[i],
-                .p2 = w.p2[i],
-                .p3 = w.p3[i],
-                .nonfinite = std::int64_t(w.nonfinite[i]) - masked});
+    const KeyRange r = a.mask.visible(a.shape, blk.first_row + i);
+    const KeyRange seen{std::max(r.begin, visited.begin), std::min(r.end, visited.end)};
+    const std::int64_t masked = visited.size() - seen.size();
+    RowResult row{.max = w.max[i],
+                  .sum = w.sum[i],
+                  .acc = w.acc + i * ld_acc,
+                  .score_sum = w.score_sum[i],
+                  .score_sumsq = w.score_sumsq[i],
+                  .shifted_t = w.shifted_t[i],
+                  .p2 = w.p2[i],
+                  .p3 = w.p3[i],
+                  .nonfinite = std::int64_t(w.nonfinite[i]) - masked};
+    if (!sinks.empty())
+      add_sink(row, sinks[std::size_t(blk.head) % sinks.size()], w.acc + i * ld_acc, a.shape.d_v);
+    finish_row(a, blk.head * a.shape.n_q + blk.first_row + i, row);
   }
 }
 

@@ -60,10 +60,12 @@ struct RowStats {
 // starts on a 64-byte boundary. Rows of `acc` and `v_pack` have `ld_acc` floats: d_v rounded up
 // to whole vectors of the target.
 struct BlockScratch : RowStats {
-  float* q_t;     // [d_k][kQueryBlock]: scale * Q^T of the block, zero in rows past the block
-  float* scores;  // [key_tile][kQueryBlock]: S^T of one key tile, overwritten by P^T
-  float* acc;     // [kQueryBlock][ld_acc]: unnormalised output rows
-  float* v_pack;  // [kDepthChunk][ld_acc]: values padded to whole vectors, when d_v needs it
+  float* q_t;       // [d_k][kQueryBlock]: scale * Q^T of the block, zero in rows past the block
+  float* q_scale;   // [kQueryBlock]: each row's scale, the call's times the row's temperature
+  float* position;  // [kQueryBlock]: each row's key position p (ALiBi's bias), as a float
+  float* scores;    // [key_tile][kQueryBlock]: S^T of one key tile, overwritten by P^T
+  float* acc;       // [kQueryBlock][ld_acc]: unnormalised output rows
+  float* v_pack;    // [kDepthChunk][ld_acc]: values padded to whole vectors, when d_v needs it
 };
 
 inline constexpr std::int64_t kAlignFloats = kCacheLine / sizeof(float);  // 16
@@ -115,14 +117,18 @@ BlockScratch carve_scratch(float* base, const Shape& s, std::int64_t key_tile, s
 
 // ---- scalar steps of a block, shared by every target
 
-// Fills w.q_t with scale * Q^T of the block (zero past its rows) and resets the running
-// statistics. Returns how many leading keys the block visits: the most any of its rows sees.
-std::int64_t begin_block(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w);
+// Fills w.q_scale, w.position and w.q_t with Q^T of the block (zero past its rows), each row
+// times its scale unless the products scale the scores instead (scale_q false: flash-bf16),
+// and resets the running statistics. Returns the keys the block visits: the union of its rows'
+// ranges, begun at an even key (the bf16 products pair keys), empty when no row sees a key.
+KeyRange begin_block(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w,
+                     bool scale_q = true);
 
-// Under causal masking, whether the tile of keys [key0, key_end) has keys some row cannot see,
-// and then sets those scores of S^T ([nk][kQueryBlock]), on either side of each row's range, to
-// -inf. Forward and backward share them.
-bool tile_needs_mask(const Shape& s, const Mask& mask, const QueryBlock& blk, std::int64_t key_end);
+// Whether the tile of keys [key0, key_end) has keys some row of the block cannot see, and then
+// sets those scores of S^T ([nk][kQueryBlock]), on either side of each row's range, to -inf.
+// Forward and backward share them.
+bool tile_needs_mask(const Shape& s, const Mask& mask, const QueryBlock& blk, std::int64_t key0,
+                     std::int64_t key_end);
 void mask_tile(const Shape& s, const Mask& mask, const QueryBlock& blk, std::int64_t key0,
                std::int64_t nk, float* scores);
 
@@ -146,8 +152,10 @@ struct RowResult {
 // gets 0, -inf and zero probes.
 void finish_row(const ForwardArgs& a, std::int64_t r, const RowResult& row);
 
-// finish_row for every row of a block.
-void finish_block(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key_end,
+// finish_row for every row of a block that visited the keys `visited` (masked keys of which
+// were set to -inf and counted as non-finite: not the row's), each row's sink (ScoreMod::sinks)
+// first joining its sums as one more key without a value: lse = logaddexp(m + ln l, sink).
+void finish_block(const ForwardArgs& a, const QueryBlock& blk, KeyRange visited,
                   std::int64_t ld_acc, const BlockScratch& w);
 
 using BlockFn = void (*)(const ForwardArgs&, const QueryBlock&, std::int64_t key_tile,

@@ -1,6 +1,5 @@
 #include <algorithm>
 
-#include "decode_blocks.hpp"
 #include "registry_entries.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/peak.hpp"
@@ -47,24 +46,12 @@ namespace {
 // Families whose kernels still see a prefix of the keys and plain scaled scores (issue 39 is
 // moving them to every mask and modifier): they refuse windows, chunks, documents and score
 // modifiers by name rather than compute something else.
-constexpr std::string_view kPrefixOnlyFamilies[] = {"blocked", "simd", "flash", "flash-bf16"};
-// Forward-only families whose decode path (attention_decode-inl.h) runs every mask and modifier
-// and whose prefill path does not yet: they refuse beyond a prefix on prefill shapes only.
-constexpr std::string_view kPrefixOnlyPrefill[] = {"flash-kv-f16", "flash-kv-bf16",
-                                                   "flash-kv-int8"};
+// flash stays here until its backward runs them too.
+constexpr std::string_view kPrefixOnlyFamilies[] = {"flash"};
 
 std::string refuses_beyond_prefix(const Shape&, const Mask& mask, const ScoreMod& mod) {
   if (mask.starts_late()) return "this kernel does not run windows, chunks or documents yet";
   if (!mod.none()) return "this kernel does not run score modifiers yet";
-  return "";
-}
-
-std::string refuses_beyond_prefix_in_prefill(const Shape& s, const Mask& mask,
-                                             const ScoreMod& mod) {
-  if (detail::is_decode_shape(s)) return "";
-  if (auto why = refuses_beyond_prefix(s, mask, mod); !why.empty())
-    return why + " on prefill shapes (more than " + std::to_string(detail::kDecodeRows) +
-           " query rows per head)";
   return "";
 }
 
@@ -83,8 +70,6 @@ const std::vector<Kernel>& kernel_registry() {
     for (Kernel& k : all)
       if (std::ranges::find(kPrefixOnlyFamilies, k.family) != std::end(kPrefixOnlyFamilies))
         k.refuses = &refuses_beyond_prefix;
-      else if (std::ranges::find(kPrefixOnlyPrefill, k.family) != std::end(kPrefixOnlyPrefill))
-        k.refuses = &refuses_beyond_prefix_in_prefill;
     return all;
   }();
   return registry;

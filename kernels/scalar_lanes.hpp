@@ -25,6 +25,8 @@ struct ScalarLanes {
   static V Mul(V x, V y) { return x * y; }
   static V MulAdd(V x, V y, V z) { return x * y + z; }
   static V Max(V x, V y) { return x > y ? x : y; }
+  static V Abs(V x) { return std::fabs(x); }
+  static V Tanh(V x) { return std::tanh(x); }
   static V ZeroIfNotFinite(V x) { return std::isfinite(x) ? x : 0.0f; }
   static V OneIfNotFinite(V x) { return std::isfinite(x) ? 0.0f : 1.0f; }
   static V Exp(V x) { return std::exp(x); }

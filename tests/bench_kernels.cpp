@@ -98,16 +98,19 @@ sdpa::Shape square(std::int64_t n, std::int64_t d) {
   return {.batch_heads = 1, .n_q = n, .n_kv = n, .d_k = d, .d_v = d};
 }
 
+// GFLOP/s count the visible pairs of the mask (Kernel::flops), so a window's rate compares
+// with the dense one directly.
 void bench_forward(benchmark::State& state, const sdpa::Kernel* kern, std::int64_t n,
-                   std::int64_t d, int threads, bool probes) {
+                   std::int64_t d, int threads, bool probes, sdpa::Mask mask, float softcap) {
   const sdpa::Shape shape = square(n, d);
   Tensors t(shape);
   sdpa::RowProbes sink(shape.rows());
   sdpa::ForwardArgs args = forward_args(shape, t, threads);
   if (!kern->row_statistics) args.lse = nullptr;  // O only (ggml)
   if (probes) args.probes = &sink;
-  time_calls(state, *kern, threads,
-             kern->flops(shape, sdpa::Mask{.causal = false}, sdpa::Pass::forward),
+  args.mask = mask;
+  args.score_mod.softcap = softcap;
+  time_calls(state, *kern, threads, kern->flops(shape, mask, sdpa::Pass::forward),
              [&] { kern->forward(args); });
 }
 
@@ -291,7 +294,8 @@ int main(int argc, char** argv) {
           for (bool probes : {false, true}) {
             if (probes && k.family != "flash") continue;  // probe cost: shown on flash
             benchmark::RegisterBenchmark(name("fwd", probes ? "/probes" : "").c_str(),
-                                         bench_forward, &k, n, d, threads, probes)
+                                         bench_forward, &k, n, d, threads, probes, sdpa::Mask{},
+                                         0.0f)
                 ->Unit(benchmark::kMillisecond)
                 ->UseRealTime();
           }
@@ -306,6 +310,23 @@ int main(int argc, char** argv) {
           }
         }
       }
+  // Masks and modifiers on flash's prefill (issue 39's targets): Gemma 2's soft-cap of 50 against
+  // fwd/flash/N:4096/d:128, and Mistral-7B's causal window of 4 096 at N = 16 384, whose rate
+  // counts its visible pairs, against the dense rate at N = 4 096.
+  if (const sdpa::Kernel* flash = sdpa::find_kernel("flash"))
+    for (int threads : {1, 2}) {
+      const std::string tail = "/d:128/threads:" + std::to_string(threads);
+      benchmark::RegisterBenchmark(("fwd/flash/N:4096" + tail + "/softcap:50").c_str(),
+                                   bench_forward, flash, 4096, 128, threads, false, sdpa::Mask{},
+                                   50.0f)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(("fwd/flash/N:16384" + tail + "/window:4096").c_str(),
+                                   bench_forward, flash, 16384, 128, threads, false,
+                                   sdpa::Mask{.causal = true, .window_left = 4095}, 0.0f)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
 }
