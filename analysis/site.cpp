@@ -144,7 +144,9 @@ Table machines_table(const std::vector<Machine>& machines, const std::vector<Res
     const auto f = peaks_file(m, results);
     return f ? results[*f].doc["machine"]["peak"] : json::array();
   };
-  for (const auto& [isa, threads] : keys)
+  for (const auto& key : keys) {
+    const std::string& isa = key.first;  // not a structured binding: clang 14 cannot capture one
+    const json& threads = key.second;
     row("FMA peak, " + isa + ", " + threads_label(threads) + " (GFLOP/s)", [&](const Machine& m) {
       for (const auto& p : peaks(m))
         if (text(p, "isa") == isa && p.value("threads", json()) == threads &&
@@ -152,6 +154,7 @@ Table machines_table(const std::vector<Machine>& machines, const std::vector<Res
           return number(p["fma_gflops"].get<double>());
       return std::string("-");
     });
+  }
   for (const auto& threads : thread_counts)
     row("triad bandwidth, " + threads_label(threads) + " (GB/s)", [&](const Machine& m) {
       double low = INFINITY, high = -INFINITY;
