@@ -12,6 +12,7 @@
 #include "markdown.hpp"
 #include "sdpa/escape.hpp"
 #include "sdpa/input_error.hpp"
+#include "sdpa/json_read.hpp"
 #include "sdpa/json_schema.hpp"
 #include "sdpa/report.hpp"
 #include "sdpa/stability_analysis.hpp"
@@ -23,18 +24,10 @@ namespace {
 using report::number;
 using Records = std::vector<const json*>;
 
-// A value a claim decides by that is not a number (a result file stores a non-finite value as
-// null): evaluate() names its file and JSON path.
-struct NotANumber {
-  const json* node;
-};
+// A value a claim decides by is read with number_in: one that is not a number (a result file
+// stores a non-finite value as null) is named by evaluate(), with its file and JSON path.
 
-double num(const json& x) {
-  if (!x.is_number()) throw NotANumber{&x};
-  return x.get<double>();
-}
-
-std::string num_text(const json& x) { return number(num(x)); }
+std::string num_text(const json& x) { return number(number_in(x)); }
 
 // The result files of one evaluation, and which of them some claim has read.
 class Inputs {
@@ -90,7 +83,7 @@ std::string cited(const json& exp, const Records& records) {
   return "experiment `" + exp["name"].get<std::string>() + "`, cells " + cells;
 }
 
-double value(const json& stat) { return num(stat["value"]); }
+double value(const json& stat) { return number_in(stat["value"]); }
 
 std::string with_ci(const json& stat) {
   if (stat["value"].is_null()) return "non-finite";  // how a result file stores inf or NaN
@@ -108,7 +101,7 @@ std::string shown(const json& stat) {
 // once: |value - predicted| within the Bonferroni-corrected normal quantile of its standard
 // error (the 95 % CI's half-width / 1.96), so the whole family errs 5 % of the time.
 bool consistent(const json& stat, double predicted, std::size_t family) {
-  const double se = (num(stat["ci95"][1]) - num(stat["ci95"][0])) / (2 * 1.96);
+  const double se = (number_in(stat["ci95"][1]) - number_in(stat["ci95"][0])) / (2 * 1.96);
   const boost::math::normal normal;
   const double z = boost::math::quantile(normal, 1 - 0.05 / (2.0 * double(family)));
   return std::abs(value(stat) - predicted) <= z * se;
@@ -132,9 +125,9 @@ void claim_variance_is_d_k(Inputs& in, Claim& c) {
   std::vector<std::string> failing;
   for (const json* r : rs) {
     const double d_k = (*r)["params"]["d_k"];
-    const bool ok =
-        consistent((*r)["score_mean"], 0.0, 2 * rs.size()) &&
-        consistent((*r)["score_variance"], num((*r)["score_variance"]["predicted"]), 2 * rs.size());
+    const bool ok = consistent((*r)["score_mean"], 0.0, 2 * rs.size()) &&
+                    consistent((*r)["score_variance"],
+                               number_in((*r)["score_variance"]["predicted"]), 2 * rs.size());
     if (!ok) failing.push_back(number(d_k));
     c.rows.push_back({number(d_k), with_ci((*r)["score_mean"]), with_ci((*r)["score_variance"]),
                       "0, " + number(d_k), yes_no(ok)});
@@ -158,8 +151,8 @@ void claim_scaling_restores_unit_variance(Inputs& in, Claim& c) {
     const double d_k = (*r)["params"]["d_k"];
     const bool sqrt_dk = (*r)["params"]["scale"] == "sqrt_dk";
     const double theory = sqrt_dk ? 1.0 : 1.0 / d_k;
-    const bool ok =
-        consistent((*r)["score_variance"], num((*r)["score_variance"]["predicted"]), rs.size());
+    const bool ok = consistent((*r)["score_variance"],
+                               number_in((*r)["score_variance"]["predicted"]), rs.size());
     if (!ok)
       failing.push_back((sqrt_dk ? "1/sqrt(d_k) at d_k = " : "1/d_k at d_k = ") + number(d_k));
     c.rows.push_back({number(d_k), sqrt_dk ? "1/sqrt(d_k)" : "1/d_k",
@@ -179,8 +172,8 @@ void claim_two_by_two(Inputs& in, Claim& c) {
   const json& sv = (*rs.at(0))["sample_variance"];
   double at_16 = -1;
   for (const auto& x : sv["cdf_at"])
-    if (x["x"] == 1.6) at_16 = num(x["fraction"]);
-  const double q05 = num(sv["q05"]), q95 = num(sv["q95"]);
+    if (x["x"] == 1.6) at_16 = number_in(x["fraction"]);
+  const double q05 = number_in(sv["q05"]), q95 = number_in(sv["q95"]);
   const bool is_two = consistent(sv, 2.0, 2), is_15 = consistent(sv, 1.5, 2);
   const bool typical = q05 <= 1.6 && 1.6 <= q95;
   c.header = {"statistic", "measured", "theory"};
@@ -209,8 +202,8 @@ void claim_numpy_printout(Inputs& in, Claim& c) {
     const double printed = scaled ? 0.996 : 110.56;
     double fraction = -1;
     for (const auto& x : sv["cdf_at"])
-      if (x["x"] == printed) fraction = num(x["fraction"]);
-    const bool typical = num(sv["q05"]) <= printed && printed <= num(sv["q95"]);
+      if (x["x"] == printed) fraction = number_in(x["fraction"]);
+    const bool typical = number_in(sv["q05"]) <= printed && printed <= number_in(sv["q95"]);
     all_typical = all_typical && typical;
     c.rows.push_back(
         {scaled ? "1/sqrt(111)" : "none", number(printed), num_text(sv["predicted"]), with_ci(sv),
@@ -236,7 +229,7 @@ void claim_projections(Inputs& in, Claim& c) {
   for (const json* r : rs) {
     const json& v = (*r)["score_variance"];
     const double x = value(v);
-    all_unit = all_unit && num(v["ci95"][0]) <= 1 && 1 <= num(v["ci95"][1]);
+    all_unit = all_unit && number_in(v["ci95"][0]) <= 1 && 1 <= number_in(v["ci95"][1]);
     all_near = all_near && x >= 1 / 1.5 && x <= 1.5;
     c.rows.push_back(
         {(*r)["params"]["init"], with_ci(v), num_text(v["per_entry_predicted"]), number(x)});
@@ -329,7 +322,8 @@ void claim_gradients(Inputs& in, Claim& c) {
     if (!pair.first || !pair.second) continue;
     const json &u = *pair.first, &s = *pair.second;
     // "Larger" only when the intervals are separated.
-    const bool bigger = num(u["jacobian_fro2"]["ci95"][0]) > num(s["jacobian_fro2"]["ci95"][1]);
+    const bool bigger =
+        number_in(u["jacobian_fro2"]["ci95"][0]) > number_in(s["jacobian_fro2"]["ci95"][1]);
     if (bigger) larger.push_back(number(d_k));
     last_participation = value(u["participation"]);
     c.rows.push_back({number(d_k), number(value(u["participation"])),
@@ -369,7 +363,7 @@ void claim_scaled_never_saturates(Inputs& in, Claim& c) {
     for (const json* r : rs) {
       const double h = value((*r)["entropy"]);
       lo = std::min(lo, h), hi = std::max(hi, h);
-      saturated = saturated || num((*r)["entropy_normalised"]) < 0.8;
+      saturated = saturated || number_in((*r)["entropy_normalised"]) < 0.8;
       c.rows.push_back({number(n), number((*r)["params"]["d_k"]), with_ci((*r)["entropy"]),
                         num_text((*r)["entropy_normalised"]), number(std::log(n) - 0.5),
                         number(value((*r)["max_weight"]))});
@@ -872,7 +866,7 @@ void claim_half_precision(Inputs& in, Claim& c) {
       // Y also in units of the precision's unit roundoff, where the record gives it.
       const auto within = [&](double y) {
         return number(y) + (first.contains("unit_roundoff")
-                                ? " (" + number(y / num(first["unit_roundoff"])) + " u)"
+                                ? " (" + number(y / number_in(first["unit_roundoff"])) + " u)"
                                 : std::string());
       };
       // A null share (not finite) counts as every row.
@@ -893,8 +887,8 @@ void claim_half_precision(Inputs& in, Claim& c) {
         const bool finite = a["value"].is_number() && b["value"].is_number();
         const bool loses = nf_none > 0 || (finite && value(a) >= kLossFactor * value(b) &&
                                            a["ci95"][0].is_number() && b["ci95"][1].is_number() &&
-                                           num(a["ci95"][0]) > num(b["ci95"][1]));
-        if (b["ci95"][1].is_number()) y = std::max(y, num(b["ci95"][1]));
+                                           number_in(a["ci95"][0]) > number_in(b["ci95"][1]));
+        if (b["ci95"][1].is_number()) y = std::max(y, number_in(b["ci95"][1]));
         if (!loses)
           x = 0;
         else if (x == 0)
@@ -1020,34 +1014,11 @@ std::string claim_numbers(const std::vector<int>& numbers) {
   return (numbers.size() > 1 ? "claims " : "claim ") + s;
 }
 
-// The JSON pointer of `node` inside `root` (found by address), or nullopt.
-std::optional<std::string> pointer_to(const json& root, const json* node) {
-  if (&root == node) return "";
-  const auto escaped = [](std::string key) {
-    for (std::size_t at = 0; (at = key.find_first_of("~/", at)) != std::string::npos; at += 2)
-      key.replace(at, 1, key[at] == '~' ? "~0" : "~1");
-    return key;
-  };
-  if (root.is_object())
-    for (auto it = root.begin(); it != root.end(); ++it)
-      if (auto below = pointer_to(*it, node)) return "/" + escaped(it.key()) + *below;
-  if (root.is_array())
-    for (std::size_t i = 0; i < root.size(); ++i)
-      if (auto below = pointer_to(root[i], node)) return "/" + std::to_string(i) + *below;
-  return std::nullopt;
-}
-
-std::string file_names(const std::vector<Source>& sources) {
-  std::string names;
-  for (const auto& s : sources) names += (names.empty() ? "" : ", ") + s.file;
-  return names;
-}
-
-// "file: /json/path" of a value some source holds.
-std::string located(const std::vector<Source>& sources, const json* node) {
-  for (const auto& s : sources)
-    if (auto path = pointer_to(*s.result, node)) return s.file + ": " + *path;
-  return file_names(sources);
+// The files as the JSON readers name them.
+std::vector<NamedJson> named(const std::vector<Source>& sources) {
+  std::vector<NamedJson> files;
+  for (const auto& s : sources) files.push_back({s.file, s.result});
+  return files;
 }
 
 // The same result twice would count its cells twice, or hide that a second file was meant.
@@ -1103,12 +1074,10 @@ std::vector<Claim> evaluate(const std::vector<Source>& sources) {
     const std::string which = "claim " + std::to_string(entry.number);
     try {
       entry.evaluate(in, c);
-    } catch (const NotANumber& bad) {
-      throw InputError(located(sources, bad.node) + ": expected a number, found " +
-                       describe_found(*bad.node) + " (" + which + " decides by it)");
+    } catch (const JsonTypeError& bad) {
+      throw type_error_in(named(sources), bad, which + " decides by it");
     } catch (const json::exception& e) {
-      throw InputError(file_names(sources) + ": " + which +
-                       ": a record it reads is missing or malformed: " + json_error_message(e));
+      throw json_library_error(named(sources), which + " reads a record", e);
     }
     // No verdict from nothing: a claim that compared no cell is not tested.
     if (c.rows.empty()) {

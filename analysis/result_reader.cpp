@@ -8,6 +8,7 @@
 #include "sdpa/escape.hpp"
 #include "sdpa/input_error.hpp"
 #include "sdpa/input_file.hpp"
+#include "sdpa/json_read.hpp"
 #include "sdpa/json_schema.hpp"
 #include "sdpa/report.hpp"
 #include "sdpa/schema_parts.hpp"
@@ -66,9 +67,9 @@ void check_contents(const std::string& path, const json& doc) {
       const json& rec = e["records"][r];
       if (!rec.contains("time_s")) continue;
       const std::string rat = at + "/records/" + std::to_string(r) + "/time_s";
+      // A run always measures a time: null (a non-finite number) is refused as well.
       auto check = [&](const json& v, const std::string& where) {
-        if (v.is_null()) return;
-        const double x = v.get<double>();
+        const double x = v.is_number() ? v.get<double>() : 0.0;
         if (!(std::isnormal(x) && x > 0))
           throw InputError(rat + where +
                            ": expected seconds > 0 (a positive normal number), found " + v.dump());
@@ -163,6 +164,8 @@ json parse_result_file(const std::string& path, const std::string& text,
   for (std::size_t i = 0; i < experiments.size(); ++i) {
     try {
       experiment_tables(experiments[i], "");
+    } catch (const JsonTypeError& bad) {
+      throw type_error_in({{path, &doc}}, bad);
     } catch (const json::exception& e) {
       throw InputError(path + ": /experiments/" + std::to_string(i) +
                        ": cannot be tabulated: " + json_error_message(e));

@@ -16,6 +16,7 @@
 #include "sdpa/claims.hpp"
 #include "sdpa/escape.hpp"
 #include "sdpa/input_error.hpp"
+#include "sdpa/json_read.hpp"
 #include "sdpa/nonparametric.hpp"
 
 namespace sdpa::site {
@@ -271,7 +272,7 @@ Table headline_table(const std::vector<Machine>& machines, const std::vector<Res
       used.push_back(f->file);
       const json& r = *f->record;
       const json roof = r.value("percent_of_roof", json(nullptr));
-      row.push_back(report::duration(r["time_s"]["value"].get<double>()) +
+      row.push_back(report::duration(number_in(r["time_s"]["value"])) +
                     (roof.is_number() ? " (" + number(roof.get<double>()) + " % of roof)" : ""));
     }
     for (std::size_t i = 1; i < machines.size(); ++i) {
@@ -280,7 +281,7 @@ Table headline_table(const std::vector<Machine>& machines, const std::vector<Res
         continue;
       }
       const json &a = *found[0]->record, &b = *found[i]->record;
-      const double ratio = b["time_s"]["value"].get<double>() / a["time_s"]["value"].get<double>();
+      const double ratio = number_in(b["time_s"]["value"]) / number_in(a["time_s"]["value"]);
       const auto sa = samples(a), sb = samples(b);
       if (sa.empty() || sb.empty()) {
         row.push_back(number(ratio));

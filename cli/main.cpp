@@ -18,6 +18,7 @@
 #include "sdpa/experiments.hpp"
 #include "sdpa/input_file.hpp"
 #include "sdpa/journal.hpp"
+#include "sdpa/json_read.hpp"
 #include "sdpa/json_schema.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/plots.hpp"
@@ -219,6 +220,17 @@ std::string file_bytes(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// Result files as the JSON readers name them (sdpa/json_read.hpp).
+template <class File>
+std::vector<sdpa::NamedJson> named(const std::vector<File>& files) {
+  std::vector<sdpa::NamedJson> out;
+  out.reserve(files.size());
+  for (const auto& f : files) out.push_back({f.path, &f.doc});
+  return out;
+}
+
+int write_report(const ReportOptions& o, const std::vector<sdpa::report::ResultFile>& results);
+
 int report(const ReportOptions& o) {
   if (o.out.empty() && (o.format != "md" || o.plots))
     throw sdpa::InputError("report: --format csv|both and --plots write files; give --out-dir DIR");
@@ -231,7 +243,8 @@ int report(const ReportOptions& o) {
     if (o.plots)
       sdpa::check_output_folder("--out-dir", (fs::path(o.out) / "plots").string(), {}, inputs);
     if (o.format != "csv")
-      sdpa::check_output_folder("--out-dir", (fs::path(o.out) / "experiments").string(), {}, inputs);
+      sdpa::check_output_folder("--out-dir", (fs::path(o.out) / "experiments").string(), {},
+                                inputs);
   }
   if (!o.html.empty())
     for (const char* sub : {"", "plots", "experiments", "data"})
@@ -253,10 +266,20 @@ int report(const ReportOptions& o) {
     std::vector<sdpa::json> docs;
     docs.reserve(results.size());
     for (const auto& r : results) docs.push_back(r.doc);
-    print_tables(sdpa::report::markdown(sdpa::report::tables(docs)));
+    std::vector<sdpa::NamedJson> files;
+    for (std::size_t i = 0; i < docs.size(); ++i) files.push_back({results[i].path, &docs[i]});
+    print_tables(sdpa::at_paths(
+        files, "report", [&] { return sdpa::report::markdown(sdpa::report::tables(docs)); }));
     return status;
   }
   if (status != 0) return status;  // a bad input writes nothing, all or nothing
+  return sdpa::at_paths(named(results), "report", [&] { return write_report(o, results); });
+}
+
+// report's files, once every input is read.
+int write_report(const ReportOptions& o, const std::vector<sdpa::report::ResultFile>& results) {
+  namespace fs = std::filesystem;
+  const auto inputs = inputs_named(o.files, "a result file to report on");
   std::vector<std::pair<std::string, std::string>> files;  // written together, all or nothing
   std::vector<std::string> csv_names;
   if (!o.out.empty() && o.format != "md") {
@@ -299,11 +322,11 @@ int report(const ReportOptions& o) {
                          sdpa::site::html(page));
   }
   for (const auto& [path, text] : files)  // their names are known only now
-    sdpa::check_output_file(o.html.empty() || path.rfind(o.html, 0) != 0 ? "--out-dir" : "--html", path,
-                            inputs);
+    sdpa::check_output_file(o.html.empty() || path.rfind(o.html, 0) != 0 ? "--out-dir" : "--html",
+                            path, inputs);
   sdpa::write_files_atomically(files);
   std::cerr << "report: written to " << (o.out.empty() ? o.html : o.out) << "\n";
-  return status;
+  return 0;
 }
 
 int merge(const std::vector<std::string>& files, const std::string& output) {
@@ -313,7 +336,10 @@ int merge(const std::vector<std::string>& files, const std::string& output) {
   shards.reserve(files.size());
   for (const auto& f : files)
     shards.emplace_back(f, sdpa::report::read_result_file(f, read_options));
-  std::string text = sdpa::report::result_file_text(sdpa::merge_shards(shards));
+  std::vector<sdpa::NamedJson> named_shards;
+  for (const auto& [path, doc] : shards) named_shards.push_back({path, &doc});
+  std::string text = sdpa::report::result_file_text(
+      sdpa::at_paths(named_shards, "merge", [&] { return sdpa::merge_shards(shards); }));
   sdpa::report::parse_result_file(output, text);  // a file `report` reads, or nothing
   sdpa::write_file_atomically(output, text);
   std::cerr << "merged " << files.size() << " shards into " << output << "\n";
@@ -380,7 +406,8 @@ int compare(const std::vector<std::string>& paths, const std::string& format,
     }
   }
   if (status != 0) return status;
-  const auto tables = sdpa::compare::tables(files);
+  const auto tables =
+      sdpa::at_paths(named(files), "compare", [&] { return sdpa::compare::tables(files); });
   std::string csv;
   for (const auto& t : tables)
     csv += (csv.empty() ? "# " : "\n# ") + t.title + "\n" + sdpa::compare::csv(t);

@@ -291,6 +291,18 @@ TEST_CASE("a statistic a claim decides by that is null is refused with its file 
   CHECK(r.err == "error: " + (dir / "r.json").string() +
                      ": /experiments/0/records/6/score_mean/value: expected a number, found null "
                      "(claim 1 decides by it)\n");
+  // A string or a list there is refused where the file is read, at the same path.
+  for (const json& bad : {json("0.5"), json::array({0.5})}) {
+    record(result, "claim1-2-variance", 6)["score_mean"]["value"] = bad;
+    dir.write("r.json", sdpa::report::result_file_text(result));
+    const auto b = sdpa::testing::run_cli("claims " + (dir / "r.json").string(), dir);
+    CAPTURE(b.err);
+    CHECK(b.exit_code == 2);
+    CHECK(b.err.starts_with("error: " + (dir / "r.json").string() +
+                            ": /experiments/0/records/6/score_mean/value: expected "));
+    CHECK(b.err.find(bad.is_string() ? "found string \"0.5\"" : "found list [0.5]") !=
+          std::string::npos);
+  }
 }
 
 TEST_CASE("claim 10 (training) comes from a training result; its verdict follows the records") {

@@ -410,6 +410,31 @@ TEST_CASE("merge re-derives each record's cell, checks the embedded config, refu
                 "found number 1000000000000000");
 }
 
+// Issue 40: every JSON type error carries its path, in a shard as in any result file.
+TEST_CASE("merge: null, a string or a list for a number is named by its shard and JSON path") {
+  Sweep s(kTimingConfig);
+  s.shards(2);
+  const std::string s0 = s.path("s0.json"), s1 = s.path("s1.json");
+  for (const char* pointer :
+       {"/shard/index", "/duration_s", "/experiments/0/duration_s", "/experiments/0/records/0/cell",
+        "/experiments/0/records/0/time_s/value"})
+    for (const sdpa::json& value : {sdpa::json(nullptr), sdpa::json("1"), sdpa::json::array({1})}) {
+      auto doc = read_json(s1);
+      if (!doc.contains(sdpa::json::json_pointer(pointer))) doc = read_json(s0);
+      REQUIRE(doc.contains(sdpa::json::json_pointer(pointer)));
+      const std::string other = doc == read_json(s1) ? s0 : s1;
+      doc[sdpa::json::json_pointer(pointer)] = value;
+      write_json(s.path("bad.json"), doc);
+      CAPTURE(pointer);
+      CAPTURE(value.dump());
+      s.refused(other + " " + s.path("bad.json"),
+                s.path("bad.json") + ": " + pointer + ": expected ");
+      s.refused(other + " " + s.path("bad.json"), value.is_null()     ? "found null"
+                                                  : value.is_string() ? "found string \"1\""
+                                                                      : "found list [1]");
+    }
+}
+
 TEST_CASE("merge refuses an edited shard by name; --allow-edited merges it, marked edited") {
   Sweep s;
   s.shards(2);
