@@ -67,7 +67,7 @@ constexpr const char* kStyle =
 std::string html(const Page& page) {
   const std::string root = to_root(page.path);
   const auto href = [&](const Link& l) {
-    return html_text(root + (l.page ? html_file(l.target) : l.target));
+    return html_text(url_path(root + (l.page ? html_file(l.target) : l.target)));
   };
   std::ostringstream out;
   out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"

@@ -41,7 +41,7 @@ std::string markdown(const Page& page) {
     if (!s.links.empty()) out << "\n";
     for (const auto& l : s.links)
       out << "- [" << markdown_text(l.text) << "]("
-          << (l.page ? root + markdown_file(l.target) : root + l.target) << ")\n";
+          << url_path(l.page ? root + markdown_file(l.target) : root + l.target) << ")\n";
   }
   return out.str();
 }

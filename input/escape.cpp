@@ -141,6 +141,21 @@ std::string markdown_code(const std::string& s) {
   return fence + (pad ? " " : "") + text + (pad ? " " : "") + fence;
 }
 
+std::string url_path(const std::string& path) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : path) {
+    const auto b = static_cast<unsigned char>(c);
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '-' || c == '.' || c == '_' || c == '~' || c == '/';
+    if (plain)
+      out += c;
+    else
+      out += {'%', kHex[b >> 4], kHex[b & 15]};
+  }
+  return out;
+}
+
 std::string html_text(const std::string& s) {
   std::string out;
   out.reserve(s.size());

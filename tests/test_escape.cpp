@@ -138,6 +138,33 @@ TEST_CASE("Markdown: no raw HTML, link, new cell or new line from the text") {
   CHECK(sdpa::markdown_code("a`b|c") == "``a`b\\|c``");
 }
 
+// Found by fuzz_report: a result file's path with ")" and "<script>" ended the Markdown link
+// to it early, and the rest of the path became raw HTML (test_report runs the site's writers).
+TEST_CASE("links: a path becomes one URL token that decodes back to it") {
+  const auto decoded = [](const std::string& u) {
+    std::string out;
+    for (std::size_t i = 0; i < u.size(); ++i)
+      if (u[i] == '%') {
+        out += char(std::stoi(u.substr(i + 1, 2), nullptr, 16));
+        i += 2;
+      } else {
+        out += u[i];
+      }
+    return out;
+  };
+  for (const auto& s : hostile("/tmp/x")) {
+    const std::string path = s + "m`touch p<script>wnp)](x) a b";
+    const std::string u = sdpa::url_path(path);
+    CAPTURE(sdpa::visible(u.substr(0, 80)));
+    CHECK(u.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                              "-._~/%") == std::string::npos);
+    CHECK(decoded(u) == path);
+  }
+  CHECK(sdpa::url_path("../results/zen-4/hardware.json") == "../results/zen-4/hardware.json");
+  CHECK(sdpa::url_path("a b)<c>") == "a%20b%29%3Cc%3E");
+  CHECK(sdpa::url_path(std::string("\n\0\xff", 3)) == "%0A%00%FF");
+}
+
 TEST_CASE("HTML: no tag, attribute end or control character from the text") {
   for (const auto& s : hostile("/tmp/x")) {
     const std::string t = sdpa::html_text(s + "<img src=x onerror=\"a\">'");

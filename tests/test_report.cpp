@@ -6,7 +6,9 @@
 #include <sstream>
 
 #include "cli_runner.hpp"
+#include "sdpa/escape.hpp"
 #include "sdpa/report.hpp"
+#include "sdpa/site.hpp"
 
 using sdpa::json;
 using sdpa::testing::run_cli;
@@ -312,6 +314,19 @@ TEST_CASE("the site: machines side by side, a page per experiment, untrusted tex
     CHECK(slurp(f.path()) == slurp(dir / "t" / std::filesystem::relative(f.path(), dir / "s")));
   }
   CHECK(files > 8);
+}
+
+// Found by fuzz_report: a result file's path with ")" and "<script>" ended the Markdown link to
+// it early, and the rest of the path was raw HTML. Both writers link to it as one URL token.
+TEST_CASE("the site: a link to a file with a hostile path stays one link") {
+  const std::string path = "m`touch p<script>wnp)](x).json";
+  sdpa::site::Page page{"index", "t", {}};
+  page.sections.push_back({.heading = "", .links = {{path, path}}});
+  const std::string md = sdpa::site::markdown(page), html = sdpa::site::html(page);
+  CHECK(md.find("](" + sdpa::url_path(path) + ")\n") != std::string::npos);
+  CHECK(md.find("<script") == std::string::npos);
+  CHECK(html.find("href=\"" + sdpa::url_path(path) + "\"") != std::string::npos);
+  CHECK(html.find("<script") == std::string::npos);
 }
 
 TEST_CASE("csv and plots need an output folder") {

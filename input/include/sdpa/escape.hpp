@@ -38,6 +38,10 @@ std::string markdown_text(const std::string& s);
 // The same as an inline code span: fenced by more backquotes than any run in it.
 std::string markdown_code(const std::string& s);
 
+// A path as a relative URL, a link's destination in Markdown or HTML: every byte but letters,
+// digits, "-._~/" percent-encoded (RFC 3986), so it neither ends the link nor starts a tag.
+std::string url_path(const std::string& path);
+
 // Text inside an HTML element or a double-quoted attribute value: & < > " ' as entities,
 // control characters made visible.
 std::string html_text(const std::string& s);
