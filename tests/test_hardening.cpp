@@ -547,9 +547,10 @@ TEST_CASE("class 11: hostile names in a result file run nothing and stay inside 
     // A folder with a quote in its name too: gnuplot ran through sh, quoted for gnuplot.
     const fs::path out = dir / "deep" / "it's" / ("out" + std::to_string(i));
     const auto before = files_in(dir.path);
-    const auto r = run_cli(
-        "report " + file + " --plots --format both --out-dir " + sdpa::shell_quoted(out.string()),
-        dir, "timeout 120 ");
+    const auto r = run_cli("report " + file + " --plots --format both --out-dir " +
+                               sdpa::shell_quoted(out.string()) + " --html " +
+                               sdpa::shell_quoted((out / "site").string()),
+                           dir, "timeout 120 ");
     CAPTURE(r.err);
     CHECK(r.exit_code == 0);
     CHECK_FALSE(fs::exists(canary));
@@ -569,7 +570,39 @@ TEST_CASE("class 11: hostile names in a result file run nothing and stay inside 
     const std::string page = slurp(out / "experiments" / (sdpa::safe_file_name(name) + ".md"));
     CHECK(page.find("### variance: " + sdpa::markdown_text(name)) != std::string::npos);
     CHECK(page.find("(../plots/" + stem + ".svg)") != std::string::npos);
+    const std::string html =
+        slurp(out / "site" / "experiments" / (sdpa::safe_file_name(name) + ".html"));
+    CHECK(html.find("<h1>" + sdpa::html_text(name) + "</h1>") != std::string::npos);
+    CHECK(html.find("<img src=\"../plots/" + stem + ".svg\"") != std::string::npos);
   }
+}
+
+// The same through a timing experiment: its name titles the plots and each record's kernel
+// parameter a series.
+TEST_CASE("class 11: a timing experiment's name and kernel run nothing in its plots") {
+  TempDir dir;
+  const std::string good = result_of(dir, R"({"name": "timing", "seed": 1, "experiments": [
+    {"name": "t", "kind": "timing", "kernel": "naive", "n_q": 8, "n_kv": [8, 16], "d_k": 4,
+     "d_v": 4, "threads": 1, "repetitions": 2, "min_time": 0.001, "warmup_time": 0}]})");
+  auto doc = sdpa::json::parse(slurp(good));
+  const std::string canary = (dir / "pwned").string();
+  const std::string name = "t\n!touch " + canary + "\n";
+  const std::string kernel = "k'\nsystem \"touch " + canary + "\"\n'`touch " + canary + "`";
+  doc["experiments"][0]["name"] = name;
+  for (auto& r : doc["experiments"][0]["records"]) r["params"]["kernel"] = kernel;
+  dir.write("hostile.json", sdpa::report::result_file_text(doc));
+  const fs::path out = dir / "out";
+  const auto r = run_cli("report " + (dir / "hostile.json").string() +
+                             " --plots --format both --out-dir " + out.string(),
+                         dir, "timeout 120 ");
+  CAPTURE(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_FALSE(fs::exists(canary));
+  const std::string stem = sdpa::safe_file_name(name + "-throughput");
+  const std::string gp = slurp(out / "plots" / (stem + ".gp"));
+  CHECK(gp.find("set title " + sdpa::gnuplot_quoted(name) + " noenhanced\n") != std::string::npos);
+  CHECK(gp.find(sdpa::gnuplot_quoted(kernel).substr(1, 40)) != std::string::npos);
+  CHECK(fs::file_size(out / "plots" / (stem + ".svg")) > 1000);
 }
 
 TEST_CASE("class 11: gnuplot failing is an error naming the plot") {
@@ -631,6 +664,39 @@ TEST_CASE("class 12: report, compare and claims refuse an edited result file by 
   CHECK(c.out.find(e + " (edited) against " + good) != std::string::npos);
 }
 
+// Issue 40: every JSON type error carries its path. Null (how a non-finite number is stored), a
+// string or a list where a number belongs: exit 2, the message names the file and the JSON
+// pointer, never the JSON library's bare "type must be number, but is null".
+TEST_CASE("class 14: null, a string or a list for a number is named by its file and JSON path") {
+  TempDir dir;
+  const std::string good = result_of(dir, kTiming);
+  const auto doc = sdpa::json::parse(slurp(good));
+  const std::vector<sdpa::json> values = {nullptr, "0.5", sdpa::json::array({0.5})};
+  for (const char* pointer :
+       {"/experiments/0/records/0/time_s/value", "/experiments/0/records/0/time_s/ci95/1",
+        "/experiments/0/records/0/gflops/value", "/experiments/0/records/0/threads", "/duration_s"})
+    for (const auto& value : values)
+      for (const std::string command :
+           {"report", "report --html " + (dir / "site").string(), "compare " + good}) {
+        auto bad = doc;
+        bad[sdpa::json::json_pointer(pointer)] = value;
+        dir.write("bad.json", sdpa::report::result_file_text(bad));
+        const std::string file = (dir / "bad.json").string();
+        const auto r = run_cli(command + " " + file, dir, "timeout 60 ");
+        CAPTURE(command);
+        CAPTURE(pointer);
+        CAPTURE(value.dump());
+        CAPTURE(r.err);
+        CHECK(r.exit_code == 2);
+        CHECK(r.err.find("error: " + file + ": " + pointer + ": expected ") != std::string::npos);
+        CHECK(r.err.find(value.is_null()     ? "found null"
+                         : value.is_string() ? "found string \"0.5\""
+                                             : "found list [0.5]") != std::string::npos);
+        CHECK(r.err.find("json.exception") == std::string::npos);
+        CHECK_FALSE(fs::exists(dir / "site"));
+      }
+}
+
 TEST_CASE("class 13: sizes whose products overflow 64 bits are refused at validation") {
   TempDir dir;
   dir.write("heads.json", R"({"name": "t", "seed": 1, "experiments": [
@@ -652,6 +718,22 @@ TEST_CASE("class 13: sizes whose products overflow 64 bits are refused at valida
                     ": /experiments/0: cells 2 x seeds 4611686018427387904 x steps 20 overflows a "
                     "64-bit integer: expected a product of at most 9223372036854775807 (2^63 - "
                     "1); reduce the sizes");
+  // The issue's stability config: 2^62 seeds passed validate and ended in std::bad_alloc.
+  dir.write("stability.json", R"({"name": "s", "seed": 1, "experiments": [
+    {"name": "s", "kind": "stability", "d_k": 8, "d_model": 8, "d_ff": 16,
+     "learning_rates": [0.001, 0.03, 3], "steps": 30, "log_every": 10,
+     "seeds": 4611686018427387904, "eval_size": 32, "batch": 16}]})");
+  const std::string stability = (dir / "stability.json").string();
+  for (const std::string& command :
+       {"validate " + stability, "run " + stability + " -o " + (dir / "s-out.json").string()}) {
+    const auto r = run_cli(command, dir, "timeout 60 ");
+    CAPTURE(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.starts_with("error: " + stability + ": /experiments/0: cells "));
+    CHECK(r.err.find(" x seeds 4611686018427387904 x steps 30 overflows a 64-bit integer") !=
+          std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "s-out.json"));
+  }
 }
 
 TEST_CASE("class 13: a count above its maximum is told the maximum") {
