@@ -7,6 +7,8 @@
 #include <limits>
 #include <map>
 
+#include "sdpa/json_read.hpp"
+
 namespace sdpa::report {
 
 std::string number(double x, int significant) {
@@ -52,13 +54,13 @@ std::string timing_shape(const json& p) {
   return s;
 }
 
-std::string json_number(const json& x) {
-  return number(x.is_null() ? std::numeric_limits<double>::quiet_NaN() : x.get<double>());
+std::string number(const json& x, int significant) {
+  return number(x.is_null() ? std::numeric_limits<double>::quiet_NaN() : number_in(x), significant);
 }
 
-std::string interval(const json& ci) {
-  return "[" + json_number(ci[0]) + ", " + json_number(ci[1]) + "]";
-}
+std::string duration(const json& seconds) { return duration(number_in(seconds)); }
+
+std::string interval(const json& ci) { return "[" + number(ci[0]) + ", " + number(ci[1]) + "]"; }
 
 std::string agreement(const json& m) {
   if (!m.contains("agrees")) return "-";
@@ -66,11 +68,11 @@ std::string agreement(const json& m) {
 }
 
 std::string predicted(const json& m) {
-  return m["predicted"].is_null() ? "-" : json_number(m["predicted"]);
+  return m["predicted"].is_null() ? "-" : number(m["predicted"]);
 }
 
 std::string statistic_with_ci(const json& m) {
-  return json_number(m["value"]) + " " + interval(m["ci95"]);
+  return number(m["value"]) + " " + interval(m["ci95"]);
 }
 
 std::string table_title(const json& experiment, const std::string& source,

@@ -11,8 +11,6 @@
 
 namespace sdpa::report {
 
-// A number of a record; null is how a result file stores a non-finite one.
-std::string json_number(const json& x);
 // "[low, high]" of a ci95 pair.
 std::string interval(const json& ci);
 // A statistic m's value and its interval: "1.003 [0.996, 1.01]".

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "kind_report.hpp"
+#include "sdpa/json_read.hpp"
 #include "tables.hpp"
 
 namespace sdpa::report {
@@ -22,16 +23,15 @@ std::vector<Table> entropy_tables(const json& experiment, const std::string& sou
          return r["entropy"]["predicted"].is_number() ? f : "(" + f + ")";
        }},
       {"agrees", [](const json& r) { return agreement(r["entropy"]); }},
-      {"max w", [](const json& r) { return json_number(r["max_weight"]["value"]); }},
-      {"rows max w>0.9", [](const json& r) { return json_number(r["rows_max_weight_over_0_9"]); }},
+      {"max w", [](const json& r) { return number(r["max_weight"]["value"]); }},
+      {"rows max w>0.9", [](const json& r) { return number(r["rows_max_weight_over_0_9"]); }},
       {"overflow fp32/fp16",
        [](const json& r) {
          const json& o = r["overflow"];
          // Records from before the measured fp16 share have only the derived ones.
-         return json_number(o["unstable_fp32_rows"]) + " / " +
-                json_number(o["unstable_fp16_rows"]) +
+         return number(o["unstable_fp32_rows"]) + " / " + number(o["unstable_fp16_rows"]) +
                 (o.contains("unstable_fp16_measured_rows")
-                     ? " (measured " + json_number(o["unstable_fp16_measured_rows"]) + ")"
+                     ? " (measured " + number(o["unstable_fp16_measured_rows"]) + ")"
                      : "");
        }},
   };
@@ -62,8 +62,8 @@ std::string entropy_markers(const std::vector<const json*>& records) {
     << "set label 'ln N' at graph 0.02, first " << first["ln_n"].dump() << " offset 0,0.6\n";
   for (const json* r : records)
     if ((*r)["params"]["scale"] == "none") {
-      const double d_k = (*r)["params"]["d_k"], s2 = (*r)["sigma2"];
-      const double freeze = d_k * (*r)["saturation_sigma2"].get<double>() / s2;
+      const double d_k = number_in((*r)["params"]["d_k"]), s2 = number_in((*r)["sigma2"]);
+      const double freeze = d_k * number_in((*r)["saturation_sigma2"]) / s2;
       d << "set arrow from first " << freeze << ", graph 0 to first " << freeze
         << ", graph 1 nohead dt 4 lc 'red'\nset label 'c = 1: {/Symbol s}^2 = 2 "
            "ln N' at first "

@@ -11,7 +11,7 @@ namespace {
 // A part's statistic, "-" for a precision without the split.
 std::string part_value(const json& r, const char* part, const char* stat) {
   const json& p = r["error"][part];
-  return p.is_null() ? "-" : json_number(p[stat]["value"]);
+  return p.is_null() ? "-" : number(p[stat]["value"]);
 }
 
 std::vector<Table> precision_tables(const json& experiment, const std::string& source) {
@@ -24,9 +24,9 @@ std::vector<Table> precision_tables(const json& experiment, const std::string& s
        [](const json& r) {
          return part_value(r, "inputs", "o_rms") + " / " + part_value(r, "kernel", "o_rms");
        }},
-      {"O max", [](const json& r) { return json_number(r["error"]["total"]["o_max"]["value"]); }},
+      {"O max", [](const json& r) { return number(r["error"]["total"]["o_max"]["value"]); }},
       {"lse err", [](const json& r) { return statistic_with_ci(r["error"]["total"]["lse_rms"]); }},
-      {"non-finite", [](const json& r) { return json_number(r["nonfinite_rows"]); }},
+      {"non-finite", [](const json& r) { return number(r["nonfinite_rows"]); }},
   };
   return side_by_side(
       experiment, source, "d_k", "scale", columns,

@@ -39,7 +39,7 @@ Table rate_table(const std::string& title, const SchemeRecords& schemes,
   for (const auto& [scheme, r] : schemes) t.header.push_back(scheme);
   const json& grid = (*schemes.front().second)["learning_rates"];
   for (std::size_t i = 0; i < grid.size(); ++i) {
-    std::vector<std::string> row = {json_number(grid[i]["learning_rate"])};
+    std::vector<std::string> row = {number(grid[i]["learning_rate"])};
     for (const auto& [scheme, r] : schemes) {
       const json& rates = (*r)["learning_rates"];
       row.push_back(i < rates.size() ? cell(rates[i]) : "-");

@@ -16,19 +16,18 @@ namespace {
 
 std::string steps_to_target(const json& r) {
   const json& t = r["steps_to_target"];
-  return (t["median"].is_null() ? "-" : json_number(t["median"])) + " (" + t["reached"].dump() +
-         "/" + t["seeds"].dump() + ")";
+  return (t["median"].is_null() ? "-" : number(t["median"])) + " (" + t["reached"].dump() + "/" +
+         t["seeds"].dump() + ")";
 }
 
 std::string init_to_end(const json& r, const std::string& statistic) {
-  return json_number(r[statistic + "_init"]["value"]) + " → " +
-         json_number(r[statistic + "_final"]["value"]);
+  return number(r[statistic + "_init"]["value"]) + " → " + number(r[statistic + "_final"]["value"]);
 }
 
 // A logged curve's first and last mean.
 std::string curve_ends(const json& r, const std::string& curve) {
   const json& mean = r["curves"][curve]["mean"];
-  return json_number(mean.front()) + " → " + json_number(mean.back());
+  return number(mean.front()) + " → " + number(mean.back());
 }
 
 // Records of one group keyed by (d_k, scale label).
@@ -87,7 +86,7 @@ Table loss_curve_table(const std::string& title, const std::vector<const json*>&
     std::vector<std::string> row = {steps[i].dump()};
     for (const json* r : columns) {
       const json& loss = (*r)["curves"]["loss"];
-      row.push_back(json_number(loss["mean"][i]) + " " + interval(loss["ci95"][i]));
+      row.push_back(number(loss["mean"][i]) + " " + interval(loss["ci95"][i]));
     }
     t.rows.push_back(std::move(row));
   }
@@ -107,7 +106,7 @@ std::vector<Table> training_tables(const json& experiment, const std::string& so
       {"final acc [Wilson 95%]",
        [](const json& r) {
          const json& acc = r["final_accuracy"];
-         return acc["value"].is_null() ? json_number(acc["value"]) : statistic_with_ci(acc);
+         return acc["value"].is_null() ? number(acc["value"]) : statistic_with_ci(acc);
        }},
       {"H init → end", [](const json& r) { return init_to_end(r, "entropy"); }},
       {"max w init → end", [](const json& r) { return init_to_end(r, "max_weight"); }},

@@ -73,8 +73,13 @@ std::vector<CsvFile> csv_files(const std::vector<ResultFile>& results);
 // Fixed formatting shared by every table: whole numbers (sizes, counts) in full, everything else
 // with `significant` digits (4 in tables; 17 in CSV files, which round-trip a double).
 std::string number(double x, int significant = 4);
+// The same of a value read from a result file: null (how a file stores a non-finite number)
+// as NaN; any other non-number throws JsonTypeError (sdpa/json_read.hpp), which names its path.
+std::string number(const json& x, int significant = 4);
 // A time with its unit: "812.3 ns", "45.6 µs", "1.234 ms", "2.5 s".
 std::string duration(double seconds);
+// The same of a time read from a result file; a non-number throws JsonTypeError.
+std::string duration(const json& seconds);
 // A timing cell's shape from its params: "query heads[/K-V heads when grouped]×n_q×n_kv, d
 // d_k/d_v[, causal]", heads counted over the batch.
 std::string timing_shape(const json& params);
