@@ -48,7 +48,7 @@ std::string timing_shape(const json& p) {
     s += ", window " + side(w["left"]) + "/" + side(w["right"]);
   }
   if (p.value("chunk", 0) > 0) s += ", chunk " + p["chunk"].dump();
-  if (p.value("softcap", 0.0) > 0) s += ", soft-cap " + json_number(p["softcap"]);
+  if (p.value("softcap", 0.0) > 0) s += ", soft-cap " + number(p["softcap"]);
   if (p.value("alibi", false)) s += ", ALiBi";
   if (!p.value("sinks", json(nullptr)).is_null()) s += ", sinks";
   return s;
