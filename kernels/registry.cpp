@@ -44,29 +44,21 @@ RowProbes::Pooled RowProbes::pooled() const {
 
 namespace {
 
-// Families whose kernels still see a prefix of the keys and plain scaled scores (issue 39 is
-// moving them to every mask and modifier): they refuse windows, chunks, documents and score
-// modifiers by name rather than compute something else.
-// flash stays here until its backward runs them too.
-constexpr std::string_view kPrefixOnlyFamilies[] = {"flash"};
 // flash-kv-f16 runs flash's tiles on fp16 K and V, but the catalogue's kv-fp16 bound (a relative
 // 2^-11 per value) does not cover fp16's subnormals, which a window of 1 exposes: it refuses
-// beyond a prefix on prefill shapes until the bound does.
+// windows, chunks, documents and score modifiers by name on prefill shapes until the bound does,
+// rather than compute something the tests have not checked.
 constexpr std::string_view kPrefixOnlyPrefill[] = {"flash-kv-f16"};
-
-std::string refuses_beyond_prefix(const Shape&, const Mask& mask, const ScoreMod& mod) {
-  if (mask.starts_late()) return "this kernel does not run windows, chunks or documents yet";
-  if (!mod.none()) return "this kernel does not run score modifiers yet";
-  return "";
-}
 
 std::string refuses_beyond_prefix_in_prefill(const Shape& s, const Mask& mask,
                                              const ScoreMod& mod) {
   if (detail::is_decode_shape(s)) return "";
-  if (auto why = refuses_beyond_prefix(s, mask, mod); !why.empty())
-    return why + " on prefill shapes (more than " + std::to_string(detail::kDecodeRows) +
-           " query rows per head)";
-  return "";
+  const char* what = mask.starts_late() ? "windows, chunks or documents"
+                     : !mod.none()      ? "score modifiers"
+                                        : nullptr;
+  if (!what) return "";
+  return std::string("this kernel does not run ") + what + " on prefill shapes (more than " +
+         std::to_string(detail::kDecodeRows) + " query rows per head) yet";
 }
 
 }  // namespace
@@ -82,9 +74,7 @@ const std::vector<Kernel>& kernel_registry() {
           detail::blas_kernels(), detail::ggml_kernels()})
       all.insert(all.end(), family.begin(), family.end());
     for (Kernel& k : all)
-      if (std::ranges::find(kPrefixOnlyFamilies, k.family) != std::end(kPrefixOnlyFamilies))
-        k.refuses = &refuses_beyond_prefix;
-      else if (std::ranges::find(kPrefixOnlyPrefill, k.family) != std::end(kPrefixOnlyPrefill))
+      if (std::ranges::find(kPrefixOnlyPrefill, k.family) != std::end(kPrefixOnlyPrefill))
         k.refuses = &refuses_beyond_prefix_in_prefill;
     return all;
   }();

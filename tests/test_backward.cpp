@@ -17,24 +17,14 @@ namespace {
 
 using catalogue::Case;
 
-// Interim (issue 39): flash's backward runs every mask and modifier while its family still
-// refuses them for its forward (registry.cpp's kPrefixOnlyFamilies), so its backward is checked
-// on the reference's forward (out and lse) where it would refuse. Whoever removes "flash" from
-// that list removes this.
-bool backward_only(const sdpa::Kernel& kernel, const Case& c) {
-  return kernel.family == "flash" && !kernel.refusal(c.shape, c.mask(), c.mod()).empty();
-}
-
-// One forward and backward of a kernel on fp32 inputs (d_sinks: one per entry of mod.sinks);
-// reference_forward: the forward is the reference's.
+// One forward and backward of a kernel on fp32 inputs (d_sinks: one per entry of mod.sinks).
 struct Run {
   std::vector<float> out, lse, dq, dk, dv, d_sinks;
 };
 Run forward_backward(const sdpa::Kernel& kernel, const sdpa::Shape& s, const std::vector<float>& q,
                      const std::vector<float>& k, const std::vector<float>& v,
                      const std::vector<float>& d_out, double scale, const sdpa::Mask& mask,
-                     const sdpa::ScoreMod& mod, int threads, sdpa::GradProbes* probes,
-                     bool reference_forward = false) {
+                     const sdpa::ScoreMod& mod, int threads, sdpa::GradProbes* probes) {
   Run r{std::vector<float>(s.out_elements()), std::vector<float>(s.rows()),
         std::vector<float>(q.size()),         std::vector<float>(k.size()),
         std::vector<float>(v.size()),         std::vector<float>(mod.sinks.size(), NAN)};
@@ -48,7 +38,7 @@ Run forward_backward(const sdpa::Kernel& kernel, const sdpa::Shape& s, const std
                               .mask = mask,
                               .score_mod = mod,
                               .threads = threads};
-  (reference_forward ? *sdpa::find_kernel("reference") : kernel).forward(fwd);
+  kernel.forward(fwd);
   auto bwd = sdpa::backward_of(fwd, d_out.data(), r.dq.data(), r.dk.data(), r.dv.data());
   bwd.score_mod = mod;
   bwd.probes = probes;
@@ -219,7 +209,7 @@ void check_backward(const sdpa::Kernel& kernel, const Case& c) {
       catalogue::widen(d_out), c.scale_value(), c.mask(), c.mod());
   sdpa::GradProbes probes(s.rows());
   const Run got = forward_backward(kernel, s, in.q, in.k, in.v, d_out, c.scale_value(), c.mask(),
-                                   c.mod(), c.threads, &probes, backward_only(kernel, c));
+                                   c.mod(), c.threads, &probes);
   const BackwardBound bound = backward_bound(c, in, d_out);
   const auto worst_ratio = [](const std::vector<float>& got, const std::vector<double>& want,
                               const std::vector<double>& tol) {
@@ -356,16 +346,15 @@ TEST_CASE("every backward agrees with the fp64 reference on awkward shapes") {
 }
 
 TEST_CASE("every backward agrees with the fp64 reference on the catalogue of masks and modifiers") {
-  // What a backward refuses (the families still in registry.cpp's kPrefixOnlyFamilies) is
-  // listed as NOT RUN.
+  // What a backward refuses (none today: registry.cpp's kPrefixOnlyPrefill holds forward-only
+  // flash-kv-f16) is listed as NOT RUN.
   std::map<std::string, int> refused;
   const auto cases = catalogue::cases();
   std::int64_t checked = 0;
   for (const sdpa::Kernel& kernel : kernels_under_test()) {
     if (!kernel.backward) continue;
     for (const Case& c : cases) {
-      if (const std::string why = kernel.refusal(c.shape, c.mask(), c.mod());
-          !why.empty() && !backward_only(kernel, c)) {
+      if (const std::string why = kernel.refusal(c.shape, c.mask(), c.mod()); !why.empty()) {
         ++refused[kernel.name + " backward: " + why];
         continue;
       }
@@ -401,7 +390,7 @@ TEST_CASE("every backward is bit-identical on 1, 2 and 3 threads") {
                           .seed = 9}})
       for (const sdpa::Kernel& kernel : kernels_under_test()) {
         if (!kernel.backward) continue;
-        if (!kernel.refusal(s, c.mask(), c.mod()).empty() && !backward_only(kernel, c)) continue;
+        if (!kernel.refusal(s, c.mask(), c.mod()).empty()) continue;
         INFO(kernel.name, " on ", catalogue::describe(c));
         const catalogue::Inputs in = catalogue::random_inputs(s, 1, c.seed);
         const std::vector<float> d_out = catalogue::upstream_gradient(s, c.seed);
@@ -410,7 +399,7 @@ TEST_CASE("every backward is bit-identical on 1, 2 and 3 threads") {
                                       sdpa::GradProbes(s.rows())};
         for (int t = 0; t < 3; ++t) {
           const Run r = forward_backward(kernel, s, in.q, in.k, in.v, d_out, c.scale, c.mask(),
-                                         c.mod(), t + 1, &probes[t], backward_only(kernel, c));
+                                         c.mod(), t + 1, &probes[t]);
           grads[t] = r.dq;
           for (const auto* x : {&r.dk, &r.dv, &r.d_sinks})
             grads[t].insert(grads[t].end(), x->begin(), x->end());

@@ -366,8 +366,8 @@ TEST_CASE("the fp64 reference and the reference kernel are attention's formula i
 TEST_CASE("every kernel matches the fp64 reference on the catalogue of masks and modifiers") {
   // Every entry that does not refuse a case is checked within its precision's bound
   // (tests/attention_catalogue.hpp). What is not checked is listed as NOT RUN:
-  //  - refusals: the families still in registry.cpp's kPrefixOnlyFamilies (issue 39 moves them),
-  //    and ggml, which refuses score modifiers (temperature for good: ggml has none);
+  //  - refusals: flash-kv-f16 on prefill shapes (registry.cpp's kPrefixOnlyPrefill), and ggml,
+  //  which refuses score modifiers (temperature for good: ggml has none);
   //  - ggml's O-only entries (no lse, no probes): test_ggml.cpp checks them;
   //  - naive-unstable where logits or a sink pass exp's range: it overflows by design;
   //  - kv-int8: its quantisation bound lives in test_low_precision.cpp;
