@@ -20,6 +20,7 @@
 #include "sdpa/peak.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -139,8 +140,12 @@ SDPA_VNNI_TARGET float avx512_vnni_chains(std::int64_t steps) {
 
 // AVX2: |k| times q with k's sign. Each int16 sum of vpmaddubsw is |k0| s0 + |k1| s1 with
 // |k|, |s| <= 127, at most 2 * 127 * 127 = 32258 < 32767: it never saturates.
+#ifdef __clang__  // clang ignores GCC's target pragma
+#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2")
+#endif
 namespace sdpa::detail {
 namespace {
 namespace avx2 {
@@ -160,11 +165,19 @@ struct Dot {
 }  // namespace avx2
 }  // namespace
 }  // namespace sdpa::detail
+#ifdef __clang__
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 // AVX-VNNI: vpdpbusd in ymm (VEX), keys flipped by 0x80 as on AVX512_VNNI.
+#ifdef __clang__  // clang ignores GCC's target pragma
+#pragma clang attribute push(__attribute__((target("avx2,avxvnni"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,avxvnni")
+#endif
 namespace sdpa::detail {
 namespace {
 namespace avx_vnni {
@@ -179,14 +192,22 @@ struct Dot {
 }  // namespace avx_vnni
 }  // namespace
 }  // namespace sdpa::detail
+#ifdef __clang__
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 namespace sdpa::detail {
 
 bool int8_dots_available(Int8Dots dots) {
-  // __builtin_cpu_supports also checks that the OS saves the ymm and zmm state.
+  // __builtin_cpu_supports also checks that the OS saves the ymm and zmm state. AVX-VNNI is
+  // CPUID.(EAX=7, ECX=1):EAX bit 4, read directly: clang 14's builtin does not know it.
   static const bool avx2 = __builtin_cpu_supports("avx2");
-  static const bool avx_vnni = avx2 && __builtin_cpu_supports("avxvnni");
+  static const bool avx_vnni = avx2 && [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4));
+  }();
   static const bool avx512_vnni =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
