@@ -787,7 +787,8 @@ int dispatch(int argc, char** argv) {
   slurm_cmd->allow_extras();
 
   sdpa::AttendOptions attend_options;
-  std::string attend_scale, attend_threads;
+  std::string attend_scale, attend_threads, attend_window, attend_softcap, attend_chunk,
+      attend_prefix;
   auto* attend_cmd = app.add_subcommand(
       "attend", "run one kernel on .npy arrays (float32, C order) and write .npy outputs");
   attend_cmd
@@ -817,6 +818,27 @@ int dispatch(int argc, char** argv) {
   attend_cmd->add_option("--scale", attend_scale, "scale c (default 1/sqrt(d_k))")
       ->type_name("NUMBER");
   attend_cmd->add_flag("--causal", attend_options.causal, "causal mask (bottom-right aligned)");
+  attend_cmd
+      ->add_option("--window", attend_window,
+                   "sliding window: keys L before to R after a query's position (-1: unbounded)")
+      ->type_name("L,R");
+  attend_cmd->add_option("--chunk", attend_chunk, "queries see only their chunk of N keys")
+      ->type_name("N");
+  attend_cmd
+      ->add_option("--prefix", attend_prefix,
+                   "prefix-LM: the first N keys are seen by every query, also with --causal")
+      ->type_name("N");
+  attend_cmd
+      ->add_option("--documents", attend_options.documents,
+                   "packed documents' start offsets, (n,) float32: queries see their document")
+      ->type_name("NPY");
+  attend_cmd->add_option("--softcap", attend_softcap, "soft-cap C: logits C tanh(s / C)")
+      ->type_name("NUMBER");
+  attend_cmd->add_flag("--alibi", attend_options.alibi, "ALiBi's standard slopes, one per head");
+  attend_cmd
+      ->add_option("--sinks", attend_options.sinks,
+                   "a sink logit per query head, (heads_q,) float32 (writes dsinks.npy with dO)")
+      ->type_name("NPY");
   attend_cmd->add_option("-j,--threads", attend_threads, "threads, 1 to 1024 (default 1)")
       ->type_name("INT");
 
@@ -876,6 +898,26 @@ int dispatch(int argc, char** argv) {
           sdpa::parse_number_option("--scale", attend_scale, sdpa::NumberRange{});
     if (!attend_threads.empty())
       attend_options.threads = sdpa::parse_threads_option("-j,--threads", attend_threads);
+    if (!attend_softcap.empty())
+      attend_options.softcap = sdpa::parse_number_option(
+          "--softcap", attend_softcap, {.min = 0, .max = 3.4e38, .min_exclusive = true});
+    const sdpa::NumberRange keys{.integer = true, .min = 0, .max = 1e15};
+    if (!attend_chunk.empty())
+      attend_options.chunk = std::int64_t(sdpa::parse_number_option("--chunk", attend_chunk, keys));
+    if (!attend_prefix.empty())
+      attend_options.prefix =
+          std::int64_t(sdpa::parse_number_option("--prefix", attend_prefix, keys));
+    if (!attend_window.empty()) {
+      const auto comma = attend_window.find(',');
+      if (comma == std::string::npos)
+        throw sdpa::InputError("--window: expected L,R (two integers from -1 up), found \"" +
+                               attend_window + "\"");
+      const sdpa::NumberRange extent{.integer = true, .min = -1, .max = 1e15};
+      attend_options.window = {std::int64_t(sdpa::parse_number_option(
+                                   "--window", attend_window.substr(0, comma), extent)),
+                               std::int64_t(sdpa::parse_number_option(
+                                   "--window", attend_window.substr(comma + 1), extent))};
+    }
     return run_attend(attend_options);
   }
   return 0;

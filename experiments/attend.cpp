@@ -138,6 +138,31 @@ bool all_finite(const std::vector<float>& x) {
   return std::all_of(x.begin(), x.end(), [](float v) { return std::isfinite(v); });
 }
 
+// A one-dimensional .npy of `n` values (n < 0: any length), named by its flag.
+std::vector<float> vector_file(const std::string& path, const char* flag, const char* what,
+                               std::int64_t n) {
+  npy::Array a = npy::read(path);
+  if (a.shape.size() != 1 || (n >= 0 && a.shape[0] != n))
+    throw InputError(std::string(flag) + ": " + path + ": expected " + what + ", shape (" +
+                     (n >= 0 ? std::to_string(n) : std::string("n")) + ",), found " +
+                     shape_text(a.shape));
+  return std::move(a.data);
+}
+
+// Document start offsets: whole numbers in float32 (exact up to 2^24 keys).
+std::vector<std::int64_t> document_starts(const std::string& path, std::int64_t n_kv) {
+  const std::vector<float> x =
+      vector_file(path, "--documents", "the start offset of each document", -1);
+  std::vector<std::int64_t> starts;
+  for (const float v : x) {
+    if (!(v >= 0 && v < float(n_kv) && v == std::floor(v)))
+      throw InputError("--documents: " + path + ": expected whole numbers from 0 to " +
+                       std::to_string(n_kv - 1) + " (key positions), found " + number(v));
+    starts.push_back(std::int64_t(v));
+  }
+  return starts;
+}
+
 }  // namespace
 
 std::vector<std::string> attend(const AttendOptions& o) {
@@ -152,8 +177,14 @@ std::vector<std::string> attend(const AttendOptions& o) {
   // Every output is checked, and written, together: all or nothing.
   std::vector<std::string> names = {"o.npy", "lse.npy"};
   if (!o.grad_out.empty()) names.insert(names.end(), {"dq.npy", "dk.npy", "dv.npy"});
+  if (!o.grad_out.empty() && !o.sinks.empty()) names.push_back("dsinks.npy");
   check_output_folder("--out-dir", o.out, names,
-                      {{o.q, "--q"}, {o.k, "--k"}, {o.v, "--v"}, {o.grad_out, "--grad-out"}});
+                      {{o.q, "--q"},
+                       {o.k, "--k"},
+                       {o.v, "--v"},
+                       {o.grad_out, "--grad-out"},
+                       {o.documents, "--documents"},
+                       {o.sinks, "--sinks"}});
 
   const Operand q = load(o.q, "Q"), k = load(o.k, "K"), v = load(o.v, "V");
   for (const Operand* a : {&q, &k, &v})
@@ -183,14 +214,40 @@ std::vector<std::string> attend(const AttendOptions& o) {
 
   // The causal mask is aligned to the end of the keys: query row i sees keys up to
   // i + n_kv - n_q, so with more queries than keys the first rows see none (lse -inf).
-  if (o.causal && q.rows > k.rows)
+  if (o.causal && q.rows > k.rows && o.sinks.empty())
     throw InputError("--causal: query rows 0 to " + std::to_string(q.rows - k.rows - 1) +
                      " of each head see no key (n_q " + std::to_string(q.rows) + " > n_kv " +
                      std::to_string(k.rows) +
                      ", the mask aligned to the end of the keys): their lse would be -inf; "
                      "expected n_q <= n_kv with --causal");
   const Shape shape{q.batch * q.heads, q.rows, k.rows, q.cols, v.cols, q.heads / k.heads};
-  if (const std::string why = kernel->refusal(shape, Mask{.causal = o.causal}, {}); !why.empty())
+
+  // The mask and the score modifier of the flags (sdpa/mask.hpp).
+  const std::vector<std::int64_t> documents =
+      o.documents.empty() ? std::vector<std::int64_t>{} : document_starts(o.documents, k.rows);
+  const std::vector<float> sinks =
+      o.sinks.empty() ? std::vector<float>{}
+                      : vector_file(o.sinks, "--sinks", "one sink logit per query head", q.heads);
+  const std::vector<float> slopes = o.alibi ? alibi_slopes(q.heads) : std::vector<float>{};
+  const Mask mask{.causal = o.causal,
+                  .prefix = o.prefix,
+                  .window_left = o.window ? o.window->first : -1,
+                  .window_right = o.window ? o.window->second : -1,
+                  .chunk = o.chunk,
+                  .documents = documents};
+  const ScoreMod mod{.softcap = float(o.softcap), .alibi_slopes = slopes, .sinks = sinks};
+  if (const std::string why = mask_problem(shape, mask, mod); !why.empty())
+    throw InputError("--window, --chunk, --prefix, --documents, --softcap, --alibi, --sinks: " +
+                     why);
+  // A row that sees no key has lse -inf unless its head has a sink to attend to.
+  if (sinks.empty())
+    for (std::int64_t i = 0; i < q.rows; ++i)
+      if (mask.visible(shape, i).size() == 0)
+        throw InputError("the mask (--causal, --window, --chunk, --documents) leaves query row " +
+                         std::to_string(i) +
+                         " of each head without a key: its lse would be "
+                         "-inf; widen the mask or give --sinks");
+  if (const std::string why = kernel->refusal(shape, mask, mod); !why.empty())
     throw InputError("--kernel: \"" + o.kernel + "\" cannot run these shapes: " + why);
   std::vector<float> out(shape.out_elements()), lse(shape.rows());
   ForwardArgs fwd{.shape = shape,
@@ -200,7 +257,8 @@ std::vector<std::string> attend(const AttendOptions& o) {
                   .out = out.data()};
   fwd.lse = lse.data();
   fwd.scale = float(scale);
-  fwd.mask.causal = o.causal;
+  fwd.mask = mask;
+  fwd.score_mod = mod;
   fwd.threads = o.threads;
   kernel->forward(fwd);
   std::vector<std::pair<std::string, npy::Array>> outputs = {
@@ -218,11 +276,15 @@ std::vector<std::string> attend(const AttendOptions& o) {
                      .d_q = dq.data(),
                      .d_k = dk.data(),
                      .d_v = dv.data()};
-    bwd.scale = fwd.scale, bwd.mask = fwd.mask, bwd.threads = o.threads;
+    bwd.scale = fwd.scale, bwd.mask = mask, bwd.score_mod = mod, bwd.threads = o.threads;
+    std::vector<float> d_sinks(sinks.size());
+    if (!sinks.empty()) bwd.d_sinks = d_sinks.data();
     kernel->backward(bwd);
     outputs.emplace_back("dq.npy", shaped_like(q, q.rows, q.cols, dq));
     outputs.emplace_back("dk.npy", shaped_like(k, k.rows, k.cols, dk));
     outputs.emplace_back("dv.npy", shaped_like(v, v.rows, v.cols, dv));
+    if (!sinks.empty())
+      outputs.emplace_back("dsinks.npy", npy::Array{{std::int64_t(sinks.size())}, d_sinks});
   }
   // Finite inputs can still overflow fp32 in q.k, c q.k, the sums or a gradient: refused
   // rather than written as inf and NaN, naming the magnitudes that did it.

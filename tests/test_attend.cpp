@@ -121,6 +121,62 @@ TEST_CASE("attend: (batch, heads, n, d) with fewer K/V heads than query heads ma
   CHECK(max_error(read("dv.npy").data, grads.d_v) < 1e-5);
 }
 
+TEST_CASE("attend: a window, a soft-cap, ALiBi and sinks as flags match fp64, dsinks too") {
+  // 4 query heads sharing 2 K/V heads, a causal window of 3 keys before each query, soft-cap 2,
+  // ALiBi's standard slopes and a sink per query head (one of them -inf: no sink).
+  TempDir dir;
+  const auto q = normals({1, 4, 6, 8}, 1), k = normals({1, 2, 9, 8}, 2),
+             v = normals({1, 2, 9, 3}, 3), d_out = normals({1, 4, 6, 3}, 4);
+  const sdpa::npy::Array sinks{{4}, {0.5f, -INFINITY, 2.0f, -1.0f}};
+  sdpa::npy::write((dir / "sinks.npy").string(), sinks);
+  const auto r = attend_on(dir, q, k, v, &d_out,
+                           "--causal --window 3,0 --softcap 2 --alibi --sinks " +
+                               (dir / "sinks.npy").string() + " --kernel flash -j 2");
+  REQUIRE(r.exit_code == 0);
+  const sdpa::Shape s{.batch_heads = 4, .n_q = 6, .n_kv = 9, .d_k = 8, .d_v = 3, .group = 2};
+  const auto slopes = sdpa::alibi_slopes(4);
+  const sdpa::Mask mask{.causal = true, .window_left = 3, .window_right = 0};
+  const sdpa::ScoreMod mod{.softcap = 2, .alibi_slopes = slopes, .sinks = sinks.data};
+  const auto c = 1 / std::sqrt(8.0);
+  const auto ref = sdpa::reference_attention(s, widened(q), widened(k), widened(v), c, mask, mod);
+  const auto grads = sdpa::reference_attention_backward(s, widened(q), widened(k), widened(v),
+                                                        widened(d_out), c, mask, mod);
+  auto read = [&](const char* name) { return sdpa::npy::read((dir / "out" / name).string()); };
+  // fp32 kernels on O(1) values over at most 4 keys and a sink: 1e-5 is ~100 fp32 ulps.
+  CHECK(max_error(read("o.npy").data, ref.out) < 1e-5);
+  CHECK(max_error(read("lse.npy").data, ref.lse) < 1e-5);
+  CHECK(max_error(read("dq.npy").data, grads.d_q) < 1e-5);
+  CHECK(max_error(read("dk.npy").data, grads.d_k) < 1e-5);
+  CHECK(max_error(read("dv.npy").data, grads.d_v) < 1e-5);
+  CHECK(read("dsinks.npy").shape == std::vector<std::int64_t>{4});
+  CHECK(max_error(read("dsinks.npy").data, grads.d_sinks) < 1e-5);
+}
+
+TEST_CASE("attend: masks and modifiers that cannot apply are refused by flag; nothing written") {
+  TempDir dir;
+  const auto q = normals({1, 2, 4, 8}, 1), k = normals({1, 2, 6, 8}, 2),
+             v = normals({1, 2, 6, 3}, 3);
+  sdpa::npy::write((dir / "three.npy").string(), sdpa::npy::Array{{3}, {0, 0, 0}});
+  sdpa::npy::write((dir / "docs.npy").string(), sdpa::npy::Array{{2}, {0, 2.5f}});
+  const std::pair<std::string, std::string> cases[] = {
+      {"--window 2", "--window: expected L,R"},
+      {"--window -2,0", "--window"},
+      {"--softcap 0", "--softcap"},
+      {"--softcap nan", "--softcap"},
+      {"--sinks " + (dir / "three.npy").string(),
+       "--sinks: " + (dir / "three.npy").string() + ": expected one sink logit per query head"},
+      {"--documents " + (dir / "docs.npy").string(), "--documents: "},
+      {"--chunk -1", "--chunk"},
+  };
+  for (const auto& [flags, message] : cases) {
+    CAPTURE(flags);
+    const auto r = attend_on(dir, q, k, v, nullptr, flags);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(message) != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir / "out" / "o.npy"));
+  }
+}
+
 TEST_CASE("attend: grouped shapes that do not fit are refused, naming the file") {
   TempDir dir;
   const std::string k_path = (dir / "k.npy").string(), v_path = (dir / "v.npy").string();

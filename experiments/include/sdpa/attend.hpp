@@ -6,8 +6,10 @@
 // counterpart (dK and dV summed over each K/V head's group of query heads).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sdpa {
@@ -19,13 +21,22 @@ struct AttendOptions {
   std::string kernel = "flash";
   std::optional<double> scale;  // default 1/sqrt(d_k)
   bool causal = false;
+  // Masks and score modifiers (sdpa/mask.hpp), as parsed from the command line: a sliding
+  // window (left, right; -1 unbounded on a side), chunks, a prefix-LM's prefix, documents and
+  // sinks as .npy files (document start offsets; one sink logit per query head), a soft-cap (0:
+  // none) and ALiBi's standard slopes.
+  std::optional<std::pair<std::int64_t, std::int64_t>> window;
+  std::int64_t chunk = 0, prefix = 0;
+  std::string documents, sinks;
+  double softcap = 0;
+  bool alibi = false;
   int threads = 1;
 };
 
-// Runs it and returns the files written. Throws InputError naming the file and what was
-// expected for arrays whose shapes do not fit together (batch, d_k, n_kv, d_v, or heads_q not a
-// multiple of heads_kv), an unknown kernel, or a kernel without
-// a backward when dO is given.
+// Runs it and returns the files written (with sinks and dO, also dsinks.npy). Throws InputError
+// naming the file and what was expected for arrays whose shapes do not fit together (batch, d_k,
+// n_kv, d_v, or heads_q not a multiple of heads_kv), masks or modifiers that cannot apply (named
+// by their flag), an unknown kernel, or a kernel without a backward when dO is given.
 std::vector<std::string> attend(const AttendOptions& options);
 
 }  // namespace sdpa
