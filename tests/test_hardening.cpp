@@ -598,11 +598,21 @@ TEST_CASE("class 11: a timing experiment's name and kernel run nothing in its pl
   CAPTURE(r.err);
   CHECK(r.exit_code == 0);
   CHECK_FALSE(fs::exists(canary));
-  const std::string stem = sdpa::safe_file_name(name + "-throughput");
-  const std::string gp = slurp(out / "plots" / (stem + ".gp"));
-  CHECK(gp.find("set title " + sdpa::gnuplot_quoted(name) + " noenhanced\n") != std::string::npos);
-  CHECK(gp.find(sdpa::gnuplot_quoted(kernel).substr(1, 40)) != std::string::npos);
-  CHECK(fs::file_size(out / "plots" / (stem + ".svg")) > 1000);
+  // The plot is of throughput or of bandwidth, as the cells fall against this host's roof (a
+  // sanitizer build measures a lower peak): whichever was written names both strings.
+  int plots = 0;
+  for (const char* what : {"-throughput", "-bandwidth"}) {
+    const std::string stem = sdpa::safe_file_name(name + what);
+    if (!fs::exists(out / "plots" / (stem + ".gp"))) continue;
+    ++plots;
+    CAPTURE(stem);
+    const std::string gp = slurp(out / "plots" / (stem + ".gp"));
+    CHECK(gp.find("set title " + sdpa::gnuplot_quoted(name) + " noenhanced\n") !=
+          std::string::npos);
+    CHECK(gp.find(sdpa::gnuplot_quoted(kernel).substr(1, 40)) != std::string::npos);
+    CHECK(fs::file_size(out / "plots" / (stem + ".svg")) > 1000);
+  }
+  CHECK(plots >= 1);
 }
 
 TEST_CASE("class 11: gnuplot failing is an error naming the plot") {
