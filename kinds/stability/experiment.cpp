@@ -217,7 +217,7 @@ std::string stability_cell_problem(const json& params, const json& cell) {
   const std::int64_t heads = cell["heads"], n = std::int64_t(cell["n_pairs"]) + 1;
   const std::vector<float> sinks(cell["sink"] == "learned" ? std::size_t(heads) : 0, 0.0f);
   return kernel_refusal_problem(params, cell, {heads, n, n, cell["d_k"], cell["d_k"]},
-                                Mask::causal_mask(),
+                                Mask{.causal = true},
                                 {.softcap = cell["softcap"].get<float>(), .sinks = sinks});
 }
 

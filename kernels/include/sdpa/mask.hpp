@@ -41,7 +41,6 @@ struct Mask {
   std::span<const std::int64_t> documents = {};
 
   static Mask full() { return {}; }
-  static Mask causal_mask() { return {.causal = true}; }
 
   KeyRange visible(const Shape& s, std::int64_t i) const;
   // Whether every row sees every key: no mask at all.
