@@ -55,10 +55,6 @@ inline float f16_to_f32(std::uint16_t h) {
 inline std::uint16_t bf16_bits(float x) { return std::uint16_t(bf16_round_bits(x) >> 16); }
 inline float bf16_to_f32(std::uint16_t h) { return std::bit_cast<float>(std::uint32_t(h) << 16); }
 
-// Unit roundoff of each format (the tests' tolerances derive from it): 2^-11 for fp16 (11-bit
-// significand), 2^-8 for bf16 (8-bit).
-inline constexpr double kF16UnitRoundoff = 0x1p-11, kBf16UnitRoundoff = 0x1p-8;
-
 enum class KvFormat { kF16, kBf16 };
 
 // K and V of one shape as the bits of a 16-bit format, laid out as ForwardArgs' k and v.

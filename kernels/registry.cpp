@@ -1,6 +1,5 @@
 #include <algorithm>
 
-#include "decode_blocks.hpp"
 #include "registry_entries.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/peak.hpp"
@@ -42,27 +41,6 @@ RowProbes::Pooled RowProbes::pooled() const {
   return p;
 }
 
-namespace {
-
-// flash-kv-f16 runs flash's tiles on fp16 K and V, but the catalogue's kv-fp16 bound (a relative
-// 2^-11 per value) does not cover fp16's subnormals, which a window of 1 exposes: it refuses
-// windows, chunks, documents and score modifiers by name on prefill shapes until the bound does,
-// rather than compute something the tests have not checked.
-constexpr std::string_view kPrefixOnlyPrefill[] = {"flash-kv-f16"};
-
-std::string refuses_beyond_prefix_in_prefill(const Shape& s, const Mask& mask,
-                                             const ScoreMod& mod) {
-  if (detail::is_decode_shape(s)) return "";
-  const char* what = mask.starts_late() ? "windows, chunks or documents"
-                     : !mod.none()      ? "score modifiers"
-                                        : nullptr;
-  if (!what) return "";
-  return std::string("this kernel does not run ") + what + " on prefill shapes (more than " +
-         std::to_string(detail::kDecodeRows) + " query rows per head) yet";
-}
-
-}  // namespace
-
 const std::vector<Kernel>& kernel_registry() {
   static const std::vector<Kernel> registry = [] {
     std::vector<Kernel> all;
@@ -73,9 +51,6 @@ const std::vector<Kernel>& kernel_registry() {
           detail::flash_kv_kernels(), detail::flash_kv_int8_kernels(), detail::eigen_kernels(),
           detail::blas_kernels(), detail::ggml_kernels()})
       all.insert(all.end(), family.begin(), family.end());
-    for (Kernel& k : all)
-      if (std::ranges::find(kPrefixOnlyPrefill, k.family) != std::end(kPrefixOnlyPrefill))
-        k.refuses = &refuses_beyond_prefix_in_prefill;
     return all;
   }();
   return registry;

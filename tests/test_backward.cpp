@@ -346,8 +346,7 @@ TEST_CASE("every backward agrees with the fp64 reference on awkward shapes") {
 }
 
 TEST_CASE("every backward agrees with the fp64 reference on the catalogue of masks and modifiers") {
-  // What a backward refuses (none today: registry.cpp's kPrefixOnlyPrefill holds forward-only
-  // flash-kv-f16) is listed as NOT RUN.
+  // What a backward refuses (none today) is listed as NOT RUN.
   std::map<std::string, int> refused;
   const auto cases = catalogue::cases();
   std::int64_t checked = 0;

@@ -498,9 +498,10 @@ TEST_CASE("bf16 kernels are within bf16's bound at n = 1000 on two threads, and 
 namespace {
 
 // ---- K/V stored in 16 bits (precision "kv-fp16", "kv-bf16"; kernels/flash_kv.cpp). Only K
-// and V are rounded (each element <= u of its format: 2^-11 for fp16, 2^-8 for bf16), so in
-// the bound above a product q_c k_jc moves by at most u and a p_j v_jc by at most u, the rest
-// is fp32 as in flash. And since widening a stored element to fp32 is exact, the kernel must
+// and V are rounded (each element <= u of its format: 2^-11 for fp16, 2^-8 for bf16, or below
+// the format's normals by half its subnormal spacing: catalogue::rounding_of), so in the bound
+// above a product q_c k_jc moves by at most u and a p_j v_jc by at most u, the rest is fp32 as
+// in flash. And since widening a stored element to fp32 is exact, the kernel must
 // give flash's bits (on the same instruction set) for K and V rounded to the format.
 
 std::vector<const sdpa::Kernel*> kv_kernels() {
@@ -521,9 +522,7 @@ void check_kv_case(const Case& c) {
   const Shape& s = c.shape;
   for (const auto* kern : kv_kernels()) {
     INFO(kern->name, " on ", describe(c), " group=", s.group);
-    const double u = kern->precision == "kv-fp16" ? sdpa::detail::kF16UnitRoundoff
-                                                  : sdpa::detail::kBf16UnitRoundoff;
-    const Problem pr = make_problem(c, {.product = u, .value = u});
+    const Problem pr = make_problem(c, *catalogue::rounding_of(kern->precision));
     const Outputs got = run(*kern, pr, 1);
     check_bound(got, pr);
     // flash's bits on the rounded K and V, and the same bits on 2 and 3 threads, with a stored
@@ -621,6 +620,54 @@ TEST_CASE("the registry has K/V storage entries on every target, with their byte
 
 TEST_CASE("K/V storage kernels are within their format's bound and are flash on rounded K, V") {
   for_each_storage_case(500, check_kv_case);
+}
+
+TEST_CASE(
+    "flash-kv-f16 with K and V below fp16's normals: within the bound, by its underflow term") {
+  // A window of 1 on a prefill shape: each row's output is its own V row rounded to fp16. With
+  // K and V ~ N(0, 2^-32) most elements are fp16 subnormals, off by up to 2^-25 rather than
+  // 2^-11 of themselves, so the kernel must be within the bound and outside the bound that
+  // lacks the underflow term (catalogue::Rounding), else the term is not what is tested.
+  const Case c{.shape = {.batch_heads = 2, .n_q = 40, .n_kv = 40, .d_k = 16, .d_v = 8},
+               .causal = true,
+               .window_left = 0,
+               .seed = 39};
+  const Shape& s = c.shape;
+  catalogue::Inputs in = catalogue::random_inputs(s, 1, c.seed);
+  for (auto* x : {&in.k, &in.v})
+    for (float& e : *x) e *= 0x1p-16f;
+  const Rounding fp16 = *catalogue::rounding_of("kv-fp16");
+  Rounding relative_only = fp16;
+  relative_only.tiny = 0;
+  const catalogue::Expected w = catalogue::expected(c, in, fp16);
+  const catalogue::Expected narrow = catalogue::expected(c, in, relative_only);
+  std::int64_t runs = 0;
+  for (const auto* kern : kv_kernels()) {
+    if (kern->precision != "kv-fp16") continue;
+    INFO(kern->name);
+    ++runs;
+    Outputs got{std::vector<float>(s.out_elements()), std::vector<float>(s.rows())};
+    kern->forward({.shape = s,
+                   .q = in.q.data(),
+                   .k = in.k.data(),
+                   .v = in.v.data(),
+                   .out = got.out.data(),
+                   .lse = got.lse.data(),
+                   .scale = c.scale_value(),
+                   .mask = c.mask(),
+                   .threads = 2});
+    std::int64_t bad = 0, beyond_narrow = 0;
+    for (std::int64_t x = 0; x < s.out_elements(); ++x) {
+      const double err = std::abs(double(got.out[x]) - w.out[x]);
+      bad += !(err <= w.out_tol[x]);
+      beyond_narrow += err > narrow.out_tol[x];
+    }
+    for (std::int64_t r = 0; r < s.rows(); ++r)
+      bad += !(std::abs(double(got.lse[r]) - w.lse[r]) <= w.lse_tol[r]);
+    CHECK_MESSAGE(bad == 0, bad, " outputs or lse outside the bound");
+    CHECK_MESSAGE(beyond_narrow > 0, "no output needs the underflow term");
+  }
+  CHECK(runs > 0);
 }
 
 TEST_CASE("a stored K/V of another format or shape is refused") {
