@@ -1,5 +1,5 @@
 // Per-ISA helpers of the Highway targets: the fp32 FMA peak loop that "% of peak" is measured
-// against, and the vectorised exp of the SIMD rungs exposed for its accuracy test.
+// against, and the vectorised exp and tanh of the SIMD rungs exposed for their accuracy tests.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -43,16 +43,26 @@ double FmaChains(std::int64_t iterations) {
   return FmaChainsOf(iterations, std::make_index_sequence<12>());
 }
 
-void ExpArray(const float* x, float* y, std::int64_t n) {
+// y = f(x) over an array, the tail through a padded vector.
+template <class F>
+HWY_INLINE void MapArray(const float* x, float* y, std::int64_t n, F f) {
   constexpr std::int64_t L = HwyLanes::kLanes;
   std::int64_t i = 0;
-  for (; i + L <= n; i += L) HwyLanes::Store(HwyLanes::Exp(HwyLanes::Load(x + i)), y + i);
-  if (i < n) {  // the tail through a padded vector
+  for (; i + L <= n; i += L) HwyLanes::Store(f(HwyLanes::Load(x + i)), y + i);
+  if (i < n) {
     float in[L] = {}, out[L];
     std::copy(x + i, x + n, in);
-    HwyLanes::Store(HwyLanes::Exp(HwyLanes::Load(in)), out);
+    HwyLanes::Store(f(HwyLanes::Load(in)), out);
     std::copy(out, out + (n - i), y + i);
   }
+}
+
+void ExpArray(const float* x, float* y, std::int64_t n) {
+  MapArray(x, y, n, [](HwyLanes::V v) HWY_ATTR { return HwyLanes::Exp(v); });
+}
+
+void TanhArray(const float* x, float* y, std::int64_t n) {
+  MapArray(x, y, n, [](HwyLanes::V v) HWY_ATTR { return HwyLanes::Tanh(v); });
 }
 
 }  // namespace sdpa::detail::HWY_NAMESPACE
@@ -65,6 +75,7 @@ namespace sdpa {
 namespace detail {
 HWY_EXPORT(FmaChains);
 HWY_EXPORT(ExpArray);
+HWY_EXPORT(TanhArray);
 }  // namespace detail
 
 const std::vector<SimdTarget>& simd_targets() {
@@ -72,7 +83,9 @@ const std::vector<SimdTarget>& simd_targets() {
     std::vector<SimdTarget> out;
     const auto fma = detail::supported_targets(HWY_DISPATCH_TABLE(detail::FmaChains));
     const auto exp = detail::supported_targets(HWY_DISPATCH_TABLE(detail::ExpArray));
-    for (std::size_t i = 0; i < fma.size(); ++i) out.push_back({fma[i].isa, fma[i].fn, exp[i].fn});
+    const auto tanh = detail::supported_targets(HWY_DISPATCH_TABLE(detail::TanhArray));
+    for (std::size_t i = 0; i < fma.size(); ++i)
+      out.push_back({fma[i].isa, fma[i].fn, exp[i].fn, tanh[i].fn});
     return out;
   }();
   return targets;

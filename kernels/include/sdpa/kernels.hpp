@@ -278,8 +278,10 @@ struct SimdTarget {
   std::string isa;
   // Independent fp32 FMA chains on the calling thread; returns the flops done (2 per lane-FMA).
   double (*fma_chains)(std::int64_t iterations) = nullptr;
-  // The vectorised exp the SIMD kernels use, on an array (exposed for its accuracy test).
+  // The vectorised exp and tanh (the soft-cap's) the SIMD kernels use, on an array (exposed for
+  // their accuracy tests).
   void (*exp)(const float* x, float* y, std::int64_t n) = nullptr;
+  void (*tanh)(const float* x, float* y, std::int64_t n) = nullptr;
 };
 const std::vector<SimdTarget>& simd_targets();
 const SimdTarget* find_simd_target(std::string_view isa);
