@@ -50,18 +50,6 @@ PeakMeasurement measure_peak(const std::string& isa, int threads, const PeakSett
   return m;
 }
 
-std::string peak_isa_for(const std::string& kernel_isa) {
-  if (peak::isa_supported(kernel_isa)) return kernel_isa;
-  // OpenBLAS's sgemm does fp32 multiply-adds: its ceiling is the widest fp32 ISA, not a bf16 or
-  // int8 dot-product roof (2x and 4x higher).
-  if (kernel_isa == "openblas") {
-    const auto isas = peak::supported_isas();
-    for (auto it = isas.rbegin(); it != isas.rend(); ++it)
-      if (!peak::dot_product_isa(*it)) return *it;
-  }
-  return "";
-}
-
 json peak_entry(const std::string& isa, int threads, const PeakMeasurement& m,
                 const std::string& source) {
   return {{"isa", isa},

@@ -33,10 +33,6 @@ PeakMeasurement measure_peak(const std::string& isa, int threads, const PeakSett
 // The largest cache the OS reports (machine fingerprint), in bytes; 32 MiB when none is.
 double last_level_cache_bytes();
 
-// The ISA whose peak a kernel is normalised against: its own, the best supported one for
-// libraries that dispatch themselves ("openblas"), or "" when no peak applies.
-std::string peak_isa_for(const std::string& kernel_isa);
-
 // machine.peak entries: {isa, threads, fma_gflops, triad_gbs, source}; one per (isa, threads),
 // a later measurement replacing an earlier one.
 json peak_entry(const std::string& isa, int threads, const PeakMeasurement& m,

@@ -168,6 +168,16 @@ std::vector<std::string> supported_isas() {
   return out;
 }
 
+std::string roof_isa(std::string_view kernel_isa) {
+  if (isa_supported(kernel_isa)) return std::string(kernel_isa);
+  if (kernel_isa == "openblas") {
+    const auto isas = supported_isas();
+    for (auto it = isas.rbegin(); it != isas.rend(); ++it)
+      if (!dot_product_isa(*it)) return *it;
+  }
+  return "";
+}
+
 int lanes(std::string_view isa) {
   if (isa == kBf16Isa) return 32;
   if (const Int8Roof* r = find_int8_roof(isa)) return detail::int8_dot_lanes(r->dots);

@@ -56,6 +56,8 @@ const std::vector<Kernel>& kernel_registry() {
   return registry;
 }
 
+std::string Kernel::roof_isa() const { return peak::roof_isa(peak_isa.empty() ? isa : peak_isa); }
+
 const Kernel* find_kernel(std::string_view name) {
   const auto& reg = kernel_registry();
   auto it = std::find_if(reg.begin(), reg.end(), [&](const Kernel& k) { return k.name == name; });

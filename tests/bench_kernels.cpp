@@ -1,6 +1,9 @@
 // Forward and backward timings of every registry variant (Google Benchmark), with GFLOP/s and
-// % of the peak measured in this same binary for the variant's ISA and thread count (fp32 FMA
-// chains; vdpbf16ps chains for the bf16 kernels on avx512-bf16).
+// % of the peak measured in this same binary for the variant's own roofline ISA and thread count
+// (Kernel::roof_isa, as the timing kind reads it: fp32 FMA chains of its ISA, so flash@avx2 and
+// flash@sse4 read against AVX2's and SSE4's peaks on an AVX-512 host; vdpbf16ps chains for the
+// bf16 kernels on avx512-bf16; the int8 dots' chains for flash-kv-int8's entries). The label
+// names both ISAs.
 // A backward counts 2.5 forwards of FLOPs (docs/design.md, "Conventions"; Kernel::flops), so a
 // backward that takes 2.5x its forward's time runs at the same GFLOP/s.
 //   build/release/tests/bench_kernels --benchmark_filter='(fwd|bwd)/flash/N:1024/'
@@ -30,18 +33,26 @@
 
 namespace {
 
-// Measured once at start-up: GFLOP/s of independent FMA chains per (isa, threads), and the
-// triad's GB/s per thread count (best of its repetitions).
+// Measured once at start-up: GFLOP/s of independent multiply-add chains per (roofline isa,
+// threads), and the triad's GB/s per thread count (best of its repetitions).
 std::map<std::pair<std::string, int>, double> g_peak;
 std::map<int, double> g_triad;
 // The triad's three arrays together: well past any last-level cache.
 constexpr double kTriadFootprint = 512.0 * (1 << 20);
 
-// Which measured peak a kernel is held against: its own ISA; library peers that choose their
-// ISA themselves (OpenBLAS) against the best one here.
-std::string peak_isa(const sdpa::Kernel& k) {
-  if (g_peak.contains({k.isa, 1})) return k.isa;  // Highway targets, and avx512-bf16's dots
-  return sdpa::simd_targets().front().isa;
+// A roofline ISA's peak on `threads` threads: the Highway target's FMA chains for an fp32 ISA,
+// the roofline kind's dot-product chains (best of 3) for a bf16 or int8 roof.
+double measure_roof(const std::string& isa, int threads) {
+  if (const sdpa::SimdTarget* t = sdpa::find_simd_target(isa))
+    return sdpa::measure_fma_peak(*t, threads);
+  const auto samples = sdpa::peak::measure_multiply_add(isa, threads, 3, 0.1);
+  return *std::max_element(samples.begin(), samples.end());
+}
+
+// The peak a kernel's rate divides by, 0 when it has none (its % counters are left out).
+double peak_of(const sdpa::Kernel& k, int threads) {
+  const auto it = g_peak.find({k.roof_isa(), threads});
+  return it == g_peak.end() ? 0 : it->second;
 }
 
 struct Tensors {
@@ -76,8 +87,9 @@ double time_calls(benchmark::State& state, const sdpa::Kernel& kern, int threads
   }
   const double gflops = flops * double(state.iterations()) / seconds * 1e-9;
   state.counters["GFLOP/s"] = gflops;
-  state.counters["%peak"] = 100.0 * gflops / g_peak[{peak_isa(kern), threads}];
-  state.SetLabel(kern.isa);
+  if (const double peak = peak_of(kern, threads); peak > 0)
+    state.counters["%peak"] = 100.0 * gflops / peak;
+  state.SetLabel(kern.isa + " (peak " + (kern.roof_isa().empty() ? "none" : kern.roof_isa()) + ")");
   return seconds / double(state.iterations());
 }
 
@@ -174,10 +186,10 @@ void bench_decode(benchmark::State& state, const sdpa::Kernel* kern, Heads heads
   const sdpa::Mask counted = window > 0 ? args.mask : sdpa::Mask{};
   const double flops = sdpa::forward_flops(shape, counted), bytes = kern->bytes(shape, counted);
   const double seconds = time_calls(state, *kern, threads, flops, [&] { kern->forward(args); });
-  const double roof =
-      sdpa::peak::roof_gflops(g_peak[{peak_isa(*kern), threads}], g_triad[threads], flops / bytes);
   state.counters["GB/s"] = bytes / seconds * 1e-9;
-  state.counters["%roof"] = 100.0 * flops / seconds * 1e-9 / roof;
+  if (const double peak = peak_of(*kern, threads); peak > 0)
+    state.counters["%roof"] = 100.0 * flops / seconds * 1e-9 /
+                              sdpa::peak::roof_gflops(peak, g_triad[threads], flops / bytes);
 }
 
 void bench_triad(benchmark::State& state, int threads) {
@@ -227,6 +239,14 @@ void register_decode() {
     for (const Heads& h : {kModels[0], kModels[1]})
       for (const char* name : {"flash-kv-f16", "flash-kv-bf16", "flash-kv-int8"})
         if (const sdpa::Kernel* k = sdpa::find_kernel(name)) add(k, h, 1, 16384, threads);
+  // Every instruction-set entry of the decode path and its K/V formats (flash-kv-int8@avx2 ...),
+  // each against its own roof, so a host also shows how its narrower paths fare.
+  for (int threads : {1, 2})
+    for (const Heads& h : {kModels[0], kModels[1]})
+      for (const char* family : {"flash", "flash-kv-f16", "flash-kv-bf16", "flash-kv-int8"})
+        for (const sdpa::Kernel& k : sdpa::kernel_registry())
+          if (k.family == family && k.name.find('@') != std::string::npos)
+            add(&k, h, 1, 16384, threads);
   // A sliding window of 128 keys (gpt-oss's) on a long cache: the splits read the window only,
   // beside the whole cache of the same shape above.
   for (int threads : {1, 2})
@@ -250,16 +270,24 @@ int main(int argc, char** argv) {
   }
   register_decode();
   for (const auto& t : sdpa::simd_targets())
-    for (int threads : {1, 2}) {
-      const double gflops = sdpa::measure_fma_peak(t, threads);
-      g_peak[{t.isa, threads}] = gflops;
-      benchmark::AddCustomContext("peak_gflops_" + t.isa + "_t" + std::to_string(threads),
-                                  std::to_string(gflops));
+    for (int threads : {1, 2})
       benchmark::RegisterBenchmark(
           ("peak/" + t.isa + "/threads:" + std::to_string(threads)).c_str(), bench_peak, &t,
           threads)
           ->Iterations(1)
           ->Unit(benchmark::kMillisecond);
+  // The peak of every roofline ISA a kernel reads (each Highway target's, and the bf16 and int8
+  // dot-product roofs of the entries whose products are those).
+  std::vector<std::string> roofs;
+  for (const auto& t : sdpa::simd_targets()) roofs.push_back(t.isa);
+  for (const auto& k : sdpa::kernel_registry())
+    if (!k.roof_isa().empty() && std::ranges::find(roofs, k.roof_isa()) == roofs.end())
+      roofs.push_back(k.roof_isa());
+  for (const auto& isa : roofs)
+    for (int threads : {1, 2}) {
+      g_peak[{isa, threads}] = measure_roof(isa, threads);
+      benchmark::AddCustomContext("peak_gflops_" + isa + "_t" + std::to_string(threads),
+                                  std::to_string(g_peak[{isa, threads}]));
     }
   // The wide targets' peaks against the scalar loop's (8 and 16 lanes against one): an ordering
   // of speeds, so reported by this benchmark rather than asserted by a test; a machine where it
@@ -272,14 +300,6 @@ int main(int argc, char** argv) {
       if (ratio <= 1)
         std::fprintf(stderr, "warning: the %s FMA peak is not above the scalar loop's (%.2fx)\n",
                      wide, ratio);
-    }
-  // The bf16 kernels' roof: vdpbf16ps chains (the roofline kind's measurement), best of 3.
-  if (sdpa::peak::isa_supported("avx512-bf16"))
-    for (int threads : {1, 2}) {
-      const auto samples = sdpa::peak::measure_multiply_add("avx512-bf16", threads, 3, 0.1);
-      g_peak[{"avx512-bf16", threads}] = *std::max_element(samples.begin(), samples.end());
-      benchmark::AddCustomContext("peak_gflops_avx512-bf16_t" + std::to_string(threads),
-                                  std::to_string(g_peak[{"avx512-bf16", threads}]));
     }
   for (const auto& k : sdpa::kernel_registry())
     for (std::int64_t n : {512, 1024, 4096})

@@ -455,6 +455,26 @@ TEST_CASE("time: the cells of the config its options stand for") {
   CHECK(bare.err.find("result file:") == std::string::npos);
 }
 
+TEST_CASE("time: the roofline measures each kernel's own roof, its int8 dots' where it has them") {
+  TempDir dir;
+  std::string kernels, isas;
+  for (const char* name : {"flash@avx2", "flash-kv-int8@avx2", "flash@sse4", "blas"})
+    if (const sdpa::Kernel* k = sdpa::find_kernel(name)) {
+      kernels += (kernels.empty() ? "" : ",") + std::string(name);
+      if (isas.find('"' + k->roof_isa() + '"') == std::string::npos)
+        isas += (isas.empty() ? "\"" : ",\"") + k->roof_isa() + "\"";
+    }
+  if (kernels.empty()) return;  // none of them on this architecture
+  const auto printed = run_cli("time --kernel " + kernels + " --print-config", dir);
+  CAPTURE(printed.err);
+  REQUIRE(printed.exit_code == 0);
+  const auto doc = sdpa::json::parse(printed.out);
+  CHECK(doc["experiments"][0]["isa"].dump() == "[" + isas + "]");
+  if (sdpa::find_kernel("flash-kv-int8@avx2") &&
+      sdpa::find_kernel("flash-kv-int8@avx2")->peak_isa == "avx2-int8")
+    CHECK(doc["experiments"][0]["isa"].dump().find("\"avx2-int8\"") != std::string::npos);
+}
+
 TEST_CASE("time: a bad value names its option, as a config's would name its path") {
   TempDir dir;
   const auto zero = run_cli("time --kernel naive --n-kv 16,0 --print-config", dir);

@@ -153,13 +153,17 @@ TEST_CASE("report: timing cells flagged noisy in the printed table") {
       result(kSha, {timing_record("naive", 8, kSlow, true), timing_record("naive", 16, kFast)},
              json::array());
   doc["experiments"][1]["records"][0]["time_s"]["cv"] = 0.2;
+  doc["experiments"][1]["records"][1]["peak"] = {
+      {"isa", "avx2"}, {"threads", 1}, {"fma_gflops", 8.0}, {"triad_gbs", 1.0}};
   const auto tables = sdpa::report::tables({doc});
   const auto& timing = find(tables, "timing: t");
   REQUIRE(timing.rows.size() == 2);
-  // CV and noisy after % of peak, GB/s, % of roof and bound.
-  CHECK(timing.rows[0][11] == "20 %");
-  CHECK(timing.rows[0][12] == "**noisy**");
-  CHECK(timing.rows[1][12] == "-");
+  // CV and noisy after % of peak, peak ISA (none recorded here), GB/s, % of roof and bound.
+  CHECK(timing.rows[0][8] == "-");
+  CHECK(timing.rows[1][8] == "avx2");  // the ISA whose peak its % of peak divides by
+  CHECK(timing.rows[0][12] == "20 %");
+  CHECK(timing.rows[0][13] == "**noisy**");
+  CHECK(timing.rows[1][13] == "-");
   CHECK(timing.rows[0][4] == "10 s");
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "experiment_runner.hpp"
 #include "peak_measure.hpp"
@@ -258,13 +259,13 @@ TEST_CASE("timing: every repetition kept, statistics and % of peak from the run'
 
 TEST_CASE("timing: OpenBLAS is read against the best fp32 ISA, not a dot-product roof") {
   const auto isas = sdpa::peak::supported_isas();
-  const std::string peak = sdpa::peak_isa_for("openblas");
+  const std::string peak = sdpa::peak::roof_isa("openblas");
   const char* const dots[] = {"avx2-int8", "avx-vnni", "avx512-bf16", "avx512-vnni"};
   for (const char* roof : dots) {
     CAPTURE(roof);
     CHECK(sdpa::peak::dot_product_isa(roof));
     CHECK(peak != roof);
-    CHECK(sdpa::peak_isa_for(roof) == (sdpa::peak::isa_supported(roof) ? roof : ""));
+    CHECK(sdpa::peak::roof_isa(roof) == (sdpa::peak::isa_supported(roof) ? roof : ""));
   }
   // The widest fp32 ISA this CPU runs: the last supported one but the dot-product roofs.
   std::string widest;
@@ -272,6 +273,71 @@ TEST_CASE("timing: OpenBLAS is read against the best fp32 ISA, not a dot-product
     if (std::find(std::begin(dots), std::end(dots), isa) == std::end(dots)) widest = isa;
   CHECK(peak == widest);
   CHECK_FALSE(sdpa::peak::dot_product_isa(widest));
+}
+
+TEST_CASE("timing: an @isa entry is read against its own ISA's peak, not the widest here") {
+  // Peaks as a roofline would leave them, each ISA's a different number, the widest the
+  // largest: a record divided by another ISA's peak shows in its percent_of_peak.
+  sdpa::RunShared shared;
+  const auto isas = sdpa::peak::supported_isas();
+  for (std::size_t i = 0; i < isas.size(); ++i)
+    for (int threads : {1, 2})
+      sdpa::store_peak(shared.peaks, {{"isa", isas[i]},
+                                      {"threads", threads},
+                                      {"fma_gflops", 1000.0 * double(i + 1)},
+                                      {"triad_gbs", 10.0},
+                                      {"source", "roofline"}});
+  std::vector<std::string> names;
+  std::string kernels;
+  for (const auto& k : sdpa::kernel_registry())
+    if (k.name.find('@') != std::string::npos) {
+      names.push_back(k.name);
+      kernels += (kernels.empty() ? "\"" : ", \"") + k.name + "\"";
+    }
+  REQUIRE_FALSE(kernels.empty());
+  const auto records = run_cells(R"({"name": "t", "kind": "timing", "kernel": [)" + kernels +
+                                     R"(], "n_q": 32, "n_kv": 32, "d_k": 32, "d_v": 32,
+                                    "threads": 1, "repetitions": 2, "min_time": 0.001,
+                                    "warmup_time": 0.001})",
+                                 &shared);
+  REQUIRE(records.size() == names.size());  // one cell per kernel, in the list's order
+  int timed = 0;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const auto& r = records[i];
+    const std::string& name = names[i];
+    CAPTURE(name);
+    if (r.contains("skipped")) continue;
+    ++timed;
+    const sdpa::Kernel& k = *sdpa::find_kernel(name);
+    // The ISA after the @, or the dot-product roof the entry names (flash-kv-int8@avx2's
+    // avx2-int8): never that of another entry.
+    const std::string own = k.peak_isa.empty() ? name.substr(name.find('@') + 1) : k.peak_isa;
+    CHECK(k.roof_isa() == own);
+    REQUIRE(r["peak"].is_object());
+    CHECK(r["peak"]["isa"] == own);
+    CHECK(r["peak"] == *sdpa::find_peak(shared.peaks, own, 1));
+    CHECK(r["percent_of_peak"].get<double>() ==
+          doctest::Approx(100 * r["gflops"]["value"].get<double>() /
+                          (*sdpa::find_peak(shared.peaks, own, 1))["fma_gflops"].get<double>()));
+  }
+  CHECK(timed > 0);
+  CHECK(shared.peaks.size() == 2 * isas.size());  // no quick measurement: every peak was there
+  // On an AVX-512 host: flash@avx2 against AVX2's peak, not AVX-512's.
+  for (std::size_t i = 0; i < records.size(); ++i)
+    if (names[i] == "flash@avx2" && sdpa::peak::isa_supported("avx512"))
+      CHECK(records[i]["peak"]["isa"] == "avx2");
+}
+
+TEST_CASE("hardware.json times every instruction-set entry this build registers") {
+  const sdpa::Config config = sdpa::load_config("configs/hardware.json");
+  std::set<std::string> timed;
+  for (const auto& e : config.document["experiments"])
+    if (e["kind"] == "timing")
+      for (const auto& k : e["kernel"]) timed.insert(k.get<std::string>());
+  for (const auto& k : sdpa::kernel_registry()) {
+    CAPTURE(k.name);
+    if (k.name.find('@') != std::string::npos) CHECK(timed.contains(k.name));
+  }
 }
 
 TEST_CASE("timing: memory is each kernel's own formula, the peers' n_q x n_kv scores included") {

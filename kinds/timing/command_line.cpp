@@ -77,8 +77,9 @@ json timing_config(const TimingOptions& o) {
   json isas = json::array();
   for (const auto& name : split(o.kernel, ','))
     if (const Kernel* k = find_kernel(name);
-        k && std::find(isas.begin(), isas.end(), k->isa) == isas.end())
-      isas.push_back(k->isa);
+        k && !k->roof_isa().empty() &&
+        std::find(isas.begin(), isas.end(), k->roof_isa()) == isas.end())
+      isas.push_back(k->roof_isa());
   if (!isas.empty()) roofline["isa"] = isas;
   if (timing.contains("threads")) roofline["threads"] = timing["threads"];
   json config = {{"name", "time"}, {"seed", o.seed}, {"experiments", {roofline}}};

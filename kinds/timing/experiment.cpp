@@ -293,14 +293,14 @@ json time_statistics(const BenchmarkRuns& runs) {
   return t;
 }
 
-// The share of the machine's peak for the kernel's ISA (its peak_isa where it has one) at this
-// thread count, and of the roof that binds at the cell's intensity: min(FMA peak, intensity x
-// triad bandwidth), both from a roofline measured earlier in the run, else measured now
-// (briefly), never assumed.
+// The share of the machine's peak for the kernel's own roofline ISA (Kernel::roof_isa: an @isa
+// entry its ISA's, not the widest here) at this thread count, and of the roof that binds at the
+// cell's intensity: min(FMA peak, intensity x triad bandwidth), both from a roofline measured
+// earlier in the run, else measured now (briefly), never assumed.
 void add_peak(json& record, const TimingCell& c, double gflops, RunShared& shared) {
-  const std::string& kernel_isa = c.kernel->peak_isa.empty() ? c.kernel->isa : c.kernel->peak_isa;
-  const std::string isa = peak_isa_for(kernel_isa);
+  const std::string isa = c.kernel->roof_isa();
   if (isa.empty()) {
+    const std::string& kernel_isa = c.kernel->peak_isa.empty() ? c.kernel->isa : c.kernel->peak_isa;
     for (const char* k : {"percent_of_peak", "peak", "roof_gflops", "percent_of_roof", "bound"})
       record[k] = nullptr;
     record["peak_note"] = "no peak measured: no roofline ISA for kernel ISA \"" + kernel_isa + "\"";

@@ -12,18 +12,26 @@
 namespace sdpa::report {
 namespace {
 
+// The roofline ISA whose peak the record's % of peak divides by (its machine.peak entry).
+std::string peak_isa(const json& r) {
+  const json peak = r.value("peak", json(nullptr));
+  return peak.is_object() && peak.value("isa", json(nullptr)).is_string()
+             ? peak["isa"].get<std::string>()
+             : "-";
+}
+
 // Timing: one row per cell, in grid order.
 std::vector<Table> timing_tables(const json& experiment, const std::string& source) {
   Table t;
   t.title = "timing: " + experiment["name"].get<std::string>() + source;
-  t.header = {"kernel",    "shape", "threads",   "direction", "median", "95% CI", "GFLOP/s",
-              "% of peak", "GB/s",  "% of roof", "bound",     "CV",     "noisy"};
+  t.header = {"kernel",    "shape",    "threads", "direction", "median", "95% CI", "GFLOP/s",
+              "% of peak", "peak ISA", "GB/s",    "% of roof", "bound",  "CV",     "noisy"};
   for (const auto& r : experiment["records"]) {
     const json& p = r["params"];
     std::vector<std::string> row = {p["kernel"], timing_shape(p),
                                     std::to_string(r["threads"].get<int>()), p["direction"]};
     if (!r.contains("time_s")) {
-      row.insert(row.end(), {"not run", "-", "-", "-", "-", "-", "-", "-", "-"});
+      row.insert(row.end(), {"not run", "-", "-", "-", "-", "-", "-", "-", "-", "-"});
     } else {
       const json& time = r["time_s"];
       row.insert(
@@ -31,7 +39,7 @@ std::vector<Table> timing_tables(const json& experiment, const std::string& sour
           {duration(time["value"]),
            "[" + duration(time["ci95"][0]) + ", " + duration(time["ci95"][1]) + "]",
            number(r["gflops"]["value"]),
-           r["percent_of_peak"].is_null() ? "-" : number(r["percent_of_peak"]),
+           r["percent_of_peak"].is_null() ? "-" : number(r["percent_of_peak"]), peak_isa(r),
            // Records from before the roof columns have none of them.
            r.contains("gbs") ? number(r["gbs"]["value"]) : "-",
            r.value("percent_of_roof", json(nullptr)).is_null() ? "-" : number(r["percent_of_roof"]),
@@ -46,7 +54,9 @@ std::vector<Table> timing_tables(const json& experiment, const std::string& sour
       "repetitions (each the mean "
       "time per call over its iterations), its interval from order statistics (distribution "
       "free; [min, max] below 6 repetitions, which covers less than 95 %). % of peak: of "
-      "this machine's measured multiply-add peak for the kernel's ISA and thread count "
+      "this machine's measured multiply-add peak for the kernel's own ISA (peak ISA: an @isa "
+      "entry's, so flash@avx2 reads against AVX2's peak on an AVX-512 host; the int8 or bf16 "
+      "dot-product roof where the kernel's products are those) and thread count "
       "(machine.peak); a scalar kernel can pass 100 % where the compiler vectorises its "
       "loops with the baseline SSE2. GB/s: Q, K, V and O moved once per call (a backward twice). "
       "% of roof: of min(that peak, FLOP/byte × the measured triad bandwidth), the roof that "

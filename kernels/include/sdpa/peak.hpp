@@ -28,6 +28,10 @@ std::vector<std::string> supported_isas();
 bool isa_supported(std::string_view isa);
 // Whether `isa` is the roof of bf16 or int8 dot products rather than of fp32 multiply-adds.
 bool dot_product_isa(std::string_view isa);
+// The ISA whose peak a kernel running on `kernel_isa` is read against: that ISA where this
+// CPU runs its loops; for a library that picks its own ISA ("openblas", whose sgemm does fp32
+// multiply-adds) the widest fp32 ISA here, never a dot-product roof; "" when no peak applies.
+std::string roof_isa(std::string_view kernel_isa);
 
 // Multiply-add lanes of one vector on `isa`: fp32 lanes (1 for scalar); on avx512-bf16 the 32
 // bf16 products a vdpbf16ps adds, on the int8 roofs the int8 products of one step (avx2-int8,
