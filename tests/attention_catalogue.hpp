@@ -9,19 +9,21 @@
 // also meets. u = 2^-24 (fp32); a precision that rounds its operands adds `Rounding`. Per row,
 // over the keys it sees, with c = scale x the row's temperature (sdpa/mask.hpp's RowLogits):
 //   s_j = c q.k_j,  A_j = |c| sum |q_x k_jx|,  z_j = cap(s_j) + bias_j (the logit),
-//   t_j = 1 - tanh^2(s_j / softcap) (1 without a soft-cap: cap's derivative),
+//   t_j = 1 - tanh^2(s_j / softcap) (1 without a soft-cap: cap's derivative; in F_j its
+//         largest value within kSafety times the error F_j has before the cap, as int8's
+//         errors are not small beside a tiny soft-cap),
 //   F_j = the logit's own error: t_j (d_k + 2) A_j                        the dot and the scale
 //         + t_j (A_j + |s_j|) with a temperature                          scale x temperature
 //         + t_j |s_j| + 6 |cap_j| with a soft-cap       s / softcap, tanh's ULPs, x softcap
 //         + 2 |bias_j| + |z_j| with ALiBi                                 slope x distance, add
-//         (in units of u; plus `product` A_j t_j for rounded operands, and t_j (1 + product)
-//         |c| sum |q_x| underflow over the x where k_jx is below its format's normals: Rounding),
+//         (in units of u; plus, for rounded operands, t_j (product A_j + |c| sum_x of the
+//         products' absolute errors: Rounding), and (d_k + 2) t_j those errors in units of u),
 //   m = max(z, sink),  R = m - min(z, sink) (flash's rescales sum to at most R),
 //   E_j = F_j + |z_j - m| + |z_j| + R + 4     the exponent's argument, unshifted or not, exp ULPs.
 // The sink is one more outcome of the softmax, with value 0 and F = 0. A logit error e_j moves
 // weight p_j by p_j (e_j - sum_k p_k e_k), so over the n' outcomes (keys and sink)
 //   |o_c - o_ref_c| <= kSafety [ sum_j p_j |v_jc - o_c| (E_j + Ebar) + sum_j p_j |v_jc| (value
-//                                + (2 n' + 8) u) + (1 + value) sum_j p_j underflow_jc ],
+//                                + (2 n' + 8) u) + (1 + value) sum_j p_j e_v,jc ] (Rounding),
 //   |lse - lse_ref| <= kSafety [ Ebar + (n' + 4 + |lse|) u ],
 // and the probes likewise (entropy, max weight and sum p^k over the outcomes; the score moments
 // over the visible logits: F_j each and sums of n terms). kSafety = 2 covers the second-order
@@ -132,33 +134,48 @@ inline std::vector<float> upstream_gradient(const Shape& s, std::uint32_t seed) 
 
 inline std::vector<double> widen(const std::vector<float>& x) { return {x.begin(), x.end()}; }
 
-// Where a precision rounds its operands: `product` bounds the relative error of each q_x k_jx
-// from rounding its factors, `value` that of each p_j v_jc (0 for fp32). A relative error holds
-// only down to the format's smallest normal: below it, rounding is to the subnormal grid, so a
-// K or V element with |x| < `tiny` is off by up to `underflow` (half the subnormal spacing)
-// instead, and its products by up to (1 + product) |q_x| underflow and (1 + value) p_j underflow
-// (the standard model with gradual underflow, fl(x) = x (1 + d) + h, d h = 0; Higham §2.1).
+// Where a precision rounds its operands. `product` bounds the relative error of each q_x k_jx
+// from rounding its factors, `value` that of each p_j v_jc (0 for fp32). Beyond that, an element
+// may be off by an absolute e (the standard model with underflow, fl(x) = x (1 + d) + h, d h = 0;
+// Higham §2.1): a product q_x k_jx then by up to (1 + product) |q_x| e_k + e_q (|k_jx| + e_k),
+// a weighted value p_j v_jc by (1 + value) p_j e_v more.
+//  - `tiny`, `underflow`: below a format's smallest normal, rounding is to the subnormal grid: a
+//    K or V element with |x| < tiny is off by up to underflow (half the subnormal spacing).
+//  - `row_step`: kv-int8 rounds Q, K and V per row to multiples of sigma = max|row| / 127, each
+//    element off by up to row_step max|row|: half a step, plus fp32's rounding of x / sigma
+//    (< 2^-16 sigma) and of sigma x int (< 2^-17 sigma).
 struct Rounding {
   double product = 0, value = 0;
   double tiny = 0, underflow = 0;
-  // The absolute part of rounding K or V element x: 0 where the relative bound holds.
-  double below_normal(double x) const { return std::abs(x) < tiny ? underflow : 0; }
+  double row_step = 0;
+  // The absolute error of rounding element x of a K or V row whose largest magnitude is
+  // row_max: 0 where the relative bound holds.
+  double absolute(double x, double row_max) const {
+    return (std::abs(x) < tiny ? underflow : 0) + row_step * row_max;
+  }
 };
 
-// One bound per precision: where each rounds its operands (kernels/bf16.hpp, kv_formats.hpp);
-// null for a precision the catalogue has no bound for (kv-int8: test_low_precision.cpp's
-// quantisation bound). fp16 rounds below its smallest normal 2^-14 to multiples of 2^-24, off
-// by up to 2^-25 (a N(0, 1) input lands there about 5 times in 10^5). bf16 keeps fp32's
-// exponent range: only fp32's own subnormals fall below it (flushed to zero; not covered, the
-// tests' fp32 inputs are normal).
+inline double max_abs(const float* x, std::int64_t n) {
+  double m = 0;
+  for (std::int64_t c = 0; c < n; ++c) m = std::max(m, std::abs(double(x[c])));
+  return m;
+}
+
+// One bound per precision: where each rounds its operands (kernels/bf16.hpp, kv_formats.hpp,
+// kv_int8.hpp); null for a precision the catalogue has no bound for. fp16 rounds below its smallest
+// normal 2^-14 to multiples of 2^-24, off by up to 2^-25 (a N(0, 1) input lands there about 5 times
+// in 10^5). bf16 keeps fp32's exponent range: only fp32's own subnormals fall below it (flushed to
+// zero; not covered, the tests' fp32 inputs are normal).
 inline const Rounding* rounding_of(const std::string& precision) {
   static constexpr double kBf16 = 0x1p-8, kFp16 = 0x1p-11;
   static const Rounding fp32{}, bf16{2 * kBf16 + kBf16 * kBf16, 2 * kBf16 + kBf16 * kBf16},
-      kv_bf16{kBf16, kBf16}, kv_fp16{kFp16, kFp16, 0x1p-14, 0x1p-25};
+      kv_bf16{kBf16, kBf16}, kv_fp16{kFp16, kFp16, 0x1p-14, 0x1p-25},
+      kv_int8{.row_step = (0.5 + 0x1p-14) / 127};
   if (precision == "fp32") return &fp32;
   if (precision == "bf16") return &bf16;
   if (precision == "kv-bf16") return &kv_bf16;
   if (precision == "kv-fp16") return &kv_fp16;
+  if (precision == "kv-int8") return &kv_int8;
   return nullptr;
 }
 
@@ -166,7 +183,7 @@ inline const Rounding* rounding_of(const std::string& precision) {
 struct Outcome {
   std::int64_t key;
   double z;           // the logit
-  double f;           // F_j u + product A_j t_j: the logit's own error (0 for the sink)
+  double f;           // F_j u with the rounded operands' terms: the logit's own error
   double e;           // E: f + (|z - m| + |z| + R + 4) u
   double p;           // softmax weight
   double t = 1;       // the soft-cap's derivative 1 - tanh^2 at the key (1 without one)
@@ -186,26 +203,37 @@ inline std::vector<Outcome> row_outcomes(const Case& c, const Inputs& in, std::i
                            : double(c.scale_value()) * double(mod.temperature[i]);
   std::vector<Outcome> out;
   const float* q = in.q.data() + r * s.d_k;
+  const double eq = rounding.row_step * max_abs(q, s.d_k);
   for (std::int64_t j = keys.begin; j < keys.end; ++j) {
     const float* kj = in.k.data() + (kv * s.n_kv + j) * s.d_k;
-    // a = A_j; under: the products' absolute error where k_jx is below the format's normals.
+    const double k_max = rounding.row_step > 0 ? max_abs(kj, s.d_k) : 0;
+    // a = A_j; under: the products' absolute errors (Rounding), unscaled.
     double dot = 0, a = 0, under = 0;
     for (std::int64_t x = 0; x < s.d_k; ++x) {
       dot += double(q[x]) * kj[x];
       a += std::abs(double(q[x]) * kj[x]);
-      under += std::abs(double(q[x])) * rounding.below_normal(kj[x]);
+      const double ek = rounding.absolute(kj[x], k_max);
+      under += (1 + rounding.product) * std::abs(double(q[x])) * ek + eq * (std::abs(kj[x]) + ek);
     }
     const double sc = scale * dot, abs_sc = std::abs(sc);
     a *= std::abs(scale);
-    under *= (1 + rounding.product) * std::abs(scale);
+    under *= std::abs(scale);
     const double capped = row.cap(sc), bias = row.bias<double>(j), z = capped + bias;
     const double t = row.cap_derivative(capped);
-    // The fp32 dot sums the rounded products, A_j (1 + product) + under at most.
-    double f = t * (s.d_k + 2) * ((1 + rounding.product) * a + under);
-    if (!mod.temperature.empty()) f += t * (a + abs_sc);
-    if (row.softcap > 0) f += t * abs_sc + 6 * std::abs(capped);
+    // The scaled score's own error, before the cap; the fp32 dot sums the rounded products,
+    // A_j (1 + product) + under at most.
+    double pre = (s.d_k + 2) * ((1 + rounding.product) * a + under);
+    if (!mod.temperature.empty()) pre += a + abs_sc;
+    if (row.softcap > 0) pre += abs_sc;
+    pre = rounding.product * a + under + kU32 * pre;
+    // The cap moves it by at most its largest slope over the scores within kSafety x that error
+    // (mean value theorem): t_j itself where the error is small, more where it is not (int8).
+    const double slope =
+        row.softcap > 0 ? row.cap_derivative(row.cap(std::max(0.0, abs_sc - kSafety * pre))) : 1;
+    double f = 0;
+    if (row.softcap > 0) f += 6 * std::abs(capped);
     if (row.slope != 0) f += 2 * std::abs(bias) + std::abs(z);
-    out.push_back({j, z, (rounding.product * a + under) * t + kU32 * f, 0, 0, t, capped});
+    out.push_back({j, z, slope * pre + kU32 * f, 0, 0, t, capped});
   }
   if (std::isfinite(row.sink)) out.push_back({-1, double(row.sink), 0, 0, 0, 1, 0});
   if (out.empty()) {
@@ -246,6 +274,10 @@ inline Expected expected(const Case& c, const Inputs& in, const Rounding& roundi
   for (auto* t :
        {&w.entropy_tol, &w.max_weight_tol, &w.sum_tol, &w.sumsq_tol, &w.p2_tol, &w.p3_tol})
     t->assign(s.rows(), 0);
+  std::vector<double> v_max(s.kv_batch_heads() * s.n_kv, 0);  // per value row, for row_step
+  if (rounding.row_step > 0)
+    for (std::size_t j = 0; j < v_max.size(); ++j)
+      v_max[j] = max_abs(in.v.data() + std::int64_t(j) * s.d_v, s.d_v);
   for (std::int64_t r = 0; r < s.rows(); ++r) {
     const std::int64_t kv = s.kv_head(r / s.n_q);
     const std::vector<Outcome> row = row_outcomes(c, in, r, rounding);
@@ -298,13 +330,15 @@ inline Expected expected(const Case& c, const Inputs& in, const Rounding& roundi
           spread += oc.p * std::abs(o) * (oc.e + e_mean);
           continue;
         }
-        const double vj = in.v[(kv * s.n_kv + oc.key) * s.d_v + x];
-        spread += oc.p * std::abs(vj - o) * (oc.e + e_mean);
+        const std::int64_t row_j = kv * s.n_kv + oc.key;
+        const double vj = in.v[row_j * s.d_v + x], ev = rounding.absolute(vj, v_max[row_j]);
+        // The weights move the rounded value, off by ev more.
+        spread += oc.p * (std::abs(vj - o) + ev) * (oc.e + e_mean);
         mass += oc.p * std::abs(vj);
-        under += oc.p * rounding.below_normal(vj);
+        under += oc.p * ev;
       }
       w.out_tol[r * s.d_v + x] = kSafety * (spread + mass * (rounding.value + (2 * nn + 8) * kU32) +
-                                            (1 + rounding.value) * under);
+                                            (1 + rounding.value + (2 * nn + 8) * kU32) * under);
     }
   }
   return w;

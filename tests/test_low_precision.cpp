@@ -693,9 +693,9 @@ namespace {
 //    bound with rounding {0, 0} (the decode path's integer dot products are exact, so its scores
 //    are closer still);
 //  - against fp64 of the fp32 inputs, the quantisation step. A row x of scale sigma = max|x| / 127
-//    moves each element by at most sigma / 2 (round to nearest), plus fp32's rounding of x / sigma
-//    (< 2^-16 sigma) and of sigma x int (< 2^-17 sigma): e_x = sigma (1/2 + 2^-14). Per query row
-//    (c the scale, q the row, eq the e of the row of c q, ek_j and ev_j those of key and value j),
+//    moves each element by at most e_x = sigma (1/2 + 2^-14) (catalogue::Rounding's row_step, to
+//    first order in the catalogue's bound, exactly here). Per query row (c the scale, q the row,
+//    eq the e of the row of c q, ek_j and ev_j those of key and value j),
 //      |s^_j - s_j| <= Q_j = ek_j |c q|_1 + eq (|k_j|_1 + d_k ek_j)
 //    and fp32 adds to a score at most u32 ((d_k + 2)(A_j + Q_j) + (m - s_j) + R + 4) (as above);
 //    e_j is their sum and D = max_j e_j over the visible keys. Scores moved by at most D move each
@@ -707,12 +707,10 @@ namespace {
 //      |lse^ - lse| <= D + u32 (n + 4 + |lse|).
 //    No safety factor: the quantisation terms are worst cases.
 
-constexpr double kStep = 0.5 + 0x1p-14;  // e_x / sigma (above)
-
 double row_error(const float* x, std::int64_t n, double scale = 1) {
   double m = 0;
   for (std::int64_t c = 0; c < n; ++c) m = std::max(m, std::abs(scale * x[c]));
-  return m / 127 * kStep;
+  return m * catalogue::rounding_of("kv-int8")->row_step;
 }
 
 double l1(const float* x, std::int64_t n, double scale = 1) {
