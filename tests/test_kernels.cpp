@@ -367,11 +367,9 @@ TEST_CASE("the fp64 reference and the reference kernel are attention's formula i
 TEST_CASE("every kernel matches the fp64 reference on the catalogue of masks and modifiers") {
   // Every entry that does not refuse a case is checked within its precision's bound
   // (tests/attention_catalogue.hpp). What is not checked is listed as NOT RUN:
-  //  - refusals: flash-kv-f16 on prefill shapes (registry.cpp's kPrefixOnlyPrefill), and ggml,
-  //  which refuses score modifiers (temperature for good: ggml has none);
+  //  - refusals: ggml's, of a temperature (ggml has none) and of slopes no max_bias gives;
   //  - ggml's O-only entries (no lse, no probes): test_ggml.cpp checks them;
   //  - naive-unstable where logits or a sink pass exp's range: it overflows by design;
-  //  - kv-int8: its quantisation bound lives in test_low_precision.cpp;
   //  - a rounding precision on a case whose logits it cannot resolve (first-order bound > 1/2).
   std::map<std::string, int> refused;
   std::int64_t checked = 0;
