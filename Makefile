@@ -32,13 +32,17 @@ test: setup-test build
 	@$(BUILD)/tests/isa_summary
 
 # The test suite cross-built for aarch64 (the arm64 preset, Debian's cross toolchain) and run
-# under qemu user emulation: NEON as a Neoverse N1, and the kernels again on SVE and SVE2.
+# under qemu user emulation: NEON as a Neoverse N1, and the kernels again on 128-bit SVE2;
+# SVE256=ON adds 256-bit SVE (emulated ten times slower: tests/CMakeLists.txt).
+SVE256 ?= OFF
+SVE256_CPU := max,sve-default-vector-length=32
+ARM64_CPUS := neoverse-n1 max,sve-default-vector-length=16 $(if $(filter ON,$(SVE256)),$(SVE256_CPU))
 test-arm64:
 	@tools/setup.sh --arm64
-	@cmake --preset arm64 >/dev/null
+	@cmake --preset arm64 -DSDPA_TEST_SVE256=$(SVE256) >/dev/null
 	@cmake --build build/arm64 -j $(JOBS)
 	ctest --preset arm64 -j $(JOBS)
-	@for cpu in neoverse-n1 max,sve-default-vector-length=32 max,sve-default-vector-length=16; do \
+	@for cpu in $(ARM64_CPUS); do \
 	  echo "QEMU_CPU=$$cpu:"; QEMU_CPU=$$cpu /usr/bin/qemu-aarch64-static build/arm64/tests/isa_summary; \
 	done
 

@@ -212,14 +212,6 @@ std::vector<std::string> attend(const AttendOptions& o) {
         "3.4e+38] (the kernels compute in fp32), found " +
         number(scale));
 
-  // The causal mask is aligned to the end of the keys: query row i sees keys up to
-  // i + n_kv - n_q, so with more queries than keys the first rows see none (lse -inf).
-  if (o.causal && q.rows > k.rows && o.sinks.empty())
-    throw InputError("--causal: query rows 0 to " + std::to_string(q.rows - k.rows - 1) +
-                     " of each head see no key (n_q " + std::to_string(q.rows) + " > n_kv " +
-                     std::to_string(k.rows) +
-                     ", the mask aligned to the end of the keys): their lse would be -inf; "
-                     "expected n_q <= n_kv with --causal");
   const Shape shape{q.batch * q.heads, q.rows, k.rows, q.cols, v.cols, q.heads / k.heads};
 
   // The mask and the score modifier of the flags (sdpa/mask.hpp).
@@ -239,14 +231,20 @@ std::vector<std::string> attend(const AttendOptions& o) {
   if (const std::string why = mask_problem(shape, mask, mod); !why.empty())
     throw InputError("--window, --chunk, --prefix, --documents, --softcap, --alibi, --sinks: " +
                      why);
-  // A row that sees no key has lse -inf unless its head has a sink to attend to.
-  if (sinks.empty())
+  // A row that sees no key has lse -inf unless its head has a sink to attend to. The causal
+  // mask is aligned to the end of the keys, so with n_q > n_kv its first rows see none.
+  if (sinks.empty()) {
+    std::vector<std::int64_t> blind;
     for (std::int64_t i = 0; i < q.rows; ++i)
-      if (mask.visible(shape, i).size() == 0)
-        throw InputError("the mask (--causal, --window, --chunk, --documents) leaves query row " +
-                         std::to_string(i) +
-                         " of each head without a key: its lse would be "
-                         "-inf; widen the mask or give --sinks");
+      if (mask.visible(shape, i).size() == 0) blind.push_back(i);
+    if (!blind.empty())
+      throw InputError("the mask (--causal, --window, --chunk, --prefix, --documents) leaves " +
+                       std::to_string(blind.size()) + " of " + std::to_string(q.rows) +
+                       " query rows of each head without a key (first row " +
+                       std::to_string(blind.front()) + ", last " + std::to_string(blind.back()) +
+                       "; n_q " + std::to_string(q.rows) + ", n_kv " + std::to_string(k.rows) +
+                       "): their lse would be -inf; widen the mask or give --sinks");
+  }
   if (const std::string why = kernel->refusal(shape, mask, mod); !why.empty())
     throw InputError("--kernel: \"" + o.kernel + "\" cannot run these shapes: " + why);
   std::vector<float> out(shape.out_elements()), lse(shape.rows());

@@ -265,9 +265,9 @@ TEST_CASE("class 6: attend refuses d_k = 0, non-finite inputs or scale, overflow
                 "3.4e+38; o.npy would hold non-finite values; reduce the inputs");
   refused.check("attend --causal --q " + path("q.npy") + " --k " + path("k2.npy") + " --v " +
                     path("v2.npy") + " --out-dir " + path("o"),
-                "--causal: query rows 0 to 0 of each head see no key (n_q 3 > n_kv 2, the mask "
-                "aligned to the end of the keys): their lse would be -inf; expected n_q <= n_kv "
-                "with --causal");
+                "the mask (--causal, --window, --chunk, --prefix, --documents) leaves 1 of 3 "
+                "query rows of each head without a key (first row 0, last 0; n_q 3, n_kv 2): "
+                "their lse would be -inf; widen the mask or give --sinks");
   refused.check("attend --q " + path("q.npy") + kv + " --grad-out " + path("do.npy"),
                 path("do.npy") + ": expected dO shaped like the output (3, 2), found (3, 3)");
 }

@@ -119,9 +119,12 @@ json run_entropy_cell(const CellContext& ctx) {
   r["rows_max_weight_over_0_9"] = fraction(trials, &TrialRows::rows_over_0_9, rows);
 
   // The largest of M Gaussian scores is about sigma sqrt(2 ln M): exp overflows once that
-  // passes ln(max). Unscaled (c = 1, unit inputs) that is d_k ~ 88.7^2 / (2 ln M).
+  // passes ln(max). Unscaled (c = 1, unit inputs) that is d_k ~ 88.7^2 / (2 ln M). A soft-cap
+  // maps the largest score to c tanh(s / c), which never passes c.
   const double scores = double(c.trials) * rows * double(c.n_kv);
-  const double expected_max = std::sqrt(sigma2 * 2 * std::log(scores));
+  const double largest = std::sqrt(sigma2 * 2 * std::log(scores));
+  const double expected_max =
+      mods.softcap > 0 ? mods.softcap * std::tanh(largest / mods.softcap) : largest;
   r["overflow"] = {
       {"nonfinite_rows", fraction(trials, &TrialRows::nonfinite_rows, rows)},
       {"unstable_fp32_rows", fraction(trials, &TrialRows::fp32_overflow_rows, rows)},
