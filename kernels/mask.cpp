@@ -78,6 +78,16 @@ std::vector<float> alibi_slopes(std::int64_t heads) {
   return slopes;
 }
 
+std::vector<float> llama4_temperature(const Shape& s) {
+  constexpr double kFloorScale = 8192, kAttnScale = 0.1;
+  std::vector<float> t(std::size_t(std::max<std::int64_t>(s.n_q, 0)));
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const double p = double(std::int64_t(i) + s.n_kv - s.n_q);
+    t[i] = float(1 + kAttnScale * std::log(std::floor((p + 1) / kFloorScale) + 1));
+  }
+  return t;
+}
+
 double visible_pairs(const Shape& s, const Mask& m) {
   if (m.none()) return double(s.n_q) * double(s.n_kv);
   double pairs = 0;

@@ -388,6 +388,32 @@ TEST_CASE("timing: masks and score modifiers are refused with their config path"
   CHECK(error(R"("prefix": -3)") == "bad.json: /experiments/0/prefix: the prefix is below 0");
   CHECK(error(R"("window": [4, {"left": 2, "right": 1}], "chunk": 8, "softcap": 30,
                  "alibi": true, "sinks": [null, 0.5, {"per_head": [1]}])") == "(accepted)");
+  // Documents and temperatures: each refusal names the value's path.
+  const std::string not_positive = "a temperature is not a positive finite number";
+  for (const auto& [fields, expected] : std::vector<std::pair<std::string, std::string>>{
+           {R"("documents": [4, -1])",
+            "/documents/1: documents of -1 tokens: expected at least 1 (0: one document)"},
+           {R"("n_kv": 16, "documents": {"starts": [0, 8, 16]})",
+            "/documents: a document starts at 16, past the sequence of 16 keys"},
+           {R"("documents": [0, {"starts": [1, 4]}])",
+            "/documents/1: the first document does not start at position 0"},
+           {R"("documents": {"starts": [0, 4, 4]})",
+            "/documents: document starts do not ascend (document 2)"},
+           {R"("temperature": [1.5, 0])", "/temperature/1: " + not_positive},
+           {R"("temperature": -2)", "/temperature: " + not_positive},
+           {R"("temperature": 1e39)", "/temperature: " + not_positive}})
+    CHECK(error(fields) == "bad.json: /experiments/0" + expected);
+  CHECK(error(R"("documents": {"starts": []})").find("/experiments/0/documents") !=
+        std::string::npos);
+  CHECK(error(R"("temperature": "llama3")").find("/experiments/0/temperature") !=
+        std::string::npos);
+  // A cell too large to run is refused by its memory, before a document start or a row's
+  // temperature is allocated for it.
+  for (const char* huge : {R"("n_q": 1, "n_kv": 35184372088832, "documents": 1)",
+                           R"("n_q": 35184372088832, "n_kv": 1, "temperature": "llama4")"})
+    CHECK(error(huge).rfind("bad.json: /experiments/0: needs about ", 0) == 0);
+  CHECK(error(R"("n_kv": 300, "documents": [0, 5, 300, {"starts": [0, 3]}],
+                 "temperature": [null, 2, "llama4"])") == "(accepted)");
 }
 
 TEST_CASE("timing: a masked, modified cell counts visible pairs and its error uses its modifier") {
@@ -437,4 +463,103 @@ TEST_CASE("timing: a kernel that does not run a cell's mask or modifier records 
       return;
     }
   MESSAGE("no kernel of this build refuses ALiBi on 3 heads or a soft-cap: path not exercised");
+}
+
+TEST_CASE("timing: documents and a temperature reach the kernel, its counts and its name") {
+  // Packed documents of 5 tokens over 12 keys (starts 0, 5, 10) under the causal mask: 33
+  // visible pairs where the causal mask alone has 78. A temperature of 3 on scores of about +-1
+  // changes the weights far beyond rounding: a kernel that dropped it would fail the error
+  // sample, which applies it.
+  const auto records = run_cells(R"({"name": "t", "kind": "timing", "kernel": "flash",
+      "heads_q": 4, "heads_kv": 2, "n_q": 12, "n_kv": 12, "d_k": 8, "d_v": 4, "causal": true,
+      "documents": 5, "temperature": 3, "threads": 1, "repetitions": 2, "min_time": 0.001,
+      "warmup_time": 0})");
+  REQUIRE(records.size() == 1);
+  const sdpa::json& r = records[0];
+  REQUIRE_FALSE(r.contains("skipped"));
+  const sdpa::Shape shape{.batch_heads = 4, .n_q = 12, .n_kv = 12, .d_k = 8, .d_v = 4, .group = 2};
+  const std::vector<std::int64_t> starts{0, 5, 10};
+  const sdpa::Mask mask{.causal = true, .documents = starts};
+  CHECK(sdpa::visible_pairs(shape, mask) == 15 + 15 + 3);
+  CHECK(r["flops"] == sdpa::forward_flops(shape, mask));
+  CHECK(r["flops"] != sdpa::forward_flops(shape, sdpa::Mask{.causal = true}));
+  CHECK(r["benchmark_name"].get<std::string>().rfind(
+            "flash/forward/bh:4/group:2/nq:12/nkv:12/dk:8/dv:4/causal:1/documents:5/"
+            "temperature:3/threads:1",
+            0) == 0);
+  REQUIRE(r["error"].is_object());
+  CHECK(r["error"]["o_rms"].get<double>() < 1e-5);
+  CHECK(r["error"]["o_max"].get<double>() < 1e-5);
+
+  // Given by their starts, the documents are named by them.
+  const std::vector<std::int64_t> two{0, 3};
+  const auto named = run_cells(R"({"name": "t", "kind": "timing", "kernel": "reference",
+      "n_q": 4, "n_kv": 8, "d_k": 4, "d_v": 4, "documents": {"starts": [0, 3]},
+      "temperature": "llama4", "threads": 1, "repetitions": 2, "min_time": 0.001,
+      "warmup_time": 0})");
+  REQUIRE(named.size() == 1);
+  CHECK(named[0]["benchmark_name"].get<std::string>().find(
+            "/causal:0/documents:0,3/temperature:llama4/threads:1") != std::string::npos);
+  CHECK(named[0]["flops"] ==
+        sdpa::forward_flops({.batch_heads = 1, .n_q = 4, .n_kv = 8, .d_k = 4, .d_v = 4},
+                            sdpa::Mask{.documents = two}));
+}
+
+TEST_CASE("timing: Llama 4's temperature tuning is 1 before position 8191, then grows by log") {
+  // Rows at key positions 8189 .. 8192 (the queries end at the last key), and one at 32767.
+  const auto t = sdpa::llama4_temperature({.batch_heads = 1, .n_q = 4, .n_kv = 8193});
+  REQUIRE(t.size() == 4);
+  CHECK(t[0] == 1.0f);
+  CHECK(t[1] == 1.0f);                            // position 8190: floor(8191 / 8192) = 0
+  CHECK(t[2] == float(1 + 0.1 * std::log(2.0)));  // position 8191: floor(8192 / 8192) = 1
+  CHECK(t[3] == float(1 + 0.1 * std::log(2.0)));
+  const auto decode = sdpa::llama4_temperature({.batch_heads = 1, .n_q = 1, .n_kv = 32768});
+  REQUIRE(decode.size() == 1);
+  CHECK(decode[0] == float(1 + 0.1 * std::log(5.0)));
+}
+
+TEST_CASE("timing: model-masks.json times Llama 4's global layers; ggml records them not run") {
+  // Llama 4 Scout: 40 query heads, 8 K/V heads, d 128 (its config.json's text_config). ggml
+  // takes one scale per call: its cells with the temperature are records of why, not timings.
+  const sdpa::Config config = sdpa::load_config("configs/model-masks.json");
+  const auto plan = sdpa::make_plan(config);
+  int tuned = 0, refused = 0;
+  for (const auto& e : plan) {
+    if (e.name.rfind("llama-4-scout-global", 0) != 0) continue;
+    for (const auto& cell : e.cells) {
+      const sdpa::json& p = cell.params;
+      CAPTURE(p.dump());
+      CHECK(p["heads_q"] == 40);
+      CHECK(p["heads_kv"] == 8);
+      CHECK(p["d_k"] == 128);
+      CHECK(p["chunk"] == 0);
+      CHECK(p["causal"] == true);
+      if (p["temperature"] != "llama4") continue;
+      ++tuned;
+      if (p["kernel"] != "ggml") continue;
+      const sdpa::json r = e.kind->run_cell({cell, config.seed, e.index, 1, nullptr});
+      CHECK(r["benchmark_name"].get<std::string>().find("/temperature:llama4/") !=
+            std::string::npos);
+      REQUIRE(r.contains("skipped"));
+      CHECK_FALSE(r.contains("time_s"));
+      if (const sdpa::Kernel* k = sdpa::find_kernel("ggml")) {
+        const sdpa::Shape shape{.batch_heads = 40,
+                                .n_q = p["n_q"],
+                                .n_kv = p["n_kv"],
+                                .d_k = 128,
+                                .d_v = 128,
+                                .group = 5};
+        const auto t = sdpa::llama4_temperature(shape);
+        const std::string why = k->refusal(shape, {.causal = true}, {.temperature = t});
+        CHECK_FALSE(why.empty());
+        CHECK(r["skipped"] == "not run: the kernel refuses the cell: " + why);
+        ++refused;
+      }
+    }
+  }
+  CHECK(tuned == 8);  // decode: 3 kernels x 2 cache lengths; prefill: 2 kernels
+  if (!sdpa::find_kernel("ggml"))
+    MESSAGE("no ggml in this build: its refusal is not exercised");
+  else
+    CHECK(refused == 3);
 }

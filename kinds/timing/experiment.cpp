@@ -6,6 +6,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <fstream>
 #include <memory>
@@ -33,14 +34,19 @@ struct TimingCell {
   bool causal;
   std::int64_t prefix, window_left = -1, window_right = -1, chunk;
   float softcap;
-  std::vector<float> alibi, sinks;  // one per query head, or empty
+  std::vector<float> alibi, sinks;               // one per query head, or empty
+  std::vector<std::int64_t> documents;           // document starts (Mask::documents); empty: one
+  std::vector<float> temperature;                // one per query row, or empty
+  std::string documents_name, temperature_name;  // how the config gave them, for name()
   std::string direction;
   int threads;
 
   // Q, O, lse [batch_heads x batch x heads_q, n_q, d], K and V [batch_heads x batch x heads_kv,
   // n_kv, d]: batch_heads (the axis older configs use) and batch both multiply the batch.
-  // Precondition (check_timing): heads_q a multiple of heads_kv.
-  TimingCell(const json& p, int run_threads)
+  // Precondition (check_timing): heads_q a multiple of heads_kv. Without `per_position`, the
+  // arrays of one entry per document or query row are left empty: a config check or a memory
+  // estimate must not allocate them for a cell too large to run.
+  TimingCell(const json& p, int run_threads, bool per_position = true)
       : kernel_name(p["kernel"]),
         kernel(find_kernel(kernel_name)),
         shape{.batch_heads = p["batch_heads"].get<std::int64_t>() * p["batch"].get<std::int64_t>() *
@@ -67,6 +73,27 @@ struct TimingCell {
     const json& x = p["sinks"];
     if (x.is_number()) sinks.assign(std::size_t(heads), x.get<float>());
     if (x.is_object()) sinks = x["per_head"].get<std::vector<float>>();
+    // Documents of L tokens packed along the n_kv keys (the last one shorter), or their starts.
+    const json& docs = p["documents"];
+    const std::int64_t length = docs.is_number() ? docs.get<std::int64_t>() : 0;
+    if (length > 0) documents_name = docs.dump();
+    for (std::int64_t d = 0; per_position && length > 0 && d <= (shape.n_kv - 1) / length; ++d)
+      documents.push_back(d * length);
+    if (docs.is_object()) {
+      documents = docs["starts"].get<std::vector<std::int64_t>>();
+      for (const std::int64_t start : documents)
+        documents_name += (documents_name.empty() ? "" : ",") + std::to_string(start);
+    }
+    const json& t = p["temperature"];
+    if (!t.is_null()) temperature_name = t.is_string() ? t.get<std::string>() : t.dump();
+    if (per_position && t.is_number()) temperature.assign(std::size_t(shape.n_q), fp32(t));
+    if (per_position && t == "llama4") temperature = llama4_temperature(shape);
+  }
+
+  // A config's number as fp32, inf beyond its range (a conversion would be undefined).
+  static float fp32(const json& x) {
+    const double v = x.get<double>();
+    return std::abs(v) > FLT_MAX ? std::copysign(INFINITY, v) : float(v);
   }
 
   Mask mask() const {
@@ -74,9 +101,12 @@ struct TimingCell {
             .prefix = prefix,
             .window_left = window_left,
             .window_right = window_right,
-            .chunk = chunk};
+            .chunk = chunk,
+            .documents = documents};
   }
-  ScoreMod score_mod() const { return {.softcap = softcap, .alibi_slopes = alibi, .sinks = sinks}; }
+  ScoreMod score_mod() const {
+    return {.softcap = softcap, .alibi_slopes = alibi, .sinks = sinks, .temperature = temperature};
+  }
   bool needs_backward() const { return direction != "forward"; }
   // "both" times one call of each. Another machine's kernel is credited by the same convention
   // (Kernel::flops is one formula for every kernel), so its record compares with that machine's.
@@ -130,9 +160,11 @@ struct TimingCell {
     if (window_left >= 0 || window_right >= 0)
       n += "/window:" + extent(window_left) + "," + extent(window_right);
     if (chunk > 0) n += "/chunk:" + std::to_string(chunk);
+    if (!documents_name.empty()) n += "/documents:" + documents_name;
     if (softcap > 0) n += "/softcap:" + json(softcap).dump();
     if (!alibi.empty()) n += "/alibi";
     if (!sinks.empty()) n += "/sinks";
+    if (!temperature_name.empty()) n += "/temperature:" + temperature_name;
     return n;
   }
 };
@@ -419,7 +451,9 @@ std::vector<std::string> check_timing(const json& e) {
 
 // The cell's mask and modifier, each checked where the config gives it: a window of fewer than
 // one key or an extent below 0, a chunk or prefix below 0, a soft-cap that is not positive and
-// finite, sinks per head of another length than heads_q or not finite (mask_problem's rules).
+// finite, sinks per head of another length than heads_q or not finite, documents of fewer than
+// one token or starts that do not begin at 0, ascend and stay before n_kv, a temperature that is
+// not positive and finite (mask_problem's rules).
 std::string mask_cell_problem(const json& params, const json& cell) {
   const auto at = [&](const char* key) { return cell_path(params, cell, key) + ": "; };
   const json& w = cell["window"];
@@ -433,15 +467,24 @@ std::string mask_cell_problem(const json& params, const json& cell) {
   if (sinks.is_object() && sinks["per_head"].size() != cell["heads_q"].get<std::size_t>())
     return at("sinks") + "per_head has " + std::to_string(sinks["per_head"].size()) +
            " sinks, expected one per query head (heads_q " + cell["heads_q"].dump() + ")";
-  const TimingCell c(cell, 1);
+  const json& docs = cell["documents"];
+  if (docs.is_number() && docs.get<std::int64_t>() < 0)
+    return at("documents") + "documents of " + docs.dump() +
+           " tokens: expected at least 1 (0: one document)";
+  const TimingCell c(cell, 1, false);
   const Shape& s = c.shape;
   for (const auto& [key, mask, mod] :
        {std::tuple{"prefix", Mask{.prefix = c.prefix}, ScoreMod{}},
         std::tuple{"chunk", Mask{.chunk = c.chunk}, ScoreMod{}},
         std::tuple{"softcap", Mask{}, ScoreMod{.softcap = c.softcap}},
-        std::tuple{"sinks", Mask{}, ScoreMod{.sinks = c.sinks}}})
+        std::tuple{"sinks", Mask{}, ScoreMod{.sinks = c.sinks}},
+        std::tuple{"documents", Mask{.documents = c.documents}, ScoreMod{}}})
     if (const std::string why = mask_problem(s, mask, mod); !why.empty()) return at(key) + why;
-  return "";
+  // One temperature for every row is checked as one row; "llama4" gives none below 1.
+  const json& t = cell["temperature"];
+  const std::vector<float> one(1, t.is_number() ? TimingCell::fp32(t) : 1.0f);
+  const std::string why = mask_problem({.n_q = 1, .n_kv = 1}, {}, {.temperature = one});
+  return why.empty() ? "" : at("temperature") + why;
 }
 
 // A cell whose shape its kernel cannot run (Kernel::refuses: a block format's row length) is
@@ -451,7 +494,7 @@ std::string timing_cell_problem(const json& params, const json& cell) {
   if (std::string why = mask_cell_problem(params, cell); !why.empty()) return why;
   const Kernel* k = find_kernel(cell["kernel"].get<std::string>());  // null: another machine's
   if (!k) return "";
-  const TimingCell c(cell, 1);
+  const TimingCell c(cell, 1, false);
   const std::string why = k->refusal(c.shape, Mask{.causal = c.causal}, {});
   return why.empty() ? ""
                      : cell_path(params, cell, "kernel") + ": kernel " + cell["kernel"].dump() +
@@ -465,12 +508,13 @@ ExperimentKind timing_experiment() {
   return {
       .name = "timing",
       .description = "time per call, GFLOP/s and % of peak per kernel, shape, threads, direction",
-      .axes = {"kernel", "direction", "causal", "prefix", "window", "chunk", "softcap", "alibi",
-               "sinks", "threads", "batch_heads", "batch", "heads_q", "heads_kv", "n_q", "n_kv",
-               "d_k", "d_v"},
+      .axes = {"kernel",      "direction", "causal",      "prefix", "window",
+               "chunk",       "documents", "softcap",     "alibi",  "sinks",
+               "temperature", "threads",   "batch_heads", "batch",  "heads_q",
+               "heads_kv",    "n_q",       "n_kv",        "d_k",    "d_v"},
       .run_cell = run_timing_cell,
       .memory_bytes = [](const json& p,
-                         int threads) { return TimingCell(p, threads).memory_bytes(); },
+                         int threads) { return TimingCell(p, threads, false).memory_bytes(); },
       .check = check_timing,
       .cell_check = timing_cell_problem,
   };

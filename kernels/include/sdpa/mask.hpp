@@ -72,6 +72,12 @@ struct ScoreMod {
 // the geometric sequence of the ALiBi paper (for a power of two, also ggml's with max_bias 8).
 std::vector<float> alibi_slopes(std::int64_t heads);
 
+// Llama 4's attention temperature tuning on its global (NoPE) layers, one per query row: the
+// row at key position p is scaled by 1 + 0.1 log(floor((p + 1) / 8192) + 1) (attn_scale 0.1,
+// floor_scale 8192 in its config.json, as transformers' Llama4TextAttention applies them), so
+// rows before position 8191 keep 1.
+std::vector<float> llama4_temperature(const Shape& s);
+
 // Why a mask and modifier cannot apply to a shape (a window below -1, a soft-cap that is not a
 // positive finite number, per-head arrays whose length does not divide batch_heads, a
 // temperature per row of another length, documents that do not start at 0, ascend and stay
