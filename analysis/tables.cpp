@@ -48,9 +48,17 @@ std::string timing_shape(const json& p) {
     s += ", window " + side(w["left"]) + "/" + side(w["right"]);
   }
   if (p.value("chunk", 0) > 0) s += ", chunk " + p["chunk"].dump();
+  if (const json d = p.value("documents", json(0)); d.is_object())
+    s += ", documents at " + d["starts"].dump();
+  else if (d.is_number() && d.get<double>() > 0)
+    s += ", documents of " + d.dump();
   if (p.value("softcap", 0.0) > 0) s += ", soft-cap " + number(p["softcap"]);
   if (p.value("alibi", false)) s += ", ALiBi";
   if (!p.value("sinks", json(nullptr)).is_null()) s += ", sinks";
+  if (const json t = p.value("temperature", json(nullptr)); t.is_string())
+    s += ", temperature " + t.get<std::string>();
+  else if (t.is_number())
+    s += ", temperature " + number(t);
   return s;
 }
 

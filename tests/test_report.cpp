@@ -336,3 +336,16 @@ TEST_CASE("csv and plots need an output folder") {
   CHECK(r.exit_code == 2);
   CHECK(r.err == "error: report: --format csv|both and --plots write files; give --out-dir DIR\n");
 }
+
+TEST_CASE("a timing row names its documents and temperature, and older records name neither") {
+  json p = json::parse(R"({"batch_heads": 1, "heads_q": 40, "heads_kv": 8, "n_q": 1,
+                           "n_kv": 32768, "d_k": 128, "d_v": 128, "causal": true})");
+  const std::string plain = "40/8×1×32768, d 128/128, causal";
+  CHECK(sdpa::report::timing_shape(p) == plain);
+  p["documents"] = 0, p["temperature"] = nullptr;  // the defaults: no mask, no modifier
+  CHECK(sdpa::report::timing_shape(p) == plain);
+  p["documents"] = 512, p["temperature"] = "llama4";
+  CHECK(sdpa::report::timing_shape(p) == plain + ", documents of 512, temperature llama4");
+  p["documents"] = json::parse(R"({"starts": [0, 3]})"), p["temperature"] = 1.5;
+  CHECK(sdpa::report::timing_shape(p) == plain + ", documents at [0,3], temperature 1.5");
+}
