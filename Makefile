@@ -49,10 +49,10 @@ test-arm64:
 bench: build
 	$(BUILD)/tests/bench_kernels
 
-# Reference results of this machine (about twelve minutes: run it on an idle machine, timings
+# Reference results of this machine (about twenty minutes: run it on an idle machine, timings
 # are in it), and the tables, plots and claims generated from them. `make report` regenerates
 # only the tables, plots and claims from the committed files.
-RESULT_CONFIGS ?= quick seeds hardware models training stability precision paper modifiers
+RESULT_CONFIGS ?= quick seeds hardware models training stability precision paper modifiers model-masks
 results: bin
 	$(eval MACHINE := $(shell $(BIN) info --machine-id))
 	@for c in $(RESULT_CONFIGS); do \
