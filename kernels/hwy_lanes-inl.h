@@ -36,6 +36,8 @@ struct HwyLanes {
   // 32 vector registers (AVX-512; NEON and SVE on aarch64): tiles of 8x3 (S^T) and 6x4 (O) use
   // 24 accumulators, plus the B row and one broadcast.
   static constexpr int kMrS = 8, kNvS = 3, kMrO = 6, kNvO = 4;
+  // Steps of a register tile's depth loop per iteration (attention_tiles-inl.h, MicroTileOf).
+  static constexpr int kDepthUnroll = 1;
   // Decode scores: 8 vectors of each of 3 query rows in registers (24), and a fourth row read
   // from L1, one accumulator per row and the key vector. A whole key row of d = 128 per pass:
   // 4 rows x 4 vectors in registers, which reads each key in two halves, measured slower
@@ -48,8 +50,12 @@ struct HwyLanes {
   // up to 4 vectors of weights and a broadcast value.
   static constexpr int kStripAccumulators = 16;
 #else
-  // 16 registers: 6x2 tiles, 12 accumulators + 2 B vectors + 1 broadcast.
+  // 16 registers: 6x2 tiles, 12 accumulators + 2 B vectors + 1 broadcast. AVX2 unrolls the
+  // depth loop by 4, so a step's 12 FMAs carry a quarter of the loop's counter and pointer
+  // updates: faster at d = 128 (docs/perf-log/2026-11-27-avx2-tiles.md); 4x3 and 3x4 tiles
+  // measured no faster.
   static constexpr int kMrS = 6, kNvS = 2, kMrO = 6, kNvO = 2;
+  static constexpr int kDepthUnroll = HWY_TARGET == HWY_AVX2 ? 4 : 1;
   // Decode scores: 4 vectors of each of 2 query rows in registers and a third row read from L1,
   // one accumulator per row.
   static constexpr int kScoreRows = 2, kScoreRowsL1 = 1, kScoreChunk = 4;
