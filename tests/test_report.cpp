@@ -198,6 +198,40 @@ TEST_CASE("plots: gnuplot scripts with SVG and PNG; without gnuplot, a clear mes
   CHECK_FALSE(std::filesystem::exists(dir / "q" / "plots" / "v-variance.svg"));
 }
 
+TEST_CASE("plots: a cell not run is left out of its curve; the table keeps its row") {
+  TempDir dir;
+  dir.write("c.json", R"({"name": "p", "seed": 2, "experiments": [
+    {"name": "tm", "kind": "timing", "kernel": ["naive", "flash"], "n_q": 16, "n_kv": [16, 32, 48], "d_k": 8, "d_v": 8, "repetitions": 2, "min_time": 0.001, "warmup_time": 0}]})");
+  REQUIRE(run_cli("run " + (dir / "c.json").string() + " -o " + (dir / "a.json").string(), dir)
+              .exit_code == 0);
+  // flash at N = 48 as a kernel that refuses its cell records it: no statistics, a reason.
+  json doc = json::parse(slurp(dir / "a.json"));
+  json& records = doc["experiments"][0]["records"];
+  for (json& r : records) r["bound"] = "compute";
+  json& last = records.back();
+  REQUIRE(last["params"]["kernel"] == "flash");
+  REQUIRE(last["params"]["n_kv"] == 48);
+  json skipped;
+  for (const char* key : {"cell", "params", "threads", "kernel_isa", "flops", "bytes", "intensity",
+                          "benchmark_name", "environment"})
+    if (last.contains(key)) skipped[key] = last[key];
+  skipped["skipped"] = "not run: the kernel refuses the cell: a test's reason";
+  last = skipped;
+  dir.write("a.json", sdpa::report::result_file_text(doc));
+  const auto r = run_cli(
+      "report " + (dir / "a.json").string() + " --plots --out-dir " + (dir / "p").string(), dir);
+  REQUIRE(r.exit_code == 0);
+  const std::string gp = slurp(dir / "p" / "plots" / "tm-throughput.gp");
+  const auto flash = gp.find("$p0s1 << EOD\n");
+  REQUIRE(flash != std::string::npos);
+  const std::string rows = gp.substr(flash, gp.find("EOD\n", flash + 12) - flash);
+  CHECK(rows.find("\n16 ") != std::string::npos);
+  CHECK(rows.find("\n32 ") != std::string::npos);
+  CHECK(rows.find("\n48 ") == std::string::npos);
+  CHECK(slurp(dir / "p" / "experiments" / "tm.md").find("| flash | 1×16×48, d 8/8 | ") !=
+        std::string::npos);
+}
+
 TEST_CASE(
     "plots: training loss curves at the smallest and largest d_k; throughput per machine side by "
     "side") {
