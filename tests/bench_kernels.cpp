@@ -234,6 +234,13 @@ void register_decode() {
   for (int threads : {1, 2})
     for (const Heads& h : {kModels[1], kModels[4]})
       for (std::int64_t n_q : {2, 4, 8, 16}) add(peers[0], h, n_q, 16384, threads);
+  // The 4-query step on fp16 K/V against its floor (the 1-query step of the same shape; the
+  // grouped shape's 1-query fp16 cell is in the loop below).
+  if (const sdpa::Kernel* f16 = sdpa::find_kernel("flash-kv-f16"))
+    for (int threads : {1, 2}) {
+      add(f16, kModels[1], 4, 16384, threads);
+      for (std::int64_t n_q : {1, 4}) add(f16, kModels[4], n_q, 16384, threads);
+    }
   // K and V stored in 16 bits and in int8 (issue 16's cache formats), against flash above.
   for (int threads : {1, 2})
     for (const Heads& h : {kModels[0], kModels[1]})
