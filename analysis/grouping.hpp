@@ -23,6 +23,11 @@ const json& param(const json& record, const std::string& key);
 inline const json& statistic_at(const json& record, const std::string& name) {
   return name.starts_with('/') ? record[json::json_pointer(name)] : record[name];
 }
+// Whether a record holds that statistic: a cell not run (a kernel that refuses it, an ISA this
+// CPU lacks) holds none.
+inline bool has_statistic(const json& record, const std::string& name) {
+  return name.starts_with('/') ? record.contains(json::json_pointer(name)) : record.contains(name);
+}
 
 struct Group {
   std::string title;  // the parameters that vary between groups

@@ -245,15 +245,14 @@ Output write_plots(const std::vector<report::ResultFile>& results, const std::st
           const std::string what = f.caption.empty() ? f.title : f.caption;
           figures.push_back({std::move(f), Plot{"", experiment, what + from, {file.path}}});
         }
-      // A cell not run (a kernel that refuses it, an ISA this CPU lacks) has nothing to draw;
-      // the tables list it with its reason.
-      json measured = json::array();
-      for (const auto& r : e["records"])
-        if (!r.contains("skipped") && r.value("supported", true)) measured.push_back(r);
       std::string fixed;
       for (const auto& spec : kind->curves) {
-        if (measured.empty()) break;
-        const auto groups = report::group_records(measured, spec.row_key, spec.column_key, fixed);
+        // A curve draws the records that hold its statistic; the tables list the cells not run.
+        json drawn = json::array();
+        for (const auto& r : e["records"])
+          if (report::has_statistic(r, spec.stat)) drawn.push_back(r);
+        if (drawn.empty()) continue;
+        const auto groups = report::group_records(drawn, spec.row_key, spec.column_key, fixed);
         for (std::size_t g = 0; g < groups.size(); ++g) {
           // A curve needs at least two values on its x axis.
           const json& first_x = (*groups[g].records.front())["params"][spec.row_key];
