@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "grid.hpp"
@@ -55,14 +56,26 @@ inline std::string kernel_refusal_problem(const json& params, const json& cell, 
                            " refuses this cell's soft-cap or sink: " + why;
 }
 
+// The cell's soft-cap and sink by mask_problem's rules (a soft-cap positive and finite in fp32,
+// a sink neither NaN nor +inf), the message at the value's path; "" when both hold.
+inline std::string modifier_problem(const json& params, const json& cell,
+                                    const ScoreModifiers& mods) {
+  for (const auto& [key, mod] : {std::pair{"softcap", ScoreMod{.softcap = mods.softcap}},
+                                 std::pair{"sink", ScoreMod{.sinks = mods.sinks}}})
+    if (const std::string why = mask_problem({.n_q = 1, .n_kv = 1}, {}, mod); !why.empty())
+      return cell_path(params, cell, key) + ": " + why;
+  return "";
+}
+
 // The cell check of kinds whose cells draw Q and K and run a kernel on them (AttentionCell):
-// the scale, the entries and the scores inside fp32's range, and a kernel that runs the cell's
-// score modifiers (entropy, gradient).
+// the scale, the entries and the scores inside fp32's range, and score modifiers that are valid
+// and that the cell's kernel runs (entropy, gradient).
 inline std::string attention_cell_problem(const json& params, const json& cell) {
   const AttentionCell c(cell);
   if (std::string p = scale_range_problem(params, cell, c.scale); !p.empty()) return p;
   if (std::string p = c.inputs.fp32_problem(double(c.d_k), c.scale); !p.empty()) return p;
   const ScoreModifiers mods(cell);
+  if (std::string p = modifier_problem(params, cell, mods); !p.empty()) return p;
   return kernel_refusal_problem(params, cell, {1, c.n_q, c.n_kv, c.d_k, 1},
                                 Mask{.causal = cell.value("causal", false)}, mods.score_mod());
 }

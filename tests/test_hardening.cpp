@@ -205,6 +205,34 @@ TEST_CASE("class 5: values whose scores leave fp32's range are refused before ru
                     "scale");
 }
 
+TEST_CASE(
+    "class 5: a soft-cap or sink beyond fp32's range is refused by every kind that takes one") {
+  TempDir dir;
+  const std::string soft_cap = "the soft-cap must be a positive finite number (0 for none)";
+  const std::string sink = "a sink is NaN or +inf (-inf is a sink that takes nothing)";
+  int n = 0;
+  for (
+      const auto& [fields, message] : std::vector<std::pair<std::string, std::string>>{
+          {R"("kind": "entropy", "d_k": 4, "scale": 1, "softcap": [30, 1e39])",
+           "/softcap/1: " + soft_cap},
+          {R"("kind": "entropy", "d_k": 4, "scale": 1, "sink": 1e39)", "/sink: " + sink},
+          {R"("kind": "gradient", "d_k": 4, "scale": 1, "softcap": 1e39)", "/softcap: " + soft_cap},
+          {R"("kind": "gradient", "d_k": 4, "scale": 1, "sink": ["none", 1e39])",
+           "/sink/1: " + sink},
+          {R"("kind": "stability", "d_k": 8, "scale": "none", "softcap": 1e39)",
+           "/softcap: " + soft_cap},
+          {R"("kind": "timing", "kernel": "flash", "softcap": 1e39)", "/softcap: " + soft_cap},
+          {R"("kind": "timing", "kernel": "flash", "heads_q": 2, "sinks": {"per_head": [0, 1e39]})",
+           "/sinks: " + sink}}) {
+    const std::string name = "c" + std::to_string(n++) + ".json";
+    dir.write(name, R"({"name": "x", "seed": 1, "experiments": [{"name": "e", )" + fields + "}]}");
+    const std::string config = (dir / name).string();
+    const Refused refused{dir};
+    refused.check("run " + config + " -o " + (dir / "r.json").string(),
+                  config + ": /experiments/0" + message);
+  }
+}
+
 namespace {
 
 void write_array(const TempDir& dir, const std::string& name,

@@ -38,7 +38,7 @@ struct StabilityCell {
         seeds(p["seeds"]),
         target_accuracy(p["target_accuracy"]) {
     base.scheme = *stability::parse_scheme(p["scale"].get<std::string>());
-    base.softcap = p["softcap"];
+    base.softcap = fp32(p["softcap"]);
     base.sink = p["sink"] == "learned";
     base.shape.base = {.d_model = p["d_model"],
                        .d_k = p["d_k"],
@@ -212,13 +212,15 @@ std::vector<std::string> check_stability(const json& p) {
   return problems;
 }
 
-// A kernel that refuses the cell's soft-cap or learned sink (Kernel::refusal).
+// A soft-cap that is not positive and finite, or a kernel that refuses the cell's soft-cap or
+// learned sink (Kernel::refusal).
 std::string stability_cell_problem(const json& params, const json& cell) {
+  const ScoreModifiers mods(cell);  // the soft-cap; a learned sink is no number
+  if (std::string p = modifier_problem(params, cell, mods); !p.empty()) return p;
   const std::int64_t heads = cell["heads"], n = std::int64_t(cell["n_pairs"]) + 1;
   const std::vector<float> sinks(cell["sink"] == "learned" ? std::size_t(heads) : 0, 0.0f);
   return kernel_refusal_problem(params, cell, {heads, n, n, cell["d_k"], cell["d_k"]},
-                                Mask{.causal = true},
-                                {.softcap = cell["softcap"].get<float>(), .sinks = sinks});
+                                Mask{.causal = true}, {.softcap = mods.softcap, .sinks = sinks});
 }
 
 }  // namespace
