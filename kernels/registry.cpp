@@ -56,7 +56,7 @@ const std::vector<Kernel>& kernel_registry() {
   return registry;
 }
 
-std::string Kernel::roof_isa() const { return peak::roof_isa(peak_isa.empty() ? isa : peak_isa); }
+std::string Kernel::roof_isa() const { return peak::roof_isa(product_isa()); }
 
 const Kernel* find_kernel(std::string_view name) {
   const auto& reg = kernel_registry();

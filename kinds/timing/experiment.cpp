@@ -327,10 +327,10 @@ json time_statistics(const BenchmarkRuns& runs) {
 void add_peak(json& record, const TimingCell& c, double gflops, RunShared& shared) {
   const std::string isa = c.kernel->roof_isa();
   if (isa.empty()) {
-    const std::string& kernel_isa = c.kernel->peak_isa.empty() ? c.kernel->isa : c.kernel->peak_isa;
     for (const char* k : {"percent_of_peak", "peak", "roof_gflops", "percent_of_roof", "bound"})
       record[k] = nullptr;
-    record["peak_note"] = "no peak measured: no roofline ISA for kernel ISA \"" + kernel_isa + "\"";
+    record["peak_note"] =
+        "no peak measured: no roofline ISA for kernel ISA \"" + c.kernel->product_isa() + "\"";
     return;
   }
   if (!find_peak(shared.peaks, isa, c.threads)) {

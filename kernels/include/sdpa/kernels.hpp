@@ -191,6 +191,8 @@ struct Kernel {
   // The roofline ISA (sdpa/peak.hpp) whose peak its timings are read against, where not `isa`:
   // flash-kv-int8@avx2's "avx2-int8" (its scores are int8 dot products, not fp32 FMAs).
   std::string peak_isa = {};
+  // The ISA its products run on: peak_isa, else isa.
+  const std::string& product_isa() const { return peak_isa.empty() ? isa : peak_isa; }
   // What every timing of the entry (the timing kind, bench_kernels) divides by: the roofline ISA
   // of peak_isa, else of isa (peak::roof_isa), so flash@avx2 reads against AVX2's peak on an
   // AVX-512 host; "" when none applies.
