@@ -7,9 +7,9 @@
 // attention of Q, K and V each rounded per row to int8:
 //  - decode shapes: flash's decode path (attention_decode-inl.h) through kv_int8-inl.h's hooks:
 //    the block's rows of scale Q quantised per tile, S = exact int32 dot products (vpdpbusd:
-//    flash-kv-int8@avx512-vnni, @avx-vnni; vpmaddubsw: @avx2; plain C++ elsewhere: the same
-//    bits, kv_int8.hpp) times the two rows' scales, the online softmax in fp32, and V widened to
-//    fp32 (int8 x scale) in registers as P V loads it;
+//    flash-kv-int8@avx512-vnni, @avx-vnni; vpmaddubsw: @avx2; sdot: @neon-dotprod; plain C++
+//    elsewhere: the same bits, kv_int8.hpp) times the two rows' scales, the online softmax in
+//    fp32, and V widened to fp32 (int8 x scale) in registers as P V loads it;
 //  - any other shape: Q, K and V rounded (dequantised) to fp32 once per call and flash's tiles
 //    run on them, as flash-kv-f16 does for prefill (compute-bound: the O(n d) widening is small).
 // Both compute on the same rounded values (Q of the decode path is scale Q rounded, of the other
@@ -73,6 +73,9 @@ void KvInt8AvxVnniForward(const ForwardArgs& a) { Int8Forward(a, int8_scores(Int
 void KvInt8Avx512VnniForward(const ForwardArgs& a) {
   Int8Forward(a, int8_scores(Int8Dots::avx512_vnni));
 }
+void KvInt8NeonDotprodForward(const ForwardArgs& a) {
+  Int8Forward(a, int8_scores(Int8Dots::neon_dotprod));
+}
 
 }  // namespace sdpa::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -86,6 +89,7 @@ HWY_EXPORT(KvInt8Forward);
 HWY_EXPORT(KvInt8Avx2Forward);
 HWY_EXPORT(KvInt8AvxVnniForward);
 HWY_EXPORT(KvInt8Avx512VnniForward);
+HWY_EXPORT(KvInt8NeonDotprodForward);
 
 namespace {
 
@@ -114,7 +118,8 @@ std::vector<Kernel> flash_kv_int8_kernels() {
   }
   // The entries whose scores are an instruction set's own dots (kv_int8.hpp), each on the
   // Highway target `base` of its vectors: family@avx2 itself (vpmaddubsw; its roof is
-  // avx2-int8), family@avx-vnni before it, family@avx512-vnni before family@avx512.
+  // avx2-int8), family@avx-vnni before it, family@avx512-vnni before family@avx512, and on
+  // aarch64 family@neon-dotprod (sdot) before family@neon.
   const auto on = [](const auto& table, std::string_view isa) -> ForwardFn {
     for (const auto& t : supported_targets(table))
       if (t.isa == isa) return t.fn;
@@ -131,7 +136,9 @@ std::vector<Kernel> flash_kv_int8_kernels() {
                             {Int8Dots::avx_vnni, "avx2", "avx-vnni", "", "vpdpbusd",
                              on(HWY_DISPATCH_TABLE(KvInt8AvxVnniForward), "avx2")},
                             {Int8Dots::avx2, "avx2", "avx2", "avx2-int8", "vpmaddubsw",
-                             on(HWY_DISPATCH_TABLE(KvInt8Avx2Forward), "avx2")}};
+                             on(HWY_DISPATCH_TABLE(KvInt8Avx2Forward), "avx2")},
+                            {Int8Dots::neon_dotprod, "neon", "neon-dotprod", "", "sdot",
+                             on(HWY_DISPATCH_TABLE(KvInt8NeonDotprodForward), "neon")}};
   std::optional<Kernel> best;
   for (const Native& n : natives) {
     const auto at = std::find_if(entries.begin(), entries.end(), [&](const Kernel& k) {

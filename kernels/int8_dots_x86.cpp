@@ -3,7 +3,7 @@
 // 16 keys a vector) and on AVX-VNNI (ymm, VEX, int8_dots_ymm-inl.h), vpmaddubsw and vpmaddwd on
 // AVX2. Every function carries its instruction set's target attribute or pragma, so this file
 // builds with the baseline flags and nothing in it runs unless int8_dots_available() says the
-// CPU has that set. Elsewhere only the portable dots exist.
+// CPU has that set. aarch64's are int8_dots_arm.cpp; elsewhere only the portable dots exist.
 //
 // vpdpbusd and vpmaddubsw multiply unsigned bytes by signed bytes. vpdpbusd: keys are the
 // unsigned operand, each byte flipped by 0x80 (k + 128, one xor per vector shared by every query
@@ -19,7 +19,7 @@
 #include "kv_int8.hpp"
 #include "sdpa/peak.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef SDPA_INT8_DOTS_X86
 #include <cpuid.h>
 #include <immintrin.h>
 
@@ -220,6 +220,8 @@ bool int8_dots_available(Int8Dots dots) {
       return avx_vnni;
     case Int8Dots::avx512_vnni:
       return avx512_vnni;
+    case Int8Dots::neon_dotprod:
+      return false;
   }
   return false;
 }
@@ -233,6 +235,7 @@ Int8ScoresFn int8_scores(Int8Dots dots) {
     case Int8Dots::avx512_vnni:
       return &avx512_vnni_scores;
     case Int8Dots::portable:
+    case Int8Dots::neon_dotprod:
       break;
   }
   return &int8_scores_portable;
@@ -249,6 +252,7 @@ float int8_dot_chains(Int8Dots dots, std::int64_t steps) {
     case Int8Dots::avx512_vnni:
       return avx512_vnni_chains(steps);
     case Int8Dots::portable:
+    case Int8Dots::neon_dotprod:
       break;
   }
   std::abort();
@@ -256,16 +260,4 @@ float int8_dot_chains(Int8Dots dots, std::int64_t steps) {
 
 }  // namespace sdpa::detail
 
-#else  // no native int8 products in this build
-
-#include <cstdlib>
-
-namespace sdpa::detail {
-bool int8_dots_available(Int8Dots dots) { return dots == Int8Dots::portable; }
-Int8ScoresFn int8_scores(Int8Dots) { return &int8_scores_portable; }
-int int8_dot_lanes(Int8Dots) { return 0; }
-// Unreachable while int8_dots_available() is false; loud if a caller forgets to ask.
-float int8_dot_chains(Int8Dots, std::int64_t) { std::abort(); }
-}  // namespace sdpa::detail
-
-#endif
+#endif  // SDPA_INT8_DOTS_X86

@@ -1,6 +1,7 @@
 #include "kv_int8.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "kv_formats.hpp"
@@ -89,5 +90,14 @@ void int8_scores_portable(const std::int8_t* q, std::int64_t ld_q, const float* 
     }
   }
 }
+
+#if !defined(SDPA_INT8_DOTS_X86) && !defined(SDPA_INT8_DOTS_ARM)
+// A build with no native int8 products: the portable dots alone.
+bool int8_dots_available(Int8Dots dots) { return dots == Int8Dots::portable; }
+Int8ScoresFn int8_scores(Int8Dots) { return &int8_scores_portable; }
+int int8_dot_lanes(Int8Dots) { return 0; }
+// Unreachable while int8_dots_available() is false; loud if a caller forgets to ask.
+float int8_dot_chains(Int8Dots, std::int64_t) { std::abort(); }
+#endif
 
 }  // namespace sdpa::detail

@@ -1,7 +1,8 @@
 // The int8 K/V format of flash-kv-int8 (flash_kv_int8.cpp; precision "kv-int8"): K and V held as
 // int8 with one fp32 scale per token and K/V head, as OpenVINO's and llama.cpp's CPU caches keep
 // them, and the integer dot products of its scores, native (int8_dots_x86.cpp: AVX2,
-// AVX-VNNI, AVX512_VNNI) or portable (kv_int8.cpp). Internal to sdpa_kernels (and its tests).
+// AVX-VNNI, AVX512_VNNI; int8_dots_arm.cpp: sdot) or portable (kv_int8.cpp). Internal to
+// sdpa_kernels (and its tests).
 //
 // Quantisation, per row x of n values (a token's keys or values in one head, a row of Q):
 // symmetric, scale = max|x| / 127, x_c = scale * round(x_c / scale), so each element moves by at
@@ -77,7 +78,8 @@ void int8_round_rows(const float* x, std::int64_t rows, std::int64_t d, float* y
 // Scores of `rows` int8 rows of Q against nk keys of a K block run (layout above), starting at a
 // block boundary: scores[i ld_s + j] = (q_scale[i] k_scale[j]) float(sum_c q[i ld_q + c] k_j[c])
 // for i < rows, j < nk; q rows hold d4 ints (zeros past d), ld_q >= d4. The sums are exact in
-// int32 (|sum| <= 127^2 d4), so every implementation gives the same bits.
+// int32 (|sum| <= 127^2 d4 < 2^31 for d4 <= 133 144), and an exact sum is the same integer in
+// any order of its terms, so every implementation gives the same bits.
 using Int8ScoresFn = void (*)(const std::int8_t* q, std::int64_t ld_q, const float* q_scale,
                               std::int64_t rows, const std::int8_t* k, const float* k_scale,
                               std::int64_t d4, std::int64_t nk, float* scores, std::int64_t ld_s);
@@ -87,19 +89,31 @@ void int8_scores_portable(const std::int8_t* q, std::int64_t ld_q, const float* 
                           std::int64_t rows, const std::int8_t* k, const float* k_scale,
                           std::int64_t d4, std::int64_t nk, float* scores, std::int64_t ld_s);
 
-// The x86 instructions for int8 dot products (int8_dots_x86.cpp), and the portable C++ above.
-// The sums are exact in every one, so all give the same bits.
+// The instructions for int8 dot products: x86's (int8_dots_x86.cpp), aarch64's
+// (int8_dots_arm.cpp), and the portable C++ above. The sums are exact in every one, so all give
+// the same bits.
 enum class Int8Dots {
   portable,
-  avx2,         // vpmaddubsw, vpmaddwd (ymm): AVX2 without VNNI
-  avx_vnni,     // vpdpbusd (ymm, VEX): AVX-VNNI
-  avx512_vnni,  // vpdpbusd (zmm): AVX512_VNNI with AVX512BW
+  avx2,          // vpmaddubsw, vpmaddwd (ymm): AVX2 without VNNI
+  avx_vnni,      // vpdpbusd (ymm, VEX): AVX-VNNI
+  avx512_vnni,   // vpdpbusd (zmm): AVX512_VNNI with AVX512BW
+  neon_dotprod,  // sdot (128-bit NEON): the Armv8.2 dot-product extension (FEAT_DotProd)
 };
+// Which file compiles the native dots' functions below: int8_dots_x86.cpp on x86-64,
+// int8_dots_arm.cpp on aarch64 Linux (where getauxval says whether the CPU has sdot) with GCC;
+// on any other build kv_int8.cpp's, the portable dots alone. Not with clang on aarch64: clang
+// 14's arm_neon.h declares sdot only where the whole file targets the extension, which a
+// function's target attribute cannot do.
+#if defined(__GNUC__) && defined(__x86_64__)
+#define SDPA_INT8_DOTS_X86 1
+#elif defined(__GNUC__) && !defined(__clang__) && defined(__aarch64__) && defined(__linux__)
+#define SDPA_INT8_DOTS_ARM 1
+#endif
 // Whether this build has `dots` and this CPU runs them (portable: always).
 bool int8_dots_available(Int8Dots dots);
 // The scores by `dots`. Precondition: int8_dots_available(dots).
 Int8ScoresFn int8_scores(Int8Dots dots);
-// int8 products of one step of int8_dot_chains: 32 a ymm, 64 a zmm.
+// int8 products of one step of int8_dot_chains: 16 a NEON vector, 32 a ymm, 64 a zmm.
 int int8_dot_lanes(Int8Dots dots);
 // Peak of `dots` (not portable): kChains (sdpa/peak.hpp) independent chains of `steps` steps,
 // each step the instructions the scores issue for int8_dot_lanes(dots) products. Returns a

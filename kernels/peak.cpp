@@ -92,6 +92,7 @@ constexpr Target kTargets[] = {
     {"avx512-bf16", HWY_AVX3},  // AVX-512 with AVX512_BF16 (kBf16Isa below)
     {"avx512-vnni", HWY_AVX3},  // AVX-512 with AVX512_VNNI (kInt8Roofs below)
     {"neon", HWY_NEON},
+    {"neon-dotprod", HWY_NEON},  // NEON with sdot (kInt8Roofs below)
     {"sve-256", HWY_SVE_256},
     {"sve2-128", HWY_SVE2_128},
 };
@@ -102,14 +103,16 @@ constexpr std::string_view kBf16Isa = "avx512-bf16";
 // The int8 roofs: the dot products of flash-kv-int8's scores (kv_int8.hpp), each int8 product
 // counted as a multiply-add (2 ops) like an FMA lane; the triad is that of the Highway target
 // they run beside (kTargets). avx2-int8 steps through vpsignb, vpmaddubsw, vpmaddwd and vpaddd
-// for 32 products; avx-vnni and avx512-vnni through one vpdpbusd for 32 and 64.
+// for 32 products; avx-vnni and avx512-vnni through one vpdpbusd for 32 and 64; neon-dotprod
+// through one sdot for 16.
 struct Int8Roof {
   std::string_view isa;
   detail::Int8Dots dots;
 };
 constexpr Int8Roof kInt8Roofs[] = {{"avx2-int8", detail::Int8Dots::avx2},
                                    {"avx-vnni", detail::Int8Dots::avx_vnni},
-                                   {"avx512-vnni", detail::Int8Dots::avx512_vnni}};
+                                   {"avx512-vnni", detail::Int8Dots::avx512_vnni},
+                                   {"neon-dotprod", detail::Int8Dots::neon_dotprod}};
 
 const Int8Roof* find_int8_roof(std::string_view isa) {
   for (const auto& r : kInt8Roofs)

@@ -33,6 +33,7 @@
 #include "run_report.hpp"
 #include "sdpa/aligned.hpp"
 #include "sdpa/kernels.hpp"
+#include "sdpa/peak.hpp"
 
 namespace {
 
@@ -786,11 +787,12 @@ std::vector<const sdpa::Kernel*> int8_kernels() {
   return out;
 }
 
-// The Highway target an int8 entry runs its fp32 steps on (the vpdpbusd entries: their
-// vectors' width).
+// The Highway target an int8 entry runs its fp32 steps on (the vpdpbusd and sdot entries:
+// their vectors' width).
 std::string fp32_isa(const sdpa::Kernel& k) {
   if (k.isa == "avx512-vnni") return "avx512";
   if (k.isa == "avx-vnni") return "avx2";
+  if (k.isa == "neon-dotprod") return "neon";
   return k.isa;
 }
 
@@ -839,7 +841,8 @@ void check_int8_case(const Case& c) {
       CHECK_MESSAGE(same_bits(o.lse, got.lse), threads, " threads, stored K/V, probes");
     }
     // The dots are exact integer sums: on one Highway target, one result (vpdpbusd in zmm
-    // against AVX-512's portable dots, in ymm against AVX2's vpmaddubsw).
+    // against AVX-512's portable dots, in ymm against AVX2's vpmaddubsw, sdot against NEON's
+    // portable dots).
     using sdpa::detail::Int8Dots;
     if (!sdpa::detail::int8_dots_available(Int8Dots::avx512_vnni))
       note_not_run(
@@ -848,6 +851,10 @@ void check_int8_case(const Case& c) {
     if (!sdpa::detail::int8_dots_available(Int8Dots::avx_vnni))
       note_not_run(
           "flash-kv-int8@avx-vnni's outputs equal to flash-kv-int8@avx2's: needs avx-vnni");
+    if (!sdpa::detail::int8_dots_available(Int8Dots::neon_dotprod))
+      note_not_run(
+          "flash-kv-int8@neon-dotprod's outputs equal to flash-kv-int8@neon's: needs "
+          "neon-dotprod (sdot)");
     if (fp32_isa(*kern) != kern->isa) {
       const Outputs twin = run_args(*sdpa::find_kernel("flash-kv-int8@" + fp32_isa(*kern)), args);
       CHECK_MESSAGE(same_bits(twin.out, got.out), "outputs differ from the same target's twin");
@@ -941,18 +948,28 @@ TEST_CASE("the int8 K/V kernel: registry entries and bytes") {
     return sdpa::detail::int8_dots_available(dots) &&
            sdpa::find_kernel(std::string("flash@") + target) != nullptr;
   };
-  const std::string want = has(Int8Dots::avx512_vnni, "avx512") ? "avx512-vnni"
-                           : has(Int8Dots::avx_vnni, "avx2")    ? "avx-vnni"
-                           : has(Int8Dots::avx2, "avx2")        ? "avx2"
-                                                                : sdpa::find_kernel("flash")->isa;
+  const std::string want = has(Int8Dots::avx512_vnni, "avx512")  ? "avx512-vnni"
+                           : has(Int8Dots::avx_vnni, "avx2")     ? "avx-vnni"
+                           : has(Int8Dots::avx2, "avx2")         ? "avx2"
+                           : has(Int8Dots::neon_dotprod, "neon") ? "neon-dotprod"
+                                                                 : sdpa::find_kernel("flash")->isa;
   CHECK(best->isa == want);
   CHECK((sdpa::find_kernel("flash-kv-int8@avx-vnni") != nullptr) ==
         has(Int8Dots::avx_vnni, "avx2"));
   CHECK((sdpa::find_kernel("flash-kv-int8@avx512-vnni") != nullptr) ==
         has(Int8Dots::avx512_vnni, "avx512"));
+  CHECK((sdpa::find_kernel("flash-kv-int8@neon-dotprod") != nullptr) ==
+        has(Int8Dots::neon_dotprod, "neon"));
   // AVX2's int8 dots are read against their own roof, the others' roof is their ISA.
   if (const auto* avx2 = sdpa::find_kernel("flash-kv-int8@avx2"))
     CHECK(avx2->peak_isa == (has(Int8Dots::avx2, "avx2") ? "avx2-int8" : ""));
+  if (const auto* sdot = sdpa::find_kernel("flash-kv-int8@neon-dotprod")) {
+    CHECK(sdot->roof_isa() == "neon-dotprod");
+    CHECK(sdpa::peak::dot_product_isa("neon-dotprod"));
+    CHECK(sdpa::peak::lanes("neon-dotprod") == 16);
+  } else {
+    note_not_run("flash-kv-int8@neon-dotprod's entry and roof: needs neon-dotprod (sdot)");
+  }
   // A byte per element and a 4-byte scale per row of K and of V.
   const Shape s{.batch_heads = 4, .n_q = 1, .n_kv = 100, .d_k = 8, .d_v = 8, .group = 2};
   CHECK(best->bytes(s, {}) == 4.0 * (4 * 8 + 4 * 8) + 1.0 * (2 * 100 * 16) + 4.0 * 2 * (2 * 100));
@@ -977,7 +994,8 @@ TEST_CASE("int8 dots: every instruction set gives the exact sums, +-127 included
   const std::pair<Int8Dots, const char*> all[] = {{Int8Dots::portable, "portable"},
                                                   {Int8Dots::avx2, "avx2"},
                                                   {Int8Dots::avx_vnni, "avx-vnni"},
-                                                  {Int8Dots::avx512_vnni, "avx512-vnni"}};
+                                                  {Int8Dots::avx512_vnni, "avx512-vnni"},
+                                                  {Int8Dots::neon_dotprod, "neon-dotprod"}};
   for (const auto& [dots, name] : all) {
     if (!sdpa::detail::int8_dots_available(dots)) {
       note_not_run(std::string("int8 dots of ") + name + " against exact sums: needs " + name);
@@ -1046,8 +1064,8 @@ TEST_CASE("int8 dots: every instruction set gives the exact sums, +-127 included
 }
 
 // Every int8 entry at +-127 everywhere (inputs +-1: each row rounds to +-127 with scale 1/127,
-// so the kernels are fp32-close to fp64 of the inputs), decode and grouped, and each vpdpbusd
-// entry against its Highway target's twin to the bit.
+// so the kernels are fp32-close to fp64 of the inputs), decode and grouped, and each vpdpbusd or
+// sdot entry against its Highway target's twin to the bit.
 TEST_CASE("the int8 K/V entries at +-127 everywhere: near fp64, the same bits as their twins") {
   std::mt19937 rng(127);
   const auto signs = [&](std::int64_t n) {

@@ -20,7 +20,8 @@ namespace sdpa::peak {
 // vpmaddwd: the roof of flash-kv-int8@avx2), "avx-vnni" (AVX2 with AVX-VNNI: vpdpbusd in ymm),
 // "avx512" (AVX-512F/BW/DQ/VL), "avx512-bf16" (AVX-512 with AVX512_BF16: the roof of bf16
 // kernels, whose multiply-adds are vdpbf16ps), "avx512-vnni" (AVX-512 with AVX512_VNNI:
-// vpdpbusd in zmm) on x86-64, "neon", "sve-256" (SVE at 256 bits), "sve2-128" (SVE2 at 128
+// vpdpbusd in zmm) on x86-64, "neon", "neon-dotprod" (NEON with the dot-product extension: sdot,
+// the roof of flash-kv-int8@neon-dotprod), "sve-256" (SVE at 256 bits), "sve2-128" (SVE2 at 128
 // bits) on aarch64; every build knows all.
 const std::vector<std::string>& known_isas();
 // Those of known_isas() this build compiled and this CPU runs.
@@ -34,8 +35,8 @@ bool dot_product_isa(std::string_view isa);
 std::string roof_isa(std::string_view kernel_isa);
 
 // Multiply-add lanes of one vector on `isa`: fp32 lanes (1 for scalar); on avx512-bf16 the 32
-// bf16 products a vdpbf16ps adds, on the int8 roofs the int8 products of one step (avx2-int8,
-// avx-vnni: 32; avx512-vnni: 64). Precondition: isa_supported(isa).
+// bf16 products a vdpbf16ps adds, on the int8 roofs the int8 products of one step (neon-dotprod:
+// 16; avx2-int8, avx-vnni: 32; avx512-vnni: 64). Precondition: isa_supported(isa).
 int lanes(std::string_view isa);
 
 // Independent multiply-add chains per vector lane: enough to cover latency x throughput of
