@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -46,6 +48,8 @@ void Int8Forward(const ForwardArgs& a, Int8ScoresFn scores) {
   const Shape& s = a.shape;
   const Int8Rows v{kv.v.data(), kv.v_scale.data(), s.d_v, s.d_v, nullptr};
   if (is_decode_shape(s)) {
+    if (const std::string why = int8_refusal(s, a.mask, a.score_mod); !why.empty())
+      throw std::invalid_argument(why);
     const Int8Rows k{kv.k.data(), kv.k_scale.data(), s.d_k, kv.d4, scores};
     return DecodeForward<HwyLanes, Int8Rows>(a, DecodeKv{&k, &v});
   }
@@ -115,6 +119,7 @@ std::vector<Kernel> flash_kv_int8_kernels() {
     k.store_kv = &store_kv_int8;
     k.kv_element_bytes = 1;
     k.kv_row_bytes = sizeof(float);
+    k.refuses = &int8_refusal;
   }
   // The entries whose scores are an instruction set's own dots (kv_int8.hpp), each on the
   // Highway target `base` of its vectors: family@avx2 itself (vpmaddubsw; its roof is

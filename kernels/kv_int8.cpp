@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "decode_blocks.hpp"
 #include "kv_formats.hpp"
 
 namespace sdpa::detail {
@@ -26,6 +27,12 @@ void int8_round_rows(const float* x, std::int64_t rows, std::int64_t d, float* y
       for (std::int64_t c = 0; c < d; ++c) y[r * d + c] = scale * float(ints[std::size_t(c)]);
     }
   }
+}
+
+std::string int8_refusal(const Shape& s, const Mask&, const ScoreMod&) {
+  if (!is_decode_shape(s) || int8_depth(s.d_k) <= kInt8MaxDepth) return "";
+  return "d_k " + std::to_string(s.d_k) + " is above " + std::to_string(kInt8MaxDepth) +
+         ", where the int8 scores' int32 sums could overflow";
 }
 
 std::unique_ptr<StoredKv> store_kv_int8(const ForwardArgs& a) {

@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "sdpa/aligned.hpp"
@@ -78,8 +79,11 @@ void int8_round_rows(const float* x, std::int64_t rows, std::int64_t d, float* y
 // Scores of `rows` int8 rows of Q against nk keys of a K block run (layout above), starting at a
 // block boundary: scores[i ld_s + j] = (q_scale[i] k_scale[j]) float(sum_c q[i ld_q + c] k_j[c])
 // for i < rows, j < nk; q rows hold d4 ints (zeros past d), ld_q >= d4. The sums are exact in
-// int32 (|sum| <= 127^2 d4 < 2^31 for d4 <= 133 144), and an exact sum is the same integer in
-// any order of its terms, so every implementation gives the same bits.
+// int32 (|sum| <= 127^2 d4 < 2^31 for d4 <= kInt8MaxDepth), and an exact sum is the same integer
+// in any order of its terms, so every implementation gives the same bits.
+inline constexpr std::int64_t kInt8MaxDepth = 133'144;
+static_assert(127 * 127 * kInt8MaxDepth <= INT32_MAX &&
+              127 * 127 * (kInt8MaxDepth + 4) > INT32_MAX);
 using Int8ScoresFn = void (*)(const std::int8_t* q, std::int64_t ld_q, const float* q_scale,
                               std::int64_t rows, const std::int8_t* k, const float* k_scale,
                               std::int64_t d4, std::int64_t nk, float* scores, std::int64_t ld_s);
@@ -119,6 +123,10 @@ int int8_dot_lanes(Int8Dots dots);
 // each step the instructions the scores issue for int8_dot_lanes(dots) products. Returns a
 // value that depends on every chain. Precondition: int8_dots_available(dots).
 float int8_dot_chains(Int8Dots dots, std::int64_t steps);
+
+// Why flash-kv-int8 cannot run shape s (Kernel::refuses), "" when it can: a decode shape whose K
+// rows are deeper than kInt8MaxDepth bytes, where the scores' int32 sums could overflow.
+std::string int8_refusal(const Shape& s, const Mask&, const ScoreMod&);
 
 // K and V of one shape in the layout above, with their scales ([kv head][n_kv] each).
 struct StoredKvInt8 : StoredKv {

@@ -1122,6 +1122,31 @@ TEST_CASE("a stored int8 K/V of another format or shape is refused") {
   CHECK_NOTHROW(int8->forward(a));
 }
 
+// Past kInt8MaxDepth bytes of K row, 127^2 d4 leaves int32: every int8 entry refuses such a
+// decode shape, by its refusal and by forward, rather than wrap its sums.
+TEST_CASE("every int8 entry refuses a decode shape too deep for exact int32 sums") {
+  const std::int64_t deepest = sdpa::detail::kInt8MaxDepth;
+  const Shape ok{.batch_heads = 1, .n_q = 1, .n_kv = 3, .d_k = deepest, .d_v = 4};
+  Shape deep = ok;
+  deep.d_k = deepest + 1;
+  std::vector<float> q(std::size_t(deep.d_k), 0.25f), k(3 * q.size(), -0.5f), v(12, 1.0f), out(4);
+  int entries = 0;
+  for (const sdpa::Kernel& kern : sdpa::kernel_registry()) {
+    if (kern.family != "flash-kv-int8") continue;
+    CAPTURE(kern.name);
+    ++entries;
+    CHECK(kern.refusal(ok, {}, {}).empty());
+    CHECK(kern.refusal(deep, {}, {}) ==
+          "d_k 133145 is above 133144, where the int8 scores' int32 sums could overflow");
+    CHECK(kern.refusal({.batch_heads = 1, .n_q = 64, .n_kv = 64, .d_k = deep.d_k, .d_v = 4}, {}, {})
+              .empty());  // prefill shapes compute on dequantised fp32
+    const sdpa::ForwardArgs a{
+        .shape = deep, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
+    CHECK_THROWS_AS(kern.forward(a), std::invalid_argument);
+  }
+  CHECK(entries >= 2);
+}
+
 // A stored cache starts its K and V on a cache line (sdpa/aligned.hpp), as the timing kind's
 // tensors do: at sizes (4-8 MiB here) where malloc's blocks, and so std::vector's, start 16 bytes
 // past a page, every 64-byte load of a K row would straddle two lines.
