@@ -56,9 +56,11 @@ struct HwyLanes {
   // measured no faster.
   static constexpr int kMrS = 6, kNvS = 2, kMrO = 6, kNvO = 2;
   static constexpr int kDepthUnroll = HWY_TARGET == HWY_AVX2 ? 4 : 1;
-  // Decode scores: 4 vectors of each of 2 query rows in registers and a third row read from L1,
-  // one accumulator per row.
-  static constexpr int kScoreRows = 2, kScoreRowsL1 = 1, kScoreChunk = 4;
+  // Decode scores: 4 vectors of each of 2 query rows in registers, one accumulator per row, and
+  // rows read from L1: AVX2 takes two, so a grouped head's 4 rows pass over K once rather than
+  // 3 + 1 (13 registers; docs/perf-log/2026-11-27-avx2-decode.md).
+  static constexpr int kScoreRows = 2, kScoreRowsL1 = HWY_TARGET == HWY_AVX2 ? 2 : 1,
+                       kScoreChunk = 4;
   // Decode O += P V: one row of 8 vectors per strip.
   static constexpr int kMrD = 1, kNvD = 8;
   // Decode O^T += V^T P^T: 8 accumulators, up to 4 vectors of weights and a broadcast value.
