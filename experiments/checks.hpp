@@ -53,11 +53,11 @@ inline std::string kernel_refusal_problem(const json& params, const json& cell, 
   const std::string why = k ? k->refusal(shape, mask, mod) : "";
   return why.empty() ? ""
                      : cell_path(params, cell, "kernel") + ": kernel " + cell["kernel"].dump() +
-                           " refuses this cell's soft-cap or sink: " + why;
+                           " refuses this cell: " + why;
 }
 
-// The cell's soft-cap and sink by mask_problem's rules (a soft-cap positive and finite in fp32,
-// a sink neither NaN nor +inf), the message at the value's path; "" when both hold.
+// The cell's soft-cap and sink by mask_problem's rules (a soft-cap 0 or positive and finite in
+// fp32, a sink neither NaN nor +inf), the message at the value's path; "" when both hold.
 inline std::string modifier_problem(const json& params, const json& cell,
                                     const ScoreModifiers& mods) {
   for (const auto& [key, mod] : {std::pair{"softcap", ScoreMod{.softcap = mods.softcap}},

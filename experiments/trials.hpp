@@ -19,7 +19,7 @@ namespace sdpa {
 
 // A config's number as fp32, +-inf beyond its range (the conversion itself would be undefined),
 // so that the checks refuse it as not finite rather than the run computing with it.
-inline float fp32(const json& x) {
+inline float config_fp32(const json& x) {
   const double v = x.get<double>();
   return std::abs(v) > FLT_MAX ? std::copysign(INFINITY, v) : float(v);
 }
@@ -109,8 +109,9 @@ struct ScoreModifiers {
   float softcap = 0;
   std::vector<float> sinks;  // one entry (every head's) or none
 
-  explicit ScoreModifiers(const json& p) : softcap(p.contains("softcap") ? fp32(p["softcap"]) : 0) {
-    if (p.contains("sink") && p["sink"].is_number()) sinks = {fp32(p["sink"])};
+  explicit ScoreModifiers(const json& p)
+      : softcap(p.contains("softcap") ? config_fp32(p["softcap"]) : 0) {
+    if (p.contains("sink") && p["sink"].is_number()) sinks = {config_fp32(p["sink"])};
   }
   ScoreMod score_mod() const { return {.softcap = softcap, .sinks = sinks}; }
   bool none() const { return softcap == 0 && sinks.empty(); }

@@ -8,7 +8,7 @@
 // sdot multiplies signed bytes by signed bytes, four products into each int32 lane: keys and
 // queries go in as they are, with none of the 0x80 flip and bias that vpdpbusd's unsigned
 // operand needs. The sums are exact: |k|, |q| <= 127, so a lane never holds more than
-// 127^2 d4 in magnitude, below 2^31 for every d4 up to 133 144 (kv_int8.hpp); an exact integer
+// 127^2 d4 in magnitude, below 2^31 for every d4 the format takes (kv_int8.hpp); an exact integer
 // sum is the same in any order, so the scores have the portable dots' bits.
 #include <cstdint>
 

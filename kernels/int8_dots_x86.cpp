@@ -10,7 +10,9 @@
 // row), and the query row's quad is broadcast as the signed one; then
 // sum (k + 128) q = sum k q + 128 sum q, and the row's 128 sum q is subtracted once. As in
 // llama.cpp's and oneDNN's x86 int8 paths (which flip or offset one operand the same way), the
-// products cannot saturate: |k|, |q| <= 127, so each lane holds at most 255 * 127 * d4.
+// products cannot saturate. A lane may pass 2^31 (255 * 127 per product) and wraps, as the
+// instruction's sums do; the bias, taken off in the same wrapping arithmetic, leaves sum k q,
+// which int32 holds (kInt8MaxDepth), so the result is exact.
 // vpmaddubsw adds pairs into int16, where k + 128 would saturate (2 * 255 * 127 > 32767): it
 // takes |k| and q with k's sign (vpsignb), as llama.cpp's AVX2 q8_0 dot does.
 #include <cstdint>

@@ -79,11 +79,12 @@ void int8_round_rows(const float* x, std::int64_t rows, std::int64_t d, float* y
 // Scores of `rows` int8 rows of Q against nk keys of a K block run (layout above), starting at a
 // block boundary: scores[i ld_s + j] = (q_scale[i] k_scale[j]) float(sum_c q[i ld_q + c] k_j[c])
 // for i < rows, j < nk; q rows hold d4 ints (zeros past d), ld_q >= d4. The sums are exact in
-// int32 (|sum| <= 127^2 d4 < 2^31 for d4 <= kInt8MaxDepth), and an exact sum is the same integer
-// in any order of its terms, so every implementation gives the same bits.
-inline constexpr std::int64_t kInt8MaxDepth = 133'144;
-static_assert(127 * 127 * kInt8MaxDepth <= INT32_MAX &&
-              127 * 127 * (kInt8MaxDepth + 4) > INT32_MAX);
+// int32 for d4 <= kInt8MaxDepth (|sum| <= 127^2 d4; the vpdpbusd paths' bias 128 sum q, |.| <=
+// 128 * 127 d4, too), and an exact sum is the same integer in any order of its terms, so every
+// implementation gives the same bits.
+inline constexpr std::int64_t kInt8MaxDepth = 132'104;
+static_assert(128 * 127 * kInt8MaxDepth <= INT32_MAX &&
+              128 * 127 * (kInt8MaxDepth + 4) > INT32_MAX);
 using Int8ScoresFn = void (*)(const std::int8_t* q, std::int64_t ld_q, const float* q_scale,
                               std::int64_t rows, const std::int8_t* k, const float* k_scale,
                               std::int64_t d4, std::int64_t nk, float* scores, std::int64_t ld_s);

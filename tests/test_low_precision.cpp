@@ -1002,64 +1002,71 @@ TEST_CASE("int8 dots: every instruction set gives the exact sums, +-127 included
       continue;
     }
     const auto scores = sdpa::detail::int8_scores(dots);
+    const auto check = [&](std::int64_t rows, std::int64_t d4, std::int64_t nk, Fill fill) {
+      CAPTURE(name);
+      CAPTURE(rows);
+      CAPTURE(d4);
+      CAPTURE(nk);
+      CAPTURE(int(fill));
+      const auto value = [&](bool key) {
+        switch (fill) {
+          case kRandom:
+            return any(rng);
+          case kExtreme:
+            return sign(rng) ? 127 : -127;
+          case kLargest:
+            return -127;
+          case kSmallest:
+            return key ? -127 : 127;
+        }
+        return 0;
+      };
+      const std::int64_t ld_q = d4 + 4, ld_s = nk + 3;
+      std::vector<std::int8_t> q(std::size_t(rows * ld_q), 99), k(std::size_t(nk * d4));
+      std::vector<std::int32_t> kv(std::size_t(nk * d4));  // key j's row, row-major
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t c = 0; c < d4; ++c)
+          q[std::size_t(i * ld_q + c)] = std::int8_t(value(false));
+      for (std::int64_t j = 0; j < nk; ++j)
+        for (std::int64_t c = 0; c < d4; ++c) {
+          const std::int64_t j0 = j / 16 * 16, nb = std::min<std::int64_t>(16, nk - j0);
+          const int x = value(true);
+          kv[std::size_t(j * d4 + c)] = x;
+          k[std::size_t(j0 * d4 + (c / 4 * nb + (j - j0)) * 4 + c % 4)] = std::int8_t(x);
+        }
+      std::vector<float> q_scale(static_cast<std::size_t>(rows));
+      std::vector<float> k_scale(static_cast<std::size_t>(nk));
+      for (float& x : q_scale) x = scales(rng);
+      for (float& x : k_scale) x = scales(rng);
+      std::vector<float> got(std::size_t(rows * ld_s), -1.0f);
+      scores(q.data(), ld_q, q_scale.data(), rows, k.data(), k_scale.data(), d4, nk, got.data(),
+             ld_s);
+      std::int64_t wrong = 0;
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < ld_s; ++j) {
+          float want = -1.0f;  // past nk: untouched
+          if (j < nk) {
+            std::int64_t dot = 0;
+            for (std::int64_t c = 0; c < d4; ++c)
+              dot += std::int64_t(q[std::size_t(i * ld_q + c)]) * kv[std::size_t(j * d4 + c)];
+            want = (q_scale[std::size_t(i)] * k_scale[std::size_t(j)]) * float(dot);
+          }
+          if (std::bit_cast<std::uint32_t>(got[std::size_t(i * ld_s + j)]) !=
+              std::bit_cast<std::uint32_t>(want))
+            ++wrong;
+        }
+      CHECK(wrong == 0);
+    };
     for (const std::int64_t rows : {1, 3, 4, 5, 8, 9, 16})
       for (const std::int64_t d4 : {4, 8, 12, 20, 128, 132})
         for (const std::int64_t nk : {1, 7, 8, 9, 16, 17, 40})
-          for (const Fill fill : {kRandom, kExtreme, kLargest, kSmallest}) {
-            CAPTURE(name);
-            CAPTURE(rows);
-            CAPTURE(d4);
-            CAPTURE(nk);
-            CAPTURE(int(fill));
-            const auto value = [&](bool key) {
-              switch (fill) {
-                case kRandom:
-                  return any(rng);
-                case kExtreme:
-                  return sign(rng) ? 127 : -127;
-                case kLargest:
-                  return -127;
-                case kSmallest:
-                  return key ? -127 : 127;
-              }
-              return 0;
-            };
-            const std::int64_t ld_q = d4 + 4, ld_s = nk + 3;
-            std::vector<std::int8_t> q(std::size_t(rows * ld_q), 99), k(std::size_t(nk * d4));
-            std::vector<std::int32_t> kv(std::size_t(nk * d4));  // key j's row, row-major
-            for (std::int64_t i = 0; i < rows; ++i)
-              for (std::int64_t c = 0; c < d4; ++c)
-                q[std::size_t(i * ld_q + c)] = std::int8_t(value(false));
-            for (std::int64_t j = 0; j < nk; ++j)
-              for (std::int64_t c = 0; c < d4; ++c) {
-                const std::int64_t j0 = j / 16 * 16, nb = std::min<std::int64_t>(16, nk - j0);
-                const int x = value(true);
-                kv[std::size_t(j * d4 + c)] = x;
-                k[std::size_t(j0 * d4 + (c / 4 * nb + (j - j0)) * 4 + c % 4)] = std::int8_t(x);
-              }
-            std::vector<float> q_scale(static_cast<std::size_t>(rows));
-            std::vector<float> k_scale(static_cast<std::size_t>(nk));
-            for (float& x : q_scale) x = scales(rng);
-            for (float& x : k_scale) x = scales(rng);
-            std::vector<float> got(std::size_t(rows * ld_s), -1.0f);
-            scores(q.data(), ld_q, q_scale.data(), rows, k.data(), k_scale.data(), d4, nk,
-                   got.data(), ld_s);
-            std::int64_t wrong = 0;
-            for (std::int64_t i = 0; i < rows; ++i)
-              for (std::int64_t j = 0; j < ld_s; ++j) {
-                float want = -1.0f;  // past nk: untouched
-                if (j < nk) {
-                  std::int64_t dot = 0;
-                  for (std::int64_t c = 0; c < d4; ++c)
-                    dot += std::int64_t(q[std::size_t(i * ld_q + c)]) * kv[std::size_t(j * d4 + c)];
-                  want = (q_scale[std::size_t(i)] * k_scale[std::size_t(j)]) * float(dot);
-                }
-                if (std::bit_cast<std::uint32_t>(got[std::size_t(i * ld_s + j)]) !=
-                    std::bit_cast<std::uint32_t>(want))
-                  ++wrong;
-              }
-            CHECK(wrong == 0);
-          }
+          for (const Fill fill : {kRandom, kExtreme, kLargest, kSmallest})
+            check(rows, d4, nk, fill);
+    // The deepest row the format takes (kv_int8.hpp): the largest sums int32 must hold, and
+    // vpdpbusd's lanes (k + 128) q wrapping past 2^31 before the bias is taken off.
+    for (const std::int64_t nk : {1, 17})
+      for (const Fill fill : {kLargest, kSmallest, kExtreme})
+        check(2, sdpa::detail::kInt8MaxDepth, nk, fill);
   }
 }
 
@@ -1122,8 +1129,8 @@ TEST_CASE("a stored int8 K/V of another format or shape is refused") {
   CHECK_NOTHROW(int8->forward(a));
 }
 
-// Past kInt8MaxDepth bytes of K row, 127^2 d4 leaves int32: every int8 entry refuses such a
-// decode shape, by its refusal and by forward, rather than wrap its sums.
+// Past kInt8MaxDepth bytes of K row the int32 sums could overflow (kv_int8.hpp): every int8
+// entry refuses such a decode shape, by its refusal and by forward, rather than wrap its sums.
 TEST_CASE("every int8 entry refuses a decode shape too deep for exact int32 sums") {
   const std::int64_t deepest = sdpa::detail::kInt8MaxDepth;
   const Shape ok{.batch_heads = 1, .n_q = 1, .n_kv = 3, .d_k = deepest, .d_v = 4};
@@ -1137,12 +1144,18 @@ TEST_CASE("every int8 entry refuses a decode shape too deep for exact int32 sums
     ++entries;
     CHECK(kern.refusal(ok, {}, {}).empty());
     CHECK(kern.refusal(deep, {}, {}) ==
-          "d_k 133145 is above 133144, where the int8 scores' int32 sums could overflow");
+          "d_k 132105 is above 132104, where the int8 scores' int32 sums could overflow");
     CHECK(kern.refusal({.batch_heads = 1, .n_q = 64, .n_kv = 64, .d_k = deep.d_k, .d_v = 4}, {}, {})
               .empty());  // prefill shapes compute on dequantised fp32
     const sdpa::ForwardArgs a{
         .shape = deep, .q = q.data(), .k = k.data(), .v = v.data(), .out = out.data()};
     CHECK_THROWS_AS(kern.forward(a), std::invalid_argument);
+    // At the limit, rows of +-127 give the largest sums and offsets the format allows; every
+    // value row is 1 (127 times its scale 1/127), so O is 1 up to that scale's rounding.
+    sdpa::ForwardArgs at_limit = a;
+    at_limit.shape = ok;
+    CHECK_NOTHROW(kern.forward(at_limit));
+    for (const float o : out) CHECK(std::abs(o - 1.0f) <= 4 * FLT_EPSILON);
   }
   CHECK(entries >= 2);
 }

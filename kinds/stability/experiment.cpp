@@ -38,7 +38,7 @@ struct StabilityCell {
         seeds(p["seeds"]),
         target_accuracy(p["target_accuracy"]) {
     base.scheme = *stability::parse_scheme(p["scale"].get<std::string>());
-    base.softcap = fp32(p["softcap"]);
+    base.softcap = config_fp32(p["softcap"]);
     base.sink = p["sink"] == "learned";
     base.shape.base = {.d_model = p["d_model"],
                        .d_k = p["d_k"],
@@ -212,7 +212,7 @@ std::vector<std::string> check_stability(const json& p) {
   return problems;
 }
 
-// A soft-cap that is not positive and finite, or a kernel that refuses the cell's soft-cap or
+// A soft-cap neither 0 nor positive and finite, or a kernel that refuses the cell's soft-cap or
 // learned sink (Kernel::refusal).
 std::string stability_cell_problem(const json& params, const json& cell) {
   const ScoreModifiers mods(cell);  // the soft-cap; a learned sink is no number

@@ -59,7 +59,7 @@ struct TimingCell {
         causal(p["causal"]),
         prefix(p["prefix"]),
         chunk(p["chunk"]),
-        softcap(fp32(p["softcap"])),
+        softcap(config_fp32(p["softcap"])),
         direction(p["direction"]),
         threads(resolve_threads(p["threads"], run_threads)) {
     // A window of W keys is the models' sliding_window: the row's own position and W - 1
@@ -71,9 +71,9 @@ struct TimingCell {
     const std::int64_t heads = p["heads_q"];
     if (p["alibi"].get<bool>()) alibi = alibi_slopes(heads);
     const json& x = p["sinks"];
-    if (x.is_number()) sinks.assign(std::size_t(heads), fp32(x));
+    if (x.is_number()) sinks.assign(std::size_t(heads), config_fp32(x));
     if (x.is_object())
-      for (const json& sink : x["per_head"]) sinks.push_back(fp32(sink));
+      for (const json& sink : x["per_head"]) sinks.push_back(config_fp32(sink));
     // Documents of L tokens packed along the n_kv keys (the last one shorter), or their starts.
     const json& docs = p["documents"];
     const std::int64_t length = docs.is_number() ? docs.get<std::int64_t>() : 0;
@@ -87,7 +87,7 @@ struct TimingCell {
     }
     const json& t = p["temperature"];
     if (!t.is_null()) temperature_name = t.is_string() ? t.get<std::string>() : t.dump();
-    if (per_position && t.is_number()) temperature.assign(std::size_t(shape.n_q), fp32(t));
+    if (per_position && t.is_number()) temperature.assign(std::size_t(shape.n_q), config_fp32(t));
     if (per_position && t == "llama4") temperature = llama4_temperature(shape);
   }
 
@@ -477,7 +477,7 @@ std::string mask_cell_problem(const json& params, const json& cell) {
     if (const std::string why = mask_problem(s, mask, mod); !why.empty()) return at(key) + why;
   // One temperature for every row is checked as one row; "llama4" gives none below 1.
   const json& t = cell["temperature"];
-  const std::vector<float> one(1, t.is_number() ? fp32(t) : 1.0f);
+  const std::vector<float> one(1, t.is_number() ? config_fp32(t) : 1.0f);
   const std::string why = mask_problem({.n_q = 1, .n_kv = 1}, {}, {.temperature = one});
   return why.empty() ? "" : at("temperature") + why;
 }
