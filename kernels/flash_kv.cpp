@@ -60,6 +60,12 @@ void KvForward(const ForwardArgs& a) {
 void KvF16Forward(const ForwardArgs& a) { KvForward<hwy::float16_t, KvFormat::kF16>(a); }
 void KvBf16Forward(const ForwardArgs& a) { KvForward<hwy::bfloat16_t, KvFormat::kBf16>(a); }
 
+// n binary16 values widened as the kernels widen them (WidenRows: WideLoad's vectors, the tail
+// by WideScalar), for the test that checks every binary16 value on every target.
+void WidenF16(const std::uint16_t* x, float* y, std::int64_t n) {
+  WidenRows(reinterpret_cast<const hwy::float16_t*>(x), 1, n, n, y, n);
+}
+
 }  // namespace sdpa::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -70,6 +76,14 @@ namespace sdpa::detail {
 
 HWY_EXPORT(KvF16Forward);
 HWY_EXPORT(KvBf16Forward);
+HWY_EXPORT(WidenF16);
+
+std::vector<std::pair<std::string, WidenF16Fn>> f16_widenings() {
+  std::vector<std::pair<std::string, WidenF16Fn>> out;
+  for (const auto& t : supported_targets(HWY_DISPATCH_TABLE(WidenF16)))
+    out.emplace_back(t.isa, t.fn);
+  return out;
+}
 
 namespace {
 

@@ -7,6 +7,8 @@
 #include <bit>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "bf16.hpp"
@@ -78,5 +80,10 @@ std::unique_ptr<StoredKv> store_kv16(const ForwardArgs& a, KvFormat format);
 // or, without one, a.k and a.v stored into `own`.
 const StoredKv16& stored_kv16(const ForwardArgs& a, KvFormat format,
                               std::unique_ptr<StoredKv>& own);
+
+// The kernels' widening of binary16 to fp32 on each Highway target this CPU runs (F16C's
+// vcvtph2ps, aarch64's fcvtl, or bit by bit where neither exists), for its tests.
+using WidenF16Fn = void (*)(const std::uint16_t* x, float* y, std::int64_t n);
+std::vector<std::pair<std::string, WidenF16Fn>> f16_widenings();
 
 }  // namespace sdpa::detail

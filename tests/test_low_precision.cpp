@@ -605,6 +605,33 @@ TEST_CASE("the fp16 conversions round to nearest even and widen exactly") {
   CHECK(std::isinf(f16_to_f32(0x7c00u)));
 }
 
+// The kernels widen fp16 K and V in registers, by an instruction where the target has one and
+// bit by bit where not (WideLoad): every binary16 value, on every target, must give
+// f16_to_f32's fp32 value (NaN a NaN: vcvtph2ps quiets a signalling one).
+TEST_CASE("every binary16 value widens exactly on every target") {
+  std::vector<std::uint16_t> all(0x10000u);
+  for (std::uint32_t h = 0; h < 0x10000u; ++h) all[h] = std::uint16_t(h);
+  // An odd count, so each target's scalar tail runs too.
+  const std::int64_t n = std::int64_t(all.size()) - 3;
+  const auto widenings = sdpa::detail::f16_widenings();
+  CHECK(!widenings.empty());
+  for (const auto& [isa, widen] : widenings) {
+    CAPTURE(isa);
+    std::vector<float> got(all.size(), -1.0f);
+    widen(all.data(), got.data(), n);
+    std::int64_t wrong = 0;
+    for (std::int64_t h = 0; h < n; ++h) {
+      const float want = sdpa::detail::f16_to_f32(all[std::size_t(h)]);
+      const float x = got[std::size_t(h)];
+      if (std::isnan(want) ? !std::isnan(x)
+                           : std::bit_cast<std::uint32_t>(x) != std::bit_cast<std::uint32_t>(want))
+        ++wrong;
+    }
+    CHECK(wrong == 0);
+    CHECK(got[std::size_t(n)] == -1.0f);  // nothing past n written
+  }
+}
+
 TEST_CASE("the registry has K/V storage entries on every target, with their bytes") {
   for (const char* family : {"flash-kv-f16", "flash-kv-bf16"}) {
     const sdpa::Kernel* best = sdpa::find_kernel(family);
