@@ -53,7 +53,7 @@ struct HwyLanes {
   // 16 registers: 6x2 tiles, 12 accumulators + 2 B vectors + 1 broadcast. AVX2 unrolls the
   // depth loop by 4, so a step's 12 FMAs carry a quarter of the loop's counter and pointer
   // updates: faster at d = 128 (docs/perf-log/2026-11-27-avx2-tiles.md); 4x3 and 3x4 tiles
-  // measured no faster.
+  // measured no faster, nor B packed into strips (docs/perf-log/2026-11-27-avx2-prefill-limit.md).
   static constexpr int kMrS = 6, kNvS = 2, kMrO = 6, kNvO = 2;
   static constexpr int kDepthUnroll = HWY_TARGET == HWY_AVX2 ? 4 : 1;
   // Decode scores: 4 vectors of each of 2 query rows in registers, one accumulator per row, and
