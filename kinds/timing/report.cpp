@@ -60,8 +60,9 @@ std::vector<Table> timing_tables(const json& experiment, const std::string& sour
       "(machine.peak); a scalar kernel can pass 100 % where the compiler vectorises its "
       "loops with the baseline SSE2. GB/s: Q, K, V and O moved once per call (a backward twice). "
       "% of roof: of min(that peak, FLOP/byte × the measured triad bandwidth), the roof that "
-      "binds at the cell's intensity; bound says which. Noisy: CV (stddev / mean of the "
-      "repetitions) above 5 %.";
+      "binds at the cell's intensity; bound says which. Over 100 % of a memory roof: the cell's "
+      "bytes fit in a cache and stay there between its calls, where the triad reads memory. "
+      "Noisy: CV (stddev / mean of the repetitions) above 5 %.";
   return {std::move(t)};
 }
 
