@@ -311,8 +311,8 @@ Table headline_table(const std::vector<Machine>& machines, const std::vector<Res
     t.rows.push_back(std::move(row));
   }
   t.note =
-      "Each machine's median time per call and its % of its own roof (min of the FMA peak of "
-      "the kernel's ISA and thread count, intensity x its triad bandwidth; over 100 %: the "
+      "Each machine's median time per call and its % of its own roof (min of the compute peak "
+      "of the kernel's ISAs and thread count, intensity x its triad bandwidth; over 100 %: the "
       "cell's bytes fit in that machine's cache and stay there between calls). Ratio: time on "
       "the machine over time on " +
       (machines.empty() ? std::string("the first") : machines[0].id) +

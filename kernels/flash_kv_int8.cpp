@@ -122,9 +122,10 @@ std::vector<Kernel> flash_kv_int8_kernels() {
     k.refuses = &int8_refusal;
   }
   // The entries whose scores are an instruction set's own dots (kv_int8.hpp), each on the
-  // Highway target `base` of its vectors: family@avx2 itself (vpmaddubsw; its roof is
-  // avx2-int8), family@avx-vnni before it, family@avx512-vnni before family@avx512, and on
-  // aarch64 family@neon-dotprod (sdot) before family@neon.
+  // Highway target `base` of its vectors, whose fp32 multiply-adds do the rest (fp32_isa):
+  // family@avx2 itself (vpmaddubsw; its roof is avx2-int8), family@avx-vnni before it,
+  // family@avx512-vnni before family@avx512, and on aarch64 family@neon-dotprod (sdot) before
+  // family@neon.
   const auto on = [](const auto& table, std::string_view isa) -> ForwardFn {
     for (const auto& t : supported_targets(table))
       if (t.isa == isa) return t.fn;
@@ -155,6 +156,7 @@ std::vector<Kernel> flash_kv_int8_kernels() {
     k.name = "flash-kv-int8@" + std::string(n.isa);
     k.isa = n.isa;
     k.peak_isa = n.peak_isa;
+    k.fp32_isa = n.base;
     k.description = std::string(what) + ", " + n.instruction + " (" + n.isa + ")";
     k.forward = n.forward;
     if (k.isa == n.base)

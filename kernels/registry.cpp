@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "decode_blocks.hpp"
 #include "registry_entries.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/peak.hpp"
@@ -57,6 +58,12 @@ const std::vector<Kernel>& kernel_registry() {
 }
 
 std::string Kernel::roof_isa() const { return peak::roof_isa(product_isa()); }
+
+Kernel::Roofs Kernel::roofs(const Shape& shape) const {
+  if (fp32_isa.empty()) return {roof_isa(), roof_isa()};
+  const std::string fp32 = peak::roof_isa(fp32_isa);
+  return {detail::is_decode_shape(shape) ? roof_isa() : fp32, fp32};
+}
 
 const Kernel* find_kernel(std::string_view name) {
   const auto& reg = kernel_registry();

@@ -1,9 +1,9 @@
 // Forward and backward timings of every registry variant (Google Benchmark), with GFLOP/s and
-// % of the peak measured in this same binary for the variant's own roofline ISA and thread count
-// (Kernel::roof_isa, as the timing kind reads it: fp32 FMA chains of its ISA, so flash@avx2 and
+// % of the peak measured in this same binary for the variant's own roofline ISAs and thread count
+// (Kernel::roofs, as the timing kind reads them: fp32 FMA chains of its ISA, so flash@avx2 and
 // flash@sse4 read against AVX2's and SSE4's peaks on an AVX-512 host; vdpbf16ps chains for the
-// bf16 kernels on avx512-bf16; the int8 dots' chains for flash-kv-int8's entries). The label
-// names both ISAs.
+// bf16 kernels on avx512-bf16; for flash-kv-int8's decode, the int8 dots' chains for the scores
+// and its fp32 ISA's for P V). The label names the kernel's ISA and its roofs.
 // A backward counts 2.5 forwards of FLOPs (docs/design.md, "Conventions"; Kernel::flops), so a
 // backward that takes 2.5x its forward's time runs at the same GFLOP/s.
 //   build/release/tests/bench_kernels --benchmark_filter='(fwd|bwd)/flash/N:1024/'
@@ -49,10 +49,23 @@ double measure_roof(const std::string& isa, int threads) {
   return *std::max_element(samples.begin(), samples.end());
 }
 
-// The peak a kernel's rate divides by, 0 when it has none (its % counters are left out).
-double peak_of(const sdpa::Kernel& k, int threads) {
-  const auto it = g_peak.find({k.roof_isa(), threads});
-  return it == g_peak.end() ? 0 : it->second;
+// The compute peak a kernel's rate on `shape` divides by (Kernel::roofs: its scores' and its
+// values' ISAs, each product's FLOPs at its own peak), 0 when it has none (its % counters are
+// left out).
+double peak_of(const sdpa::Kernel& k, const sdpa::Shape& shape, int threads) {
+  const sdpa::Kernel::Roofs roofs = k.roofs(shape);
+  const auto scores = g_peak.find({roofs.scores, threads});
+  const auto values = g_peak.find({roofs.values, threads});
+  if (scores == g_peak.end() || values == g_peak.end()) return 0;
+  return sdpa::peak::mixed_peak(scores->second, values->second,
+                                double(shape.d_k) / double(shape.d_k + shape.d_v));
+}
+
+// "scores ISA" or "scores ISA+values ISA", as the timing tables name them.
+std::string roofs_label(const sdpa::Kernel& k, const sdpa::Shape& shape) {
+  const sdpa::Kernel::Roofs roofs = k.roofs(shape);
+  if (roofs.scores.empty()) return "none";
+  return roofs.values == roofs.scores ? roofs.scores : roofs.scores + "+" + roofs.values;
 }
 
 struct Tensors {
@@ -76,8 +89,8 @@ struct Tensors {
 // Runs `call` in the timing loop and sets the rate counters from the wall time of the calls
 // alone, `flops` each. Returns that time per call.
 template <class Call>
-double time_calls(benchmark::State& state, const sdpa::Kernel& kern, int threads, double flops,
-                  Call call) {
+double time_calls(benchmark::State& state, const sdpa::Kernel& kern, const sdpa::Shape& shape,
+                  int threads, double flops, Call call) {
   double seconds = 0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -87,9 +100,9 @@ double time_calls(benchmark::State& state, const sdpa::Kernel& kern, int threads
   }
   const double gflops = flops * double(state.iterations()) / seconds * 1e-9;
   state.counters["GFLOP/s"] = gflops;
-  if (const double peak = peak_of(kern, threads); peak > 0)
+  if (const double peak = peak_of(kern, shape, threads); peak > 0)
     state.counters["%peak"] = 100.0 * gflops / peak;
-  state.SetLabel(kern.isa + " (peak " + (kern.roof_isa().empty() ? "none" : kern.roof_isa()) + ")");
+  state.SetLabel(kern.isa + " (peak " + roofs_label(kern, shape) + ")");
   return seconds / double(state.iterations());
 }
 
@@ -122,7 +135,7 @@ void bench_forward(benchmark::State& state, const sdpa::Kernel* kern, std::int64
   if (probes) args.probes = &sink;
   args.mask = mask;
   args.score_mod.softcap = softcap;
-  time_calls(state, *kern, threads, kern->flops(shape, mask, sdpa::Pass::forward),
+  time_calls(state, *kern, shape, threads, kern->flops(shape, mask, sdpa::Pass::forward),
              [&] { kern->forward(args); });
 }
 
@@ -135,7 +148,7 @@ void bench_backward(benchmark::State& state, const sdpa::Kernel* kern, std::int6
   kern->forward(fwd);
   const sdpa::BackwardArgs args =
       sdpa::backward_of(fwd, t.d_out.data(), t.d_q.data(), t.d_k.data(), t.d_v.data());
-  time_calls(state, *kern, threads,
+  time_calls(state, *kern, shape, threads,
              kern->flops(shape, sdpa::Mask{.causal = causal}, sdpa::Pass::backward),
              [&] { kern->backward(args); });
 }
@@ -185,9 +198,10 @@ void bench_decode(benchmark::State& state, const sdpa::Kernel* kern, Heads heads
   // are not halved. With one, the visible pairs and the keys some row sees.
   const sdpa::Mask counted = window > 0 ? args.mask : sdpa::Mask{};
   const double flops = sdpa::forward_flops(shape, counted), bytes = kern->bytes(shape, counted);
-  const double seconds = time_calls(state, *kern, threads, flops, [&] { kern->forward(args); });
+  const double seconds =
+      time_calls(state, *kern, shape, threads, flops, [&] { kern->forward(args); });
   state.counters["GB/s"] = bytes / seconds * 1e-9;
-  if (const double peak = peak_of(*kern, threads); peak > 0)
+  if (const double peak = peak_of(*kern, shape, threads); peak > 0)
     state.counters["%roof"] = 100.0 * flops / seconds * 1e-9 /
                               sdpa::peak::roof_gflops(peak, g_triad[threads], flops / bytes);
 }

@@ -9,6 +9,7 @@
 #include "sdpa/experiments.hpp"
 #include "sdpa/json_schema.hpp"
 #include "sdpa/kernels.hpp"
+#include "sdpa/peak.hpp"
 #include "sdpa/report.hpp"
 
 using sdpa::testing::records_of;
@@ -455,14 +456,15 @@ TEST_CASE("time: the cells of the config its options stand for") {
   CHECK(bare.err.find("result file:") == std::string::npos);
 }
 
-TEST_CASE("time: the roofline measures each kernel's own roof, its int8 dots' where it has them") {
+TEST_CASE("time: the roofline measures each kernel's own roofs, its int8 dots' and fp32's") {
   TempDir dir;
   std::string kernels, isas;
   for (const char* name : {"flash@avx2", "flash-kv-int8@avx2", "flash@sse4", "blas"})
     if (const sdpa::Kernel* k = sdpa::find_kernel(name)) {
       kernels += (kernels.empty() ? "" : ",") + std::string(name);
-      if (isas.find('"' + k->roof_isa() + '"') == std::string::npos)
-        isas += (isas.empty() ? "\"" : ",\"") + k->roof_isa() + "\"";
+      for (const std::string& isa : {k->roof_isa(), sdpa::peak::roof_isa(k->fp32_isa)})
+        if (!isa.empty() && isas.find('"' + isa + '"') == std::string::npos)
+          isas += (isas.empty() ? "\"" : ",\"") + isa + "\"";
     }
   if (kernels.empty()) return;  // none of them on this architecture
   const auto printed = run_cli("time --kernel " + kernels + " --print-config", dir);
@@ -470,9 +472,14 @@ TEST_CASE("time: the roofline measures each kernel's own roof, its int8 dots' wh
   REQUIRE(printed.exit_code == 0);
   const auto doc = sdpa::json::parse(printed.out);
   CHECK(doc["experiments"][0]["isa"].dump() == "[" + isas + "]");
+  // Alone, the int8 entry brings both of its roofs: the scores' dots and P V's fp32.
   if (sdpa::find_kernel("flash-kv-int8@avx2") &&
-      sdpa::find_kernel("flash-kv-int8@avx2")->peak_isa == "avx2-int8")
-    CHECK(doc["experiments"][0]["isa"].dump().find("\"avx2-int8\"") != std::string::npos);
+      sdpa::find_kernel("flash-kv-int8@avx2")->peak_isa == "avx2-int8") {
+    const auto alone = run_cli("time --kernel flash-kv-int8@avx2 --print-config", dir);
+    REQUIRE(alone.exit_code == 0);
+    CHECK(sdpa::json::parse(alone.out)["experiments"][0]["isa"].dump() ==
+          R"(["avx2-int8","avx2"])");
+  }
 }
 
 TEST_CASE("time: a bad value names its option, as a config's would name its path") {

@@ -312,11 +312,13 @@ TEST_CASE("timing: an @isa entry is read against its own ISA's peak, not the wid
     ++timed;
     const sdpa::Kernel& k = *sdpa::find_kernel(name);
     // The ISA after the @, or the dot-product roof the entry names (flash-kv-int8@avx2's
-    // avx2-int8): never that of another entry.
-    const std::string own = k.peak_isa.empty() ? name.substr(name.find('@') + 1) : k.peak_isa;
-    CHECK(k.roof_isa() == own);
+    // avx2-int8): never that of another entry. This cell is no decode shape, so the int8
+    // entries run fp32 tiles and read against their fp32 ISA's peak alone.
+    CHECK(k.roof_isa() == (k.peak_isa.empty() ? name.substr(name.find('@') + 1) : k.peak_isa));
+    const std::string own = k.fp32_isa.empty() ? k.roof_isa() : k.fp32_isa;
     REQUIRE(r["peak"].is_object());
     CHECK(r["peak"]["isa"] == own);
+    CHECK_FALSE(r.contains("value_peak"));
     CHECK(r["peak"] == *sdpa::find_peak(shared.peaks, own, 1));
     CHECK(r["percent_of_peak"].get<double>() ==
           doctest::Approx(100 * r["gflops"]["value"].get<double>() /
@@ -328,6 +330,55 @@ TEST_CASE("timing: an @isa entry is read against its own ISA's peak, not the wid
   for (std::size_t i = 0; i < records.size(); ++i)
     if (names[i] == "flash@avx2" && sdpa::peak::isa_supported("avx512"))
       CHECK(records[i]["peak"]["isa"] == "avx2");
+}
+
+TEST_CASE("timing: an int8 decode reads its scores against its dots' peak, P V against fp32's") {
+  // Each ISA's peak a different number, as above, so a record divided by the wrong one shows.
+  sdpa::RunShared shared;
+  const auto isas = sdpa::peak::supported_isas();
+  for (std::size_t i = 0; i < isas.size(); ++i)
+    sdpa::store_peak(shared.peaks, {{"isa", isas[i]},
+                                    {"threads", 1},
+                                    {"fma_gflops", 1000.0 * double(i + 1)},
+                                    {"triad_gbs", 10.0},
+                                    {"source", "roofline"}});
+  const auto fma = [&](const std::string& isa) {
+    return (*sdpa::find_peak(shared.peaks, isa, 1))["fma_gflops"].get<double>();
+  };
+  int timed = 0;
+  for (const auto& k : sdpa::kernel_registry()) {
+    if (k.fp32_isa.empty() || k.name.find('@') == std::string::npos) continue;
+    CAPTURE(k.name);
+    // Two queries of a head against 48 keys, d_k 32 and d_v 16: the scores are 2/3 of the FLOPs.
+    const auto records = run_cells(R"({"name": "t", "kind": "timing", "kernel": ")" + k.name +
+                                       R"(", "n_q": 2, "n_kv": 48, "d_k": 32, "d_v": 16,
+                                      "threads": 1, "repetitions": 2, "min_time": 0.001,
+                                      "warmup_time": 0.001})",
+                                   &shared);
+    REQUIRE(records.size() == 1);
+    const auto& r = records[0];
+    REQUIRE(r.contains("time_s"));
+    ++timed;
+    const sdpa::Kernel::Roofs roofs = k.roofs({.n_q = 2, .n_kv = 48, .d_k = 32, .d_v = 16});
+    CHECK(roofs.scores == k.roof_isa());
+    CHECK(roofs.values == k.fp32_isa);
+    CHECK(roofs.scores != roofs.values);
+    CHECK(r["peak"]["isa"] == roofs.scores);
+    CHECK(r["value_peak"]["isa"] == roofs.values);
+    // Each product's FLOPs at its own peak: 2/3 at the dots', 1/3 at fp32's.
+    const double peak = 1 / (2.0 / 3 / fma(roofs.scores) + 1.0 / 3 / fma(roofs.values));
+    CHECK(peak < std::max(fma(roofs.scores), fma(roofs.values)));
+    CHECK(peak > std::min(fma(roofs.scores), fma(roofs.values)));
+    const double gflops = r["gflops"]["value"];
+    CHECK(r["percent_of_peak"].get<double>() == doctest::Approx(100 * gflops / peak));
+    const double intensity = r["intensity"];
+    CHECK(r["roof_gflops"].get<double>() == doctest::Approx(std::min(peak, intensity * 10.0)));
+    CHECK(r["bound"] == (intensity * 10.0 < peak ? "memory" : "compute"));
+  }
+  // Every x86-64 CPU with AVX2 has flash-kv-int8@avx2 (vpmaddubsw); an aarch64 one with the
+  // dot-product extension flash-kv-int8@neon-dotprod.
+  if (sdpa::peak::isa_supported("avx2")) CHECK(timed > 0);
+  CHECK(shared.peaks.size() == isas.size());  // no quick measurement: every peak was there
 }
 
 TEST_CASE("hardware.json times every instruction-set entry this build registers") {

@@ -320,29 +320,38 @@ json time_statistics(const BenchmarkRuns& runs) {
   return t;
 }
 
-// The share of the machine's peak for the kernel's own roofline ISA (Kernel::roof_isa: an @isa
-// entry its ISA's, not the widest here) at this thread count, and of the roof that binds at the
-// cell's intensity: min(FMA peak, intensity x triad bandwidth), both from a roofline measured
-// earlier in the run, else measured now (briefly), never assumed.
+// The share of the machine's peak for the kernel's own roofline ISAs (Kernel::roofs: an @isa
+// entry's ISA, not the widest here; an int8 decode's scores at its dot peak and its P V at its
+// fp32 peak) at this thread count, and of the roof that binds at the cell's intensity:
+// min(compute peak, intensity x triad bandwidth), both from a roofline measured earlier in the
+// run, else measured now (briefly), never assumed.
 void add_peak(json& record, const TimingCell& c, double gflops, RunShared& shared) {
-  const std::string isa = c.kernel->roof_isa();
-  if (isa.empty()) {
+  const Kernel::Roofs roofs = c.kernel->roofs(c.shape);
+  if (roofs.scores.empty() || roofs.values.empty()) {
     for (const char* k : {"percent_of_peak", "peak", "roof_gflops", "percent_of_roof", "bound"})
       record[k] = nullptr;
     record["peak_note"] =
         "no peak measured: no roofline ISA for kernel ISA \"" + c.kernel->product_isa() + "\"";
     return;
   }
-  if (!find_peak(shared.peaks, isa, c.threads)) {
-    const PeakMeasurement m = measure_peak(isa, c.threads, {3, 0.02, 4});
-    store_peak(shared.peaks, peak_entry(isa, c.threads, m, "quick measurement by a timing cell"));
+  const auto peak_of = [&](const std::string& isa) -> const json& {
+    if (!find_peak(shared.peaks, isa, c.threads)) {
+      const PeakMeasurement m = measure_peak(isa, c.threads, {3, 0.02, 4});
+      store_peak(shared.peaks, peak_entry(isa, c.threads, m, "quick measurement by a timing cell"));
+    }
+    return *find_peak(shared.peaks, isa, c.threads);
+  };
+  record["peak"] = peak_of(roofs.scores);
+  double fma = record["peak"]["fma_gflops"];
+  if (roofs.values != roofs.scores) {
+    record["value_peak"] = peak_of(roofs.values);
+    fma = peak::mixed_peak(fma, record["value_peak"]["fma_gflops"],
+                           double(c.shape.d_k) / double(c.shape.d_k + c.shape.d_v));
   }
-  const json& peak = *find_peak(shared.peaks, isa, c.threads);
-  const double fma = peak["fma_gflops"], triad = peak["triad_gbs"];
+  const double triad = record["peak"]["triad_gbs"];
   const double intensity = c.flops() / c.bytes();
   const double roof = peak::roof_gflops(fma, triad, intensity);
   record["percent_of_peak"] = 100 * gflops / fma;
-  record["peak"] = peak;
   record["roof_gflops"] = roof;
   record["percent_of_roof"] = 100 * gflops / roof;
   record["bound"] = intensity * triad < fma ? "memory" : "compute";

@@ -12,12 +12,20 @@
 namespace sdpa::report {
 namespace {
 
-// The roofline ISA whose peak the record's % of peak divides by (its machine.peak entry).
-std::string peak_isa(const json& r) {
-  const json peak = r.value("peak", json(nullptr));
+// The roofline ISA of a record's machine.peak entry `key` ("peak", "value_peak"), "" without one.
+std::string isa_of(const json& r, const char* key) {
+  const json peak = r.value(key, json(nullptr));
   return peak.is_object() && peak.value("isa", json(nullptr)).is_string()
              ? peak["isa"].get<std::string>()
-             : "-";
+             : "";
+}
+
+// The roofline ISAs whose peaks the record's % of peak divides by: the scores', then the
+// values' where they differ (an int8 decode's "avx-vnni+avx2").
+std::string peak_isa(const json& r) {
+  const std::string scores = isa_of(r, "peak"), values = isa_of(r, "value_peak");
+  if (scores.empty()) return "-";
+  return values.empty() ? scores : scores + "+" + values;
 }
 
 // Timing: one row per cell, in grid order.
@@ -51,18 +59,20 @@ std::vector<Table> timing_tables(const json& experiment, const std::string& sour
   }
   t.note =
       "Shape: batch·heads (query/K-V when grouped) × n_q × n_kv, d_k/d_v. Median of the "
-      "repetitions (each the mean "
-      "time per call over its iterations), its interval from order statistics (distribution "
-      "free; [min, max] below 6 repetitions, which covers less than 95 %). % of peak: of "
-      "this machine's measured multiply-add peak for the kernel's own ISA (peak ISA: an @isa "
-      "entry's, so flash@avx2 reads against AVX2's peak on an AVX-512 host; the int8 or bf16 "
-      "dot-product roof where the kernel's products are those) and thread count "
-      "(machine.peak); a scalar kernel can pass 100 % where the compiler vectorises its "
-      "loops with the baseline SSE2. GB/s: Q, K, V and O moved once per call (a backward twice). "
-      "% of roof: of min(that peak, FLOP/byte × the measured triad bandwidth), the roof that "
-      "binds at the cell's intensity; bound says which. Over 100 % of a memory roof: the cell's "
-      "bytes fit in a cache and stay there between its calls, where the triad reads memory. "
-      "Noisy: CV (stddev / mean of the repetitions) above 5 %.";
+      "repetitions (each the mean time per call over its iterations), its interval from order "
+      "statistics (distribution free; [min, max] below 6 repetitions, which covers less than "
+      "95 %). % of peak: of this machine's measured multiply-add peak for the kernel's own ISA "
+      "(peak ISA: an @isa entry's, so flash@avx2 reads against AVX2's peak on an AVX-512 host; "
+      "the bf16 dot-product roof where the kernel's products are those; a+b where the scores "
+      "run on a and P·V on b, as an int8 decode's int8 dots and fp32 multiply-adds, each "
+      "product's FLOPs at its own peak) and thread count (machine.peak); a scalar kernel can "
+      "pass 100 % where the compiler vectorises its loops with the baseline SSE2. GB/s: Q, K, "
+      "V and O moved once per call, K and V at the kernel's storage width and only the keys "
+      "some row sees (a backward twice). % of roof: of min(that peak, FLOP/byte × the "
+      "measured triad bandwidth), the roof that binds at the cell's intensity; bound says "
+      "which. Over 100 % of a memory roof: the cell's bytes fit in a cache and stay there "
+      "between its calls, where the triad reads memory. Noisy: CV (stddev / mean of the "
+      "repetitions) above 5 %.";
   return {std::move(t)};
 }
 

@@ -191,12 +191,23 @@ struct Kernel {
   // The roofline ISA (sdpa/peak.hpp) whose peak its timings are read against, where not `isa`:
   // flash-kv-int8@avx2's "avx2-int8" (its scores are int8 dot products, not fp32 FMAs).
   std::string peak_isa = {};
+  // The ISA whose fp32 multiply-adds do the rest where product_isa's dot products do only a
+  // decode shape's scores: flash-kv-int8's native entries, which widen V to fp32 for P V and
+  // run fp32 tiles on every other shape. Empty: product_isa does every product.
+  std::string fp32_isa = {};
   // The ISA its products run on: peak_isa, else isa.
   const std::string& product_isa() const { return peak_isa.empty() ? isa : peak_isa; }
-  // What every timing of the entry (the timing kind, bench_kernels) divides by: the roofline ISA
-  // of peak_isa, else of isa (peak::roof_isa), so flash@avx2 reads against AVX2's peak on an
-  // AVX-512 host; "" when none applies.
+  // The roofline ISA of product_isa (peak::roof_isa), so flash@avx2 reads against AVX2's peak on
+  // an AVX-512 host; "" when none applies.
   std::string roof_isa() const;
+  // What a timing of a call of `shape` (the timing kind, bench_kernels) divides by: the roofline
+  // ISAs of its scores' products (Q K^T) and of its values' (P V). Both roof_isa() but where
+  // fp32_isa is set: flash-kv-int8@avx-vnni's decode reads {"avx-vnni", "avx2"}, its prefill
+  // {"avx2", "avx2"}.
+  struct Roofs {
+    std::string scores, values;
+  };
+  Roofs roofs(const Shape& shape) const;
   // Number format of the arithmetic (docs/design.md,
   // "Conventions for inference shapes and precision"): "fp32", or "bf16" (Q, K, V
   // rounded to bf16 on entry, bf16 products accumulated in fp32, softmax in fp32, P rounded to

@@ -67,6 +67,13 @@ inline double roof_gflops(double peak_gflops, double triad_gbs, double intensity
   return std::min(peak_gflops, intensity * triad_gbs);
 }
 
+// The compute peak of a call whose scores' products run at one peak and whose values' run at
+// another (Kernel::roofs): each product's time at its own peak, added. scores_share: the scores'
+// part of the FLOPs, d_k / (d_k + d_v) by the count of 4 d per pair (docs/design.md).
+inline double mixed_peak(double scores_gflops, double values_gflops, double scores_share) {
+  return 1.0 / (scores_share / scores_gflops + (1.0 - scores_share) / values_gflops);
+}
+
 // Multiply-add GFLOP/s of multiply_add_chains on `threads` OpenMP threads, one sample per
 // repetition of about min_time seconds (steps calibrated on one thread). Precondition:
 // isa_supported(isa).
