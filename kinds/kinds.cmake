@@ -1,5 +1,5 @@
 # The experiment kinds, in the order `sdpa-bench list` and the config schema's `kind` list show
-# them. Each is a folder kinds/<kind>/ (README.md, "Adding an experiment kind"):
+# them. Each is a folder kinds/<kind>/ (docs/contributing.md, "Adding an experiment kind"):
 #   experiment.cpp      the writing side: <kind>_experiment(), an ExperimentKind (sdpa_experiments)
 #   report.cpp          the reading side: <kind>_report(), a KindReport (sdpa_analysis)
 #   config.schema.json  its parameters, assembled into configs/schema.json
