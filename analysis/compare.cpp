@@ -145,10 +145,11 @@ Verdict verdict(const Timing& a, const Timing& b) {
   return v;
 }
 
-std::string speedup(const Timing& a, const Timing& b) {
+// B's time over A's, as the summary's geometric mean and the results index read it.
+std::string time_ratio(const Timing& a, const Timing& b) {
   if (!a.ran() || !b.ran()) return "-";
-  const double ratio = stats::median(a.samples) / stats::median(b.samples);
-  const auto ci = stats::median_ratio_ci(a.samples, b.samples);
+  const double ratio = stats::median(b.samples) / stats::median(a.samples);
+  const auto ci = stats::median_ratio_ci(b.samples, a.samples);
   return number(ratio) + " " + interval(ci.low, ci.high);
 }
 
@@ -187,7 +188,7 @@ std::vector<Table> timing_tables(const ResultFile& base, const ResultFile& other
               "direction",
               "A median [95% CI]",
               "B median [95% CI]",
-              "speedup A/B [95% CI]",
+              "time B / A [95% CI]",
               "U",
               "p",
               "verdict (B)",
@@ -204,13 +205,13 @@ std::vector<Table> timing_tables(const ResultFile& base, const ResultFile& other
           std::pair{configs_differ, "configs differ"}})
       if (flag) notes += (notes.empty() ? "" : ", ") + std::string(text);
     t.rows.push_back({a->kernel(), a->shape(), std::to_string(a->threads()), a->direction(),
-                      a->median(), b->median(), speedup(*a, *b), v.u, v.p, v.text,
+                      a->median(), b->median(), time_ratio(*a, *b), v.u, v.p, v.text,
                       a->percent_of_peak(), b->percent_of_peak(), a->percent_of_roof(),
                       b->percent_of_roof(), notes.empty() ? "-" : notes});
   }
   t.note =
       "Cells are matched by their value of every parameter (threads by the count they ran on). "
-      "Speedup = median(A) / median(B) (above 1: B is faster), its interval a percentile "
+      "time B / A = median(B) / median(A) (below 1: B is faster), its interval a percentile "
       "bootstrap of the ratio of medians (4000 resamples per side, fixed seed). U: "
       "Mann-Whitney U of A's repetitions against B's; p two-sided, exact (counted over all "
       "splits, ties kept) when both sides have at most 10 repetitions, else the normal "

@@ -52,6 +52,28 @@ std::string commit_of(const json& doc) {
 
 bool dirty(const std::string& commit) { return commit.ends_with("-dirty"); }
 
+// A cache size as sysfs writes it ("48K", "491520K") in KiB or MiB; any other text as it is.
+std::string cache_size(const std::string& size) {
+  std::size_t digits = 0;
+  while (digits < size.size() && digits < 12 && size[digits] >= '0' && size[digits] <= '9')
+    ++digits;
+  if (digits == 0 || size.substr(digits) != "K") return size;
+  const long kib = std::stol(size.substr(0, digits));
+  return kib % 1024 == 0 ? std::to_string(kib / 1024) + " MiB" : std::to_string(kib) + " KiB";
+}
+
+// The data caches of machine.caches by level ("L1d 48 KiB, L2 2 MiB, L3 480 MiB"), "-" when
+// the file lists none.
+std::string data_caches(const json& machine) {
+  std::string out;
+  for (const auto& c : machine.value("caches", json::array())) {
+    if (!c.is_object() || text(c, "type") == "Instruction") continue;
+    out += (out.empty() ? "L" : ", L") + text(c, "level") + (text(c, "type") == "Data" ? "d" : "") +
+           " " + cache_size(text(c, "size"));
+  }
+  return out.empty() ? "-" : out;
+}
+
 // The machines of the files, in the order report::machine_ids gives, each with its files.
 struct Machine {
   std::string id;
@@ -102,6 +124,7 @@ Table machines_table(const std::vector<Machine>& machines, const std::vector<Res
   row("ISA extensions",
       [&](const Machine& m) { return join(first_machine(m).value("isa_extensions", json())); });
   row("logical cores", [&](const Machine& m) { return text(first_machine(m), "logical_cores"); });
+  row("data caches", [&](const Machine& m) { return data_caches(first_machine(m)); });
   row("hypervisor", [&](const Machine& m) { return text(first_machine(m), "hypervisor"); });
   row("compiler", [&](const Machine& m) {
     const json& suite = results[m.files.front()].doc.value("suite", json::object());
@@ -148,7 +171,7 @@ Table machines_table(const std::vector<Machine>& machines, const std::vector<Res
   for (const auto& key : keys) {
     const std::string& isa = key.first;  // not a structured binding: clang 14 cannot capture one
     const json& threads = key.second;
-    row("FMA peak, " + isa + ", " + threads_label(threads) + " (GFLOP/s)", [&](const Machine& m) {
+    row("peak, " + isa + ", " + threads_label(threads) + " (GFLOP/s)", [&](const Machine& m) {
       for (const auto& p : peaks(m))
         if (text(p, "isa") == isa && p.value("threads", json()) == threads &&
             p["fma_gflops"].is_number())
@@ -168,10 +191,13 @@ Table machines_table(const std::vector<Machine>& machines, const std::vector<Res
       return low == high ? number(low) : number(low) + " to " + number(high);
     });
   t.note =
-      "Peaks: the multiply-add throughput each ISA's kernels were measured to reach "
-      "(machine.peak); triad: the STREAM-like bandwidth measured beside each, its range over "
-      "the ISAs' runs. A dirty tree: built with uncommitted changes, so the commit does not "
-      "name the code that ran.";
+      "Microarchitecture: named from cpuid's family and model, which a hypervisor may present as "
+      "another CPU's (the ISA extensions and caches tell). Data caches: machine.caches; a cell "
+      "whose K and V fit in the last level is read from it, not from memory. Peaks: the "
+      "multiply-add throughput each ISA's kernels were measured to reach (machine.peak: fp32 "
+      "FMAs, or the bf16 or int8 dot products of the dot-product ISAs); triad: the STREAM-like "
+      "bandwidth measured beside each, its range over the ISAs' runs. A dirty tree: built with "
+      "uncommitted changes, so the commit does not name the code that ran.";
   return t;
 }
 
@@ -312,12 +338,15 @@ Table headline_table(const std::vector<Machine>& machines, const std::vector<Res
   }
   t.note =
       "Each machine's median time per call and its % of its own roof (min of the compute peak "
-      "of the kernel's ISAs and thread count, intensity x its triad bandwidth; over 100 %: the "
-      "cell's bytes fit in that machine's cache and stay there between calls). Ratio: time on "
-      "the machine over time on " +
+      "of the kernel's ISAs and thread count, intensity x its triad bandwidth). A cell whose "
+      "bytes fit in that machine's last-level cache (Machines: data caches) stays there between "
+      "calls, so its % of a memory roof can pass 100 % and reads a cache, not memory, below it "
+      "too. Ratio: time on the machine over time on " +
       (machines.empty() ? std::string("the first") : machines[0].id) +
       " (below 1: faster), its 95 % interval a bootstrap of the ratio of medians over the "
-      "repetitions. Geometric mean: of the ratios of the cells both machines ran, its interval "
+      "repetitions; where the machines' files come from different suite commits (Machines), "
+      "it holds the code's changes as well as the machines'. Geometric mean: of the ratios of the "
+      "cells both machines ran, its interval "
       "the geometric means of the intervals' ends (wider than a joint interval). \"All "
       "threads\" is each machine's own count.";
   return t;

@@ -740,7 +740,7 @@ int dispatch(int argc, char** argv) {
   std::string compare_format = "md", compare_out;
   auto* compare_cmd = app.add_subcommand(
       "compare",
-      "compare result files against the first: timings (speedup, U test), peaks, "
+      "compare result files against the first: timings (time ratio, U test), peaks, "
       "reproducibility of statistics");
   compare_cmd
       ->add_option("results", compare_files, "two or more result files; the first is the baseline")

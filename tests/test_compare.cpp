@@ -79,9 +79,9 @@ TEST_CASE("timing cells are matched by their parameters; the rest listed") {
   const auto& row = timing.rows[0];
   CHECK(row[0] == "naive");
   CHECK(row[1] == "1×64×64, d 8/8");
-  CHECK(row[6].rfind("2 [", 0) == 0);   // median 11 / median 5.5
-  CHECK(row[7] == "25");                // U of A: each of its 5 times above each of B's 5
-  CHECK(row[8] == "0.007937 (exact)");  // 2 / C(10, 5)
+  CHECK(row[6].rfind("0.5 [", 0) == 0);  // time B / A: median 5.5 / median 11, below 1 as faster
+  CHECK(row[7] == "25");                 // U of A: each of its 5 times above each of B's 5
+  CHECK(row[8] == "0.007937 (exact)");   // 2 / C(10, 5)
   CHECK(row[9] == "**faster**");
   CHECK(row[10] == "12.5 %");
   CHECK(row[12] == "-");

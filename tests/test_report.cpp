@@ -318,9 +318,15 @@ TEST_CASE("the site: machines side by side, a page per experiment, untrusted tex
   json doc = json::parse(result_text());
   doc["machine"]["cpu_model"] = "<script>alert(1)</script> & co";
   doc["suite"]["git_commit"] = "0123456789ab-dirty";
+  // sysfs's sizes in KiB or MiB, instruction caches left out; any other text kept, escaped.
+  doc["machine"]["caches"] = {{{"level", 1}, {"type", "Data"}, {"size", "48K"}},
+                              {{"level", 1}, {"type", "Instruction"}, {"size", "64K"}},
+                              {{"level", 2}, {"type", "Unified"}, {"size", "2048K"}},
+                              {{"level", 3}, {"type", "Unified"}, {"size", "<b>32M"}}};
   dir.write("a.json", sdpa::report::result_file_text(doc));
   json other = json::parse(result_text());
   other["machine_id"] = "another-machine-4c";
+  other["machine"]["caches"] = json::array();
   dir.write("b.json", sdpa::report::result_file_text(other));
   const std::string args = (dir / "a.json").string() + " " + (dir / "b.json").string();
   REQUIRE(run_cli("report " + args + " --html " + (dir / "s").string(), dir).exit_code == 0);
@@ -330,6 +336,9 @@ TEST_CASE("the site: machines side by side, a page per experiment, untrusted tex
   CHECK(index.find("&lt;script&gt;alert(1)&lt;/script&gt; &amp; co") != std::string::npos);
   CHECK(index.find("<script") == std::string::npos);
   CHECK(index.find("0123456789ab-dirty <strong>dirty tree</strong>") != std::string::npos);
+  CHECK(index.find(
+            "<td class=\"n\">L1d 48 KiB, L2 2 MiB, L3 &lt;b&gt;32M</td><td class=\"n\">-</td>") !=
+        std::string::npos);
   CHECK(index.find("href=\"experiments/v.html\"") != std::string::npos);
   // Each page links to the copies of the files it was built from.
   const std::string page = slurp(dir / "s" / "experiments" / "v.html");

@@ -70,8 +70,9 @@ std::vector<Table> timing_tables(const json& experiment, const std::string& sour
       "V and O moved once per call, K and V at the kernel's storage width and only the keys "
       "some row sees (a backward twice). % of roof: of min(that peak, FLOP/byte × the "
       "measured triad bandwidth), the roof that binds at the cell's intensity; bound says "
-      "which. Over 100 % of a memory roof: the cell's bytes fit in a cache and stay there "
-      "between its calls, where the triad reads memory. Noisy: CV (stddev / mean of the "
+      "which. A cell whose bytes fit in a cache (machine.caches) stays there between its calls, "
+      "where the triad reads memory: its % of a memory roof can pass 100 %, and reads a cache "
+      "below it too. Noisy: CV (stddev / mean of the "
       "repetitions) above 5 %.";
   return {std::move(t)};
 }
