@@ -476,9 +476,11 @@ std::string unknown_subcommand(const CLI::App& app, const std::string& word) {
          (hint.empty() ? "; expected one of " + all : " (did you mean \"" + hint + "\"?)");
 }
 
-// The nearest option of `command` to each unknown one among `words` (CLI11's "The following
-// arguments were not expected: ..."): " (did you mean --threads?)", or "".
-std::string option_hint(const CLI::App& command, const std::string& words) {
+// Among `words` (CLI11's "The following arguments were not expected: ..."), the first unknown
+// option with a near name of `command`'s: "unknown option --thread (did you mean --threads?)",
+// or "". That option alone is the mistake: CLI11 lists the words after it as well (its value,
+// or the config it took for that value).
+std::string unknown_option(const CLI::App& command, const std::string& words) {
   std::vector<std::string> names;
   for (const auto* option : command.get_options()) {
     if (option->get_group().empty()) continue;  // an old spelling, not to be suggested
@@ -488,8 +490,9 @@ std::string option_hint(const CLI::App& command, const std::string& words) {
   std::istringstream in(words);
   for (std::string word; in >> word;) {
     if (word.size() < 2 || word[0] != '-') continue;
-    const std::string hint = sdpa::closest(word.substr(0, word.find('=')), names);
-    if (!hint.empty()) return " (did you mean " + hint + "?)";
+    const std::string option = word.substr(0, word.find('='));
+    const std::string hint = sdpa::closest(option, names);
+    if (!hint.empty()) return "unknown option " + option + " (did you mean " + hint + "?)";
   }
   return "";
 }
@@ -506,7 +509,8 @@ std::string usage_message(const CLI::ParseError& e, const CLI::App& app, int arg
   const std::string extras = "The following argument";
   if (message.rfind(extras, 0) == 0) {
     const std::string words = message.substr(message.find(": ") + 2);
-    message = "unexpected argument(s): " + words + option_hint(*command, words);
+    const std::string unknown = unknown_option(*command, words);
+    message = unknown.empty() ? "unexpected argument(s): " + words : unknown;
   }
   std::smatch m;
   if (std::regex_match(message, m, std::regex("(.*): 1 required \\S+ missing")))
