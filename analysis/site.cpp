@@ -52,13 +52,11 @@ std::string commit_of(const json& doc) {
 
 bool dirty(const std::string& commit) { return commit.ends_with("-dirty"); }
 
-// A cache size as sysfs writes it ("48K", "491520K") in KiB or MiB; any other text as it is.
+// A machine.caches size in KiB or MiB; text it cannot read as it is.
 std::string cache_size(const std::string& size) {
-  std::size_t digits = 0;
-  while (digits < size.size() && digits < 12 && size[digits] >= '0' && size[digits] <= '9')
-    ++digits;
-  if (digits == 0 || size.substr(digits) != "K") return size;
-  const long kib = std::stol(size.substr(0, digits));
+  const double bytes = cache_size_bytes(size);
+  if (bytes <= 0 || bytes >= 1e15) return size;
+  const auto kib = static_cast<long long>(bytes / 1024);
   return kib % 1024 == 0 ? std::to_string(kib / 1024) + " MiB" : std::to_string(kib) + " KiB";
 }
 

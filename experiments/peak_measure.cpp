@@ -1,28 +1,12 @@
 #include "peak_measure.hpp"
 
 #include <algorithm>
-#include <exception>
 #include <string>
 
+#include "sdpa/json_read.hpp"
 #include "sdpa/peak.hpp"
 
 namespace sdpa {
-namespace {
-
-double parse_cache_size(const std::string& size) {
-  // sysfs writes sizes as "48K", "1024K", "32768K" (occasionally "M").
-  std::size_t end = 0;
-  double v = 0;
-  try {
-    v = std::stod(size, &end);
-  } catch (const std::exception&) {
-    return 0;
-  }
-  const char unit = end < size.size() ? size[end] : ' ';
-  return v * (unit == 'K' ? 1024.0 : unit == 'M' ? 1024.0 * 1024 : unit == 'G' ? 1 << 30 : 1.0);
-}
-
-}  // namespace
 
 double PeakMeasurement::best_fma() const {
   return fma_gflops.empty() ? 0 : *std::max_element(fma_gflops.begin(), fma_gflops.end());
@@ -36,7 +20,7 @@ double last_level_cache_bytes() {
   double largest = 0;
   const json machine = machine_fingerprint();  // (a range-for over a temporary's member dangles)
   for (const auto& c : machine["caches"])
-    largest = std::max(largest, parse_cache_size(c["size"].get<std::string>()));
+    largest = std::max(largest, cache_size_bytes(c["size"].get<std::string>()));
   return largest > 0 ? largest : 32.0 * (1 << 20);
 }
 

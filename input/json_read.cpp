@@ -9,6 +9,17 @@ double number_in(const json& node) {
   return node.get<double>();
 }
 
+double cache_size_bytes(const std::string& size) {
+  std::size_t digits = 0;
+  while (digits < size.size() && digits < 15 && size[digits] >= '0' && size[digits] <= '9')
+    ++digits;
+  const std::string unit = size.substr(digits);
+  if (digits == 0 || (unit != "K" && unit != "M" && unit != "G")) return 0;
+  return std::stod(size.substr(0, digits)) * (unit == "K"   ? 1024.0
+                                              : unit == "M" ? 1024.0 * 1024
+                                                            : 1024.0 * 1024 * 1024);
+}
+
 std::optional<std::string> pointer_to(const json& root, const json* node) {
   if (&root == node) return "";
   const auto escaped = [](std::string key) {

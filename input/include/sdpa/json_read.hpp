@@ -23,6 +23,10 @@ struct JsonTypeError {
 // The value of a node that must be a number (throws JsonTypeError).
 double number_in(const json& node);
 
+// The bytes of a machine.caches size as sysfs writes it ("48K", "32768K", occasionally "M" or
+// "G"); 0 for any other text.
+double cache_size_bytes(const std::string& size);
+
 // The JSON pointer of `node` inside `root`, found by address ("" for the root), or nullopt.
 std::optional<std::string> pointer_to(const json& root, const json* node);
 
