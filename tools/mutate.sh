@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Mutation checks of the kernel tests: each mutation below changes one line of the kernels' code,
-# rebuilds the tests that should notice (in build/mutate, apart from build/release) and expects
-# them to fail. A mutation is found by a fragment of code, not by a line number, and only where
-# it is code (the part of a line before any //), so comments may change freely; it must match
-# exactly one line, or the script stops. The file is restored whatever happens.
+# Mutation checks of the kernel tests: each mutation below changes one line of the kernels' code
+# (or of how timings read them), rebuilds the tests that should notice (in build/mutate, apart
+# from build/release) and expects them to fail. A mutation is found by a fragment of code, not by
+# a line number, and only where it is code (the part of a line before any //), so comments may
+# change freely; it must match exactly one line, or the script stops. The file is restored
+# whatever happens.
 #
 #   tools/mutate.sh --list          the mutations' names
 #   tools/mutate.sh [NAME...]       run them (all by default); one at a time is kinder to a
@@ -19,9 +20,10 @@ JOBS=${JOBS:-$(nproc)}
 export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
 export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
 
-# name | file | code fragment | replacement | test program and its doctest options
+# name | file | code fragment | replacement | test program and its doctest options (no spaces
+# inside an option: doctest's ? matches one)
 MUTATIONS=(
-  "mask|kernels/query_blocks.cpp|std::max(visible, key0)|std::max(visible + 1, key0)|test_kernels"
+  "mask|kernels/query_blocks.cpp|std::clamp(r.end, key0, key_end)|std::clamp(r.end + 1, key0, key_end)|test_kernels"
   "rescale|kernels/attention_tiles-inl.h|P::MulAdd(P::Load(w.sum + g), alpha, l)|P::Add(P::Load(w.sum + g), l)|test_kernels"
   "int8-scale|kernels/kv_int8.hpp|scale = m / float(kInt8Max)|scale = m / float(kInt8Max + 1)|test_low_precision -tc=*int8*"
   "int8-max|kernels/kv_int8.hpp|kInt8Max = 127;|kInt8Max = 126;|test_low_precision -tc=*int8*"
@@ -31,6 +33,8 @@ MUTATIONS=(
   "window|kernels/mask.cpp|r.begin = std::max(r.begin, p - window_left);|r.begin = std::max(r.begin, p - window_left + 1);|test_mask"
   "f16-widen|kernels/attention_decode-inl.h|hn::IfThenElse(hn::Eq(exponent, hn::Set(du, 31u)), special, normal)|normal|test_low_precision -tc=*binary16*"
   "int8-avx2-sign|kernels/int8_dots_x86.cpp|_mm256_sign_epi8(q, k.sign)|q|test_low_precision -tc=*int8*"
+  "int8-roofs|kernels/registry.cpp|? roof_isa() : fp32, fp32}|? roof_isa() : fp32, roof_isa()}|test_timing -tc=*int8?decode*"
+  "mixed-peak|kinds/timing/experiment.cpp|double(c.shape.d_k) / double(c.shape.d_k + c.shape.d_v)|0.5|test_timing -tc=*int8?decode*"
 )
 
 field() { cut -d'|' -f"$2" <<<"$1"; }
@@ -87,6 +91,11 @@ while read -r test; do
   if ! summary=$(run_test "${words[@]}"); then
     echo "tools/mutate.sh: $test fails without a mutation: $summary" >&2
     exit 1
+  fi
+  # A filter that selects no test case would pass under any mutation.
+  if [[ $summary == *"test cases: 0 |"* ]]; then
+    echo "tools/mutate.sh: $test runs no test case: update its filter" >&2
+    exit 2
   fi
 done <<<"$programs"
 

@@ -342,19 +342,19 @@ void add_peak(json& record, const TimingCell& c, double gflops, RunShared& share
     return *find_peak(shared.peaks, isa, c.threads);
   };
   record["peak"] = peak_of(roofs.scores);
-  double fma = record["peak"]["fma_gflops"];
+  double compute = record["peak"]["fma_gflops"];
   if (roofs.values != roofs.scores) {
     record["value_peak"] = peak_of(roofs.values);
-    fma = peak::mixed_peak(fma, record["value_peak"]["fma_gflops"],
-                           double(c.shape.d_k) / double(c.shape.d_k + c.shape.d_v));
+    compute = peak::mixed_peak(compute, record["value_peak"]["fma_gflops"],
+                               double(c.shape.d_k) / double(c.shape.d_k + c.shape.d_v));
   }
   const double triad = record["peak"]["triad_gbs"];
   const double intensity = c.flops() / c.bytes();
-  const double roof = peak::roof_gflops(fma, triad, intensity);
-  record["percent_of_peak"] = 100 * gflops / fma;
+  const double roof = peak::roof_gflops(compute, triad, intensity);
+  record["percent_of_peak"] = 100 * gflops / compute;
   record["roof_gflops"] = roof;
   record["percent_of_roof"] = 100 * gflops / roof;
-  record["bound"] = intensity * triad < fma ? "memory" : "compute";
+  record["bound"] = intensity * triad < compute ? "memory" : "compute";
 }
 
 json run_timing_cell(const CellContext& ctx) {
