@@ -472,12 +472,9 @@ Table summary(const ResultFile& base, const ResultFile& other, const TimingCompa
                                          std::to_string(only_b) + " of B (listed below)")});
     std::string mean = "-";
     if (!log_ratios.empty()) {
-      const double m = stats::mean(log_ratios);
-      mean = number(std::exp(m));
-      if (log_ratios.size() > 1) {
-        const auto ci = stats::mean_ci(log_ratios);
-        mean += " " + interval(std::exp(ci.low), std::exp(ci.high));
-      }
+      const auto g = stats::geometric_mean(log_ratios);
+      mean = number(g.value);
+      if (log_ratios.size() > 1) mean += " " + interval(g.ci.low, g.ci.high);
       mean += " over " + std::to_string(log_ratios.size()) + " cells run in both (below 1: B " +
               "faster)";
     }

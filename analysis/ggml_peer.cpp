@@ -155,11 +155,9 @@ Table ggml_summary_table(const json& doc, const std::string& source) {
     if (named == 0) continue;
     std::string mean = "-", counts = "-";
     if (!logs.empty()) {
-      mean = number(std::exp(stats::mean(logs)));
-      if (logs.size() > 1) {
-        const auto ci = stats::mean_ci(logs);
-        mean += " [" + number(std::exp(ci.low)) + ", " + number(std::exp(ci.high)) + "]";
-      }
+      const auto g = stats::geometric_mean(logs);
+      mean = number(g.value);
+      if (logs.size() > 1) mean += " [" + number(g.ci.low) + ", " + number(g.ci.high) + "]";
       counts =
           std::to_string(faster) + " / " + std::to_string(slower) + " / " + std::to_string(neither);
     }

@@ -279,9 +279,8 @@ Table headline_table(const std::vector<Machine>& machines, const std::vector<Res
   for (const auto& m : machines) t.header.push_back(m.id);
   for (std::size_t i = 1; i < machines.size(); ++i)
     t.header.push_back(machines[i].id + " / " + machines[0].id);
-  // Per other machine, the log ratios and their interval ends, for the geometric mean.
-  std::vector<std::vector<double>> logs(machines.size()), lows(machines.size()),
-      highs(machines.size());
+  // Per other machine, the log ratios, for the geometric mean.
+  std::vector<std::vector<double>> logs(machines.size());
   for (const auto& h : headlines()) {
     std::vector<std::optional<Found>> found;
     for (const auto& m : machines) found.push_back(find_cell(h, m, results));
@@ -314,24 +313,21 @@ Table headline_table(const std::vector<Machine>& machines, const std::vector<Res
       const auto ci = stats::median_ratio_ci(sb, sa);
       row.push_back(ratio_cell(ratio, ci));
       logs[i].push_back(std::log(ratio));
-      lows[i].push_back(std::log(ci.low));
-      highs[i].push_back(std::log(ci.high));
     }
     t.rows.push_back(std::move(row));
   }
   if (machines.size() > 1) {
     std::vector<std::string> row = {"geometric mean of the ratios"};
     for (std::size_t i = 0; i < machines.size(); ++i) row.push_back("");
-    const auto mean_exp = [](const std::vector<double>& x) {
-      double s = 0;
-      for (double v : x) s += v;
-      return std::exp(s / static_cast<double>(x.size()));
-    };
-    for (std::size_t i = 1; i < machines.size(); ++i)
-      row.push_back(logs[i].empty()
-                        ? "-"
-                        : ratio_cell(mean_exp(logs[i]), {mean_exp(lows[i]), mean_exp(highs[i])}) +
-                              ", " + std::to_string(logs[i].size()) + " cells");
+    for (std::size_t i = 1; i < machines.size(); ++i) {
+      if (logs[i].empty()) {
+        row.push_back("-");
+        continue;
+      }
+      const auto g = stats::geometric_mean(logs[i]);
+      row.push_back((logs[i].size() > 1 ? ratio_cell(g.value, g.ci) : number(g.value)) + ", " +
+                    std::to_string(logs[i].size()) + " cells");
+    }
     t.rows.push_back(std::move(row));
   }
   t.note =
@@ -344,9 +340,9 @@ Table headline_table(const std::vector<Machine>& machines, const std::vector<Res
       " (below 1: faster), its 95 % interval a bootstrap of the ratio of medians over the "
       "repetitions; where the machines' files come from different suite commits (Machines), "
       "it holds the code's changes as well as the machines'. Geometric mean: of the ratios of the "
-      "cells both machines ran, its interval "
-      "the geometric means of the intervals' ends (wider than a joint interval). \"All "
-      "threads\" is each machine's own count.";
+      "cells both machines ran, its interval Student's t of the mean log ratio (the spread "
+      "across cells, as compare's summary reads it). \"All threads\" is each machine's own "
+      "count.";
   return t;
 }
 

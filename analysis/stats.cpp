@@ -34,6 +34,11 @@ Interval mean_ci(std::span<const double> x, double level) {
   return {m - half, m + half};
 }
 
+GeometricMean geometric_mean(std::span<const double> log_ratios, double level) {
+  const Interval ci = mean_ci(log_ratios, level);
+  return {std::exp(mean(log_ratios)), {std::exp(ci.low), std::exp(ci.high)}};
+}
+
 Interval stddev_ci(std::span<const double> x, double level) {
   const double sd = stddev(x);
   if (x.size() < 2) return {sd, sd};

@@ -28,6 +28,19 @@ TEST_CASE("mean CI uses Student t") {
   CHECK(ci.high == Approx(2 + 4.302653 / std::sqrt(3.0)).epsilon(1e-6));
 }
 
+TEST_CASE("geometric mean of ratios: exp of the mean log and of its t interval's ends") {
+  const std::vector<double> logs = {std::log(2.0), std::log(0.5), std::log(4.0)};
+  const auto g = sdpa::stats::geometric_mean(logs);
+  CHECK(g.value == doctest::Approx(std::cbrt(4.0)));  // (2 x 0.5 x 4)^(1/3)
+  const auto t = sdpa::stats::mean_ci(logs);
+  CHECK(g.ci.low == doctest::Approx(std::exp(t.low)));
+  CHECK(g.ci.high == doctest::Approx(std::exp(t.high)));
+  CHECK(g.ci.low * g.ci.high == doctest::Approx(g.value * g.value));  // symmetric in the logs
+  const std::vector<double> one = {std::log(3.0)};
+  CHECK(sdpa::stats::geometric_mean(one).ci.low == doctest::Approx(3.0));
+  CHECK(sdpa::stats::geometric_mean(one).ci.high == doctest::Approx(3.0));
+}
+
 TEST_CASE("stddev CI uses chi-squared") {
   const std::vector<double> x = {1, 2, 3, 4, 5};
   // chi2_{0.975, 4} = 11.143287, chi2_{0.025, 4} = 0.484419; sd = sqrt(2.5).

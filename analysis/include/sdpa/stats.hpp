@@ -22,6 +22,15 @@ double stddev(std::span<const double> x);
 // once n is in the tens. Degenerate (a point) for n < 2.
 Interval mean_ci(std::span<const double> x, double level = 0.95);
 
+// The geometric mean of ratios given by their logs, and its interval: exp of the mean log and of
+// mean_ci's ends, so the spread across the ratios, not each one's own noise (`compare`'s
+// summary, the results index, the ggml summary). A point for one ratio.
+struct GeometricMean {
+  double value = 0;
+  Interval ci;
+};
+GeometricMean geometric_mean(std::span<const double> log_ratios, double level = 0.95);
+
 // Confidence interval of the standard deviation from the chi-squared distribution. Exact for
 // normal samples; for other distributions it is only approximate (too narrow for heavy tails).
 Interval stddev_ci(std::span<const double> x, double level = 0.95);
