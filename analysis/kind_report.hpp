@@ -1,6 +1,7 @@
 // Internal to sdpa_analysis: the reading side of an experiment kind, one per kind of
 // kinds/kinds.cmake, each from its kinds/<kind>/report.cpp. What `report`, `compare` and the
-// plots make of a kind's records is asked of its entry, never decided from its name.
+// plots make of a kind's records is asked of its entry; the few places that name a kind are
+// listed in docs/design.md ("Experiment kinds").
 #pragma once
 
 #include <string>
