@@ -80,9 +80,8 @@ struct Timing {
   // "% of roof (bound)", e.g. "83 % (memory)"; "-" for records without a roof.
   std::string percent_of_roof() const {
     const json& p = record->value("percent_of_roof", json(nullptr));
-    return p.is_null()
-               ? "-"
-               : number(p.get<double>()) + " % (" + (*record)["bound"].get<std::string>() + ")";
+    return p.is_null() ? "-"
+                       : number(p.get<double>()) + " % (" + report::timing_bound(*record) + ")";
   }
   bool noisy() const { return record->value("noisy", false); }
 };

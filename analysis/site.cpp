@@ -296,7 +296,9 @@ Table headline_table(const std::vector<Machine>& machines, const std::vector<Res
       const json& r = *f->record;
       const json roof = r.value("percent_of_roof", json(nullptr));
       row.push_back(report::duration(number_in(r["time_s"]["value"])) +
-                    (roof.is_number() ? " (" + number(roof.get<double>()) + " % of roof)" : ""));
+                    (roof.is_number() ? " (" + number(roof.get<double>()) + " % of roof" +
+                                            (report::reads_cache(r) ? ", fits LLC)" : ")")
+                                      : ""));
     }
     for (std::size_t i = 1; i < machines.size(); ++i) {
       if (!found[0] || !found[i]) {
@@ -332,10 +334,11 @@ Table headline_table(const std::vector<Machine>& machines, const std::vector<Res
   }
   t.note =
       "Each machine's median time per call and its % of its own roof (min of the compute peak "
-      "of the kernel's ISAs and thread count, intensity x its triad bandwidth). A cell whose "
-      "bytes fit in that machine's last-level cache (Machines: data caches) stays there between "
-      "calls, so its % of a memory roof can pass 100 % and reads a cache, not memory, below it "
-      "too. Ratio: time on the machine over time on " +
+      "of the kernel's ISAs and thread count, intensity x its triad bandwidth). Fits LLC: a "
+      "memory-bound cell whose bytes fit in that machine's last-level cache (Machines: data "
+      "caches) stays there between calls, so its % of roof reads a cache, not memory (and can "
+      "pass 100 %; files from before fits_llc do not say). Ratio: time on the machine over time "
+      "on " +
       (machines.empty() ? std::string("the first") : machines[0].id) +
       " (below 1: faster), its 95 % interval a bootstrap of the ratio of medians over the "
       "repetitions; where the machines' files come from different suite commits (Machines), "

@@ -30,6 +30,16 @@ std::string duration(double seconds) {
   return number(seconds) + " s";
 }
 
+bool reads_cache(const json& r) {
+  return r.value("bound", json(nullptr)) == "memory" && r.value("fits_llc", json(false)) == true;
+}
+
+std::string timing_bound(const json& r) {
+  const json bound = r.value("bound", json(nullptr));
+  if (!bound.is_string()) return "-";
+  return bound.get<std::string>() + (reads_cache(r) ? ", fits LLC" : "");
+}
+
 std::string timing_shape(const json& p) {
   // Records from before the head axes lack them: one head, as they ran.
   const std::int64_t batch = p["batch_heads"].get<std::int64_t>() * p.value("batch", 1);

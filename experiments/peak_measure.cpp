@@ -16,18 +16,22 @@ double PeakMeasurement::best_triad() const {
   return triad_gbs.empty() ? 0 : *std::max_element(triad_gbs.begin(), triad_gbs.end());
 }
 
-double last_level_cache_bytes() {
+std::optional<double> last_level_cache_bytes() {
   double largest = 0;
   const json machine = machine_fingerprint();  // (a range-for over a temporary's member dangles)
   for (const auto& c : machine["caches"])
     largest = std::max(largest, cache_size_bytes(c["size"].get<std::string>()));
-  return largest > 0 ? largest : 32.0 * (1 << 20);
+  return largest > 0 ? std::optional(largest) : std::nullopt;
+}
+
+double triad_footprint_bytes(double llc_multiple) {
+  return llc_multiple * last_level_cache_bytes().value_or(32.0 * (1 << 20));
 }
 
 PeakMeasurement measure_peak(const std::string& isa, int threads, const PeakSettings& settings) {
   PeakMeasurement m;
   m.lanes = peak::lanes(isa);
-  m.triad_footprint_bytes = settings.llc_multiple * last_level_cache_bytes();
+  m.triad_footprint_bytes = triad_footprint_bytes(settings.llc_multiple);
   m.fma_gflops = peak::measure_multiply_add(isa, threads, settings.repetitions, settings.min_time);
   m.triad_gbs = peak::measure_triad(isa, threads, m.triad_footprint_bytes, settings.repetitions,
                                     settings.min_time);

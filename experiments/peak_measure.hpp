@@ -3,6 +3,7 @@
 // roofline experiment and by timing cells that find no peak measured earlier in the run.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,11 @@ struct PeakMeasurement {
 // Precondition: peak::isa_supported(isa).
 PeakMeasurement measure_peak(const std::string& isa, int threads, const PeakSettings& settings);
 
-// The largest cache the OS reports (machine fingerprint), in bytes; 32 MiB when none is.
-double last_level_cache_bytes();
+// The largest cache the OS reports (machine fingerprint), in bytes; nullopt when it lists none.
+std::optional<double> last_level_cache_bytes();
+// The triad's three arrays together: llc_multiple x the last-level cache, or x 32 MiB where the
+// OS lists none (the roofline record's llc_bytes is then null).
+double triad_footprint_bytes(double llc_multiple);
 
 // machine.peak entries: {isa, threads, fma_gflops, triad_gbs, source}; one per (isa, threads),
 // a later measurement replacing an earlier one.

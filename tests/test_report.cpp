@@ -372,6 +372,19 @@ TEST_CASE("the site: a link to a file with a hostile path stays one link") {
   CHECK(html.find("<script") == std::string::npos);
 }
 
+TEST_CASE("a timing record's bound says when it read the last-level cache, not memory") {
+  using sdpa::report::timing_bound;
+  json r = {{"bound", "memory"}, {"fits_llc", true}};
+  CHECK(timing_bound(r) == "memory, fits LLC");
+  r["fits_llc"] = false;
+  CHECK(timing_bound(r) == "memory");
+  r.erase("fits_llc");  // a record from before fits_llc
+  CHECK(timing_bound(r) == "memory");
+  CHECK(timing_bound({{"bound", "compute"}, {"fits_llc", true}}) == "compute");
+  CHECK(timing_bound({{"bound", nullptr}}) == "-");
+  CHECK(timing_bound(json::object()) == "-");
+}
+
 TEST_CASE("csv and plots need an output folder") {
   TempDir dir;
   dir.write("r.json", result_text());

@@ -40,7 +40,8 @@ json run_roofline_cell(const CellContext& ctx) {
   record["fma_gflops"] = best_and_spread(m.fma_gflops);
   record["triad_gbs"] = best_and_spread(m.triad_gbs);
   record["triad_footprint_bytes"] = m.triad_footprint_bytes;
-  record["llc_bytes"] = last_level_cache_bytes();
+  const auto llc = last_level_cache_bytes();
+  record["llc_bytes"] = llc ? json(*llc) : json(nullptr);
   // Arithmetic intensity at which a kernel stops being bound by memory.
   record["ridge_flops_per_byte"] = m.best_fma() / m.best_triad();
   if (ctx.shared) store_peak(ctx.shared->peaks, peak_entry(isa, threads, m, "roofline"));
@@ -56,10 +57,8 @@ ExperimentKind roofline_experiment() {
       .axes = {"threads", "isa"},
       .run_cell = run_roofline_cell,
       // The triad's arrays, shared by the cell's threads.
-      .memory_bytes =
-          [](const json& p, int) {
-            return p["llc_multiple"].get<double>() * last_level_cache_bytes();
-          },
+      .memory_bytes = [](const json& p,
+                         int) { return triad_footprint_bytes(p["llc_multiple"].get<double>()); },
       // A cell finished before a resumption: its peak goes back into the machine section.
       .resumed =
           [](const json& record, RunShared& shared) {

@@ -398,6 +398,9 @@ json run_timing_cell(const CellContext& ctx) {
                  {"flops", c.flops()},
                  {"bytes", c.bytes()},
                  {"intensity", c.flops() / c.bytes()}};
+  // A call whose bytes fit in the last-level cache reads that cache between its calls, not
+  // memory: its % of a memory roof is no reading of memory (absent where the OS lists no cache).
+  if (const auto llc = last_level_cache_bytes()) record["fits_llc"] = c.bytes() <= *llc;
   json environment = environment_at_start();
   const BenchmarkRuns runs = session.run(c.name(), call, settings);
   release_cached_workspaces();  // the next cell runs without this one's kept workspace

@@ -51,7 +51,7 @@ std::vector<Table> timing_tables(const json& experiment, const std::string& sour
            // Records from before the roof columns have none of them.
            r.contains("gbs") ? number(r["gbs"]["value"]) : "-",
            r.value("percent_of_roof", json(nullptr)).is_null() ? "-" : number(r["percent_of_roof"]),
-           r.value("bound", json(nullptr)).is_null() ? "-" : r["bound"].get<std::string>(),
+           timing_bound(r),
            time["cv"].is_null() ? "-" : number(100 * time["cv"].get<double>()) + " %",
            r["noisy"].get<bool>() ? "**noisy**" : "-"});
     }
@@ -70,10 +70,10 @@ std::vector<Table> timing_tables(const json& experiment, const std::string& sour
       "V and O moved once per call, K and V at the kernel's storage width and only the keys "
       "some row sees (a backward twice). % of roof: of min(that peak, FLOP/byte × the "
       "measured triad bandwidth), the roof that binds at the cell's intensity; bound says "
-      "which. A cell whose bytes fit in a cache (machine.caches) stays there between its calls, "
-      "where the triad reads memory: its % of a memory roof can pass 100 %, and reads a cache "
-      "below it too. Noisy: CV (stddev / mean of the "
-      "repetitions) above 5 %.";
+      "which; fits LLC: the cell's bytes fit in the last-level cache (machine.caches) and stay "
+      "there between its calls, where the triad reads memory, so its % of a memory roof reads "
+      "a cache (and can pass 100 %; records from before fits_llc do not say). Noisy: CV "
+      "(stddev / mean of the repetitions) above 5 %.";
   return {std::move(t)};
 }
 

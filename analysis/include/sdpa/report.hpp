@@ -83,5 +83,11 @@ std::string duration(const json& seconds);
 // A timing cell's shape from its params: "query heads[/K-V heads when grouped]×n_q×n_kv, d
 // d_k/d_v[, causal]", heads counted over the batch.
 std::string timing_shape(const json& params);
+// Whether a timing record is bound by memory while its bytes fit in the last-level cache, so it
+// read that cache rather than memory (fits_llc; records from before it never are).
+bool reads_cache(const json& record);
+// Which roof binds a timing record: "memory", "memory, fits LLC" (reads_cache), "compute"; "-"
+// without one.
+std::string timing_bound(const json& record);
 
 }  // namespace sdpa::report
