@@ -60,9 +60,22 @@ const std::vector<Kernel>& kernel_registry() {
 std::string Kernel::roof_isa() const { return peak::roof_isa(product_isa()); }
 
 Kernel::Roofs Kernel::roofs(const Shape& shape) const {
-  if (fp32_isa.empty()) return {roof_isa(), roof_isa()};
+  const double share = double(shape.d_k) / double(shape.d_k + shape.d_v);
+  if (fp32_isa.empty()) return {roof_isa(), roof_isa(), share};
   const std::string fp32 = peak::roof_isa(fp32_isa);
-  return {detail::is_decode_shape(shape) ? roof_isa() : fp32, fp32};
+  return {detail::is_decode_shape(shape) ? roof_isa() : fp32, fp32, share};
+}
+
+double Kernel::Roofs::peak(double scores_gflops, double values_gflops) const {
+  return values == scores ? scores_gflops
+                          : peak::mixed_peak(scores_gflops, values_gflops, scores_share);
+}
+
+std::vector<std::string> Kernel::roof_isas() const {
+  std::vector<std::string> out;
+  for (const std::string& isa : {roof_isa(), peak::roof_isa(fp32_isa)})
+    if (!isa.empty() && std::find(out.begin(), out.end(), isa) == out.end()) out.push_back(isa);
+  return out;
 }
 
 const Kernel* find_kernel(std::string_view name) {

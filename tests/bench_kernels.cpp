@@ -57,8 +57,7 @@ double peak_of(const sdpa::Kernel& k, const sdpa::Shape& shape, int threads) {
   const auto scores = g_peak.find({roofs.scores, threads});
   const auto values = g_peak.find({roofs.values, threads});
   if (scores == g_peak.end() || values == g_peak.end()) return 0;
-  return sdpa::peak::mixed_peak(scores->second, values->second,
-                                double(shape.d_k) / double(shape.d_k + shape.d_v));
+  return roofs.peak(scores->second, values->second);
 }
 
 // "scores ISA" or "scores ISA+values ISA", as the timing tables name them.

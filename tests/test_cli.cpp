@@ -9,7 +9,6 @@
 #include "sdpa/experiments.hpp"
 #include "sdpa/json_schema.hpp"
 #include "sdpa/kernels.hpp"
-#include "sdpa/peak.hpp"
 #include "sdpa/report.hpp"
 
 using sdpa::testing::records_of;
@@ -466,8 +465,8 @@ TEST_CASE("time: the roofline measures each kernel's own roofs, its int8 dots' a
   for (const char* name : {"flash@avx2", "flash-kv-int8@avx2", "flash@sse4", "blas"})
     if (const sdpa::Kernel* k = sdpa::find_kernel(name)) {
       kernels += (kernels.empty() ? "" : ",") + std::string(name);
-      for (const std::string& isa : {k->roof_isa(), sdpa::peak::roof_isa(k->fp32_isa)})
-        if (!isa.empty() && isas.find('"' + isa + '"') == std::string::npos)
+      for (const std::string& isa : k->roof_isas())
+        if (isas.find('"' + isa + '"') == std::string::npos)
           isas += (isas.empty() ? "\"" : ",\"") + isa + "\"";
     }
   if (kernels.empty()) return;  // none of them on this architecture

@@ -33,8 +33,8 @@ MUTATIONS=(
   "window|kernels/mask.cpp|r.begin = std::max(r.begin, p - window_left);|r.begin = std::max(r.begin, p - window_left + 1);|test_mask"
   "f16-widen|kernels/attention_decode-inl.h|hn::IfThenElse(hn::Eq(exponent, hn::Set(du, 31u)), special, normal)|normal|test_low_precision -tc=*binary16*"
   "int8-avx2-sign|kernels/int8_dots_x86.cpp|_mm256_sign_epi8(q, k.sign)|q|test_low_precision -tc=*int8*"
-  "int8-roofs|kernels/registry.cpp|? roof_isa() : fp32, fp32}|? roof_isa() : fp32, roof_isa()}|test_timing -tc=*int8?decode*"
-  "mixed-peak|kinds/timing/experiment.cpp|double(c.shape.d_k) / double(c.shape.d_k + c.shape.d_v)|0.5|test_timing -tc=*int8?decode*"
+  "int8-roofs|kernels/registry.cpp|? roof_isa() : fp32, fp32, share}|? roof_isa() : fp32, roof_isa(), share}|test_timing -tc=*int8?decode*"
+  "mixed-peak|kernels/registry.cpp|double(shape.d_k) / double(shape.d_k + shape.d_v)|0.5|test_timing -tc=*int8?decode*"
 )
 
 field() { cut -d'|' -f"$2" <<<"$1"; }

@@ -9,7 +9,6 @@
 #include "sdpa/experiments.hpp"
 #include "sdpa/json_schema.hpp"
 #include "sdpa/kernels.hpp"
-#include "sdpa/peak.hpp"
 
 namespace sdpa {
 namespace {
@@ -72,16 +71,15 @@ json timing_config(const TimingOptions& o) {
   set("min_time", o.min_time, false);
   set("warmup_time", o.warmup_time, false);
 
-  // The peaks that % of peak and % of roof read: of the kernels' instruction sets, each entry's
-  // own and its fp32 one (Kernel::roofs; where known: the config check names a kernel that is
-  // not), on the thread counts timed.
+  // The peaks that % of peak and % of roof read: of the kernels' instruction sets
+  // (Kernel::roof_isas; where known: the config check names a kernel that is not), on the thread
+  // counts timed.
   json roofline = {{"name", "roofline"}, {"kind", "roofline"}};
   json isas = json::array();
   for (const auto& name : split(o.kernel, ','))
     if (const Kernel* k = find_kernel(name))
-      for (const std::string& isa : {k->roof_isa(), peak::roof_isa(k->fp32_isa)})
-        if (!isa.empty() && std::find(isas.begin(), isas.end(), isa) == isas.end())
-          isas.push_back(isa);
+      for (const std::string& isa : k->roof_isas())
+        if (std::find(isas.begin(), isas.end(), isa) == isas.end()) isas.push_back(isa);
   if (!isas.empty()) roofline["isa"] = isas;
   if (timing.contains("threads")) roofline["threads"] = timing["threads"];
   json config = {{"name", "time"}, {"seed", o.seed}, {"experiments", {roofline}}};

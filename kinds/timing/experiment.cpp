@@ -345,8 +345,7 @@ void add_peak(json& record, const TimingCell& c, double gflops, RunShared& share
   double compute = record["peak"]["fma_gflops"];
   if (roofs.values != roofs.scores) {
     record["value_peak"] = peak_of(roofs.values);
-    compute = peak::mixed_peak(compute, record["value_peak"]["fma_gflops"],
-                               double(c.shape.d_k) / double(c.shape.d_k + c.shape.d_v));
+    compute = roofs.peak(compute, record["value_peak"]["fma_gflops"]);
   }
   const double triad = record["peak"]["triad_gbs"];
   const double intensity = c.flops() / c.bytes();

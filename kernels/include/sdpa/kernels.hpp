@@ -206,8 +206,15 @@ struct Kernel {
   // {"avx2", "avx2"}.
   struct Roofs {
     std::string scores, values;
+    double scores_share = 1;  // the scores' part of the FLOPs: d_k / (d_k + d_v)
+    // The call's compute peak from its two ISAs' peaks: each product's FLOPs at its own
+    // (peak::mixed_peak), or the one peak where both products run on one ISA.
+    double peak(double scores_gflops, double values_gflops) const;
   };
   Roofs roofs(const Shape& shape) const;
+  // Every roofline ISA roofs() names for some shape: what a roofline run ahead of the entry's
+  // timings measures.
+  std::vector<std::string> roof_isas() const;
   // Number format of the arithmetic (docs/design.md,
   // "Conventions for inference shapes and precision"): "fp32", or "bf16" (Q, K, V
   // rounded to bf16 on entry, bf16 products accumulated in fp32, softmax in fp32, P rounded to
