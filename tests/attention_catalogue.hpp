@@ -54,9 +54,9 @@ struct Case {
   Shape shape;
   bool causal = false;
   std::int64_t prefix = 0, window_left = -1, window_right = -1, chunk = 0;
-  std::vector<std::int64_t> documents;
+  std::vector<std::int64_t> documents = {};  // `= {}`: designated initializers may leave it out
   float softcap = 0;
-  std::vector<float> alibi_slopes, sinks, temperature;
+  std::vector<float> alibi_slopes = {}, sinks = {}, temperature = {};
   double scale = 0;      // 0: 1 / sqrt(d_k)
   double input_std = 1;  // q, k, v ~ N(0, input_std^2)
   std::uint32_t seed = 1;

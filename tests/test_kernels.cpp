@@ -280,7 +280,12 @@ Direct direct_attention(const Case& c, const Inputs& in) {
 
 }  // namespace
 
-TEST_CASE("the fp64 reference and the reference kernel are attention's formula in long double") {
+// The reference is the same code on every CPU of a build: an SDPA_ONLY_ISA run, for that ISA's
+// entries (tests/kernels_under_test.hpp), leaves it to the build's unfiltered run.
+TEST_CASE("the fp64 reference and the reference kernel are attention's formula in long double" *
+          run_if(std::getenv("SDPA_ONLY_ISA") == nullptr,
+                 "the fp64 reference in long double: the same code on every CPU, checked by the "
+                 "run without SDPA_ONLY_ISA")) {
   // fp64 against long double: the forward's bounds (tests/attention_catalogue.hpp) with fp64's
   // unit roundoff u64 = 2^-53 and every E_j at its largest, E (Direct::e_max): an output within
   // 2 u64 (4 E + 2 n + 8) sum_j p_j |v_jc| (p-weighted |v_jc - o_c| <= twice that sum), lse
