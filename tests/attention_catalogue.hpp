@@ -54,7 +54,8 @@ struct Case {
   Shape shape;
   bool causal = false;
   std::int64_t prefix = 0, window_left = -1, window_right = -1, chunk = 0;
-  std::vector<std::int64_t> documents = {};  // `= {}`: designated initializers may leave it out
+  // `= {}`: GCC 12 warns wherever a designated initializer leaves out a member without one.
+  std::vector<std::int64_t> documents = {};
   float softcap = 0;
   std::vector<float> alibi_slopes = {}, sinks = {}, temperature = {};
   double scale = 0;      // 0: 1 / sqrt(d_k)
