@@ -49,8 +49,15 @@ json result(const std::string& sha, const json& timing, const json& variance) {
        {{"peak",
          json::array(
              {{{"isa", "scalar"}, {"threads", 1}, {"fma_gflops", 8.0}, {"triad_gbs", 20.0}}})}}},
-      {"experiments", json::array({{{"name", "v"}, {"kind", "variance"}, {"records", variance}},
-                                   {{"name", "t"}, {"kind", "timing"}, {"records", timing}}})}};
+      {"experiments",
+       json::array({{{"name", "v"},
+                     {"kind", "variance"},
+                     {"params", {{"name", "v"}, {"description", "d"}, {"trials", 10}}},
+                     {"records", variance}},
+                    {{"name", "t"},
+                     {"kind", "timing"},
+                     {"params", json::object()},
+                     {"records", timing}}})}};
 }
 
 const std::vector<double> kSlow = {10, 11, 12, 10.5, 11.5}, kFast = {5, 5.5, 6, 5.2, 5.8};
@@ -112,11 +119,22 @@ TEST_CASE("verdicts: slower, no difference, too few repetitions, configs that di
 }
 
 TEST_CASE(
-    "statistics of the same config and seed must be identical: the first difference is named") {
+    "statistics of the same seed and parameters must be identical: the first difference is named") {
   const json a = result(kSha, json::array(), {variance_record(1.5), variance_record(2.0)});
   const json same = result(kSha, json::array(), {variance_record(1.5), variance_record(2.0)});
   const json drifted = result(kSha, json::array(), {variance_record(1.5), variance_record(2.5)});
-  const json other = result(kOtherSha, json::array(), json::array({variance_record(9.0)}));
+  // Another config whose experiment has other parameters; one that differs in its text alone.
+  json other = result(kOtherSha, json::array(), json::array({variance_record(9.0)}));
+  other["experiments"][0]["params"]["trials"] = 11;
+  json reworded = same;
+  reworded["config"]["sha256"] = kOtherSha;
+  reworded["experiments"][0]["params"]["description"] = "reworded";
+  json reseeded = same;
+  reseeded["seed"] = 8;
+  json moved = same;
+  std::swap(moved["experiments"][0], moved["experiments"][1]);
+  json elsewhere = other;
+  elsewhere["experiments"].erase(0);
 
   auto reproducibility = [&](const json& b) {
     return find(sdpa::compare::tables({{"a.json", a}, {"b.json", b}}), "reproducibility").rows;
@@ -126,10 +144,17 @@ TEST_CASE(
   CHECK(reproducibility(drifted)[0][3] ==
         "**finding**: first difference at /experiments/0/records/1/score_variance/value: 2.0 "
         "against 2.5");
-  CHECK(
-      reproducibility(other)[0][3].rfind("not compared: different config (sha256 aaaaaaaaaaaa… and "
-                                         "bbbbbbbbbbbb…)",
-                                         0) == 0);
+  const std::string not_compared =
+      "not compared: another seed, other parameters or another place in the config";
+  CHECK(reproducibility(other)[0][3] == not_compared);
+  CHECK(reproducibility(reseeded)[0][3] == not_compared);
+  CHECK(reproducibility(moved)[0][3] == not_compared);
+  CHECK(reproducibility(reworded)[0][3] == "identical");
+  CHECK(reproducibility(elsewhere)[0][3] ==
+        "not compared: not in B's config (sha256 aaaaaaaaaaaa… and bbbbbbbbbbbb…)");
+  json lost = same;
+  lost["experiments"].erase(0);
+  CHECK(reproducibility(lost)[0][3] == "**finding**: missing from b.json");
 }
 
 TEST_CASE("peaks of every file side by side; CSV quoting") {

@@ -1,6 +1,7 @@
 // Comparing result files (`sdpa-bench compare`): timings of the same cell across files, with
 // an interval of their time ratio and a rank test, summarised; peaks of each machine side by
-// side; and a check that statistics of the same config and seed are identical. Reads files only.
+// side; and a check that statistics of the same seed and parameters are identical. Reads files
+// only.
 #pragma once
 
 #include <string>
