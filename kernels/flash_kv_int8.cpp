@@ -133,7 +133,7 @@ std::vector<Kernel> flash_kv_int8_kernels() {
   };
   struct Native {
     Int8Dots dots;
-    const char *base, *isa, *peak_isa, *instruction;
+    const char *base, *isa, *dot_isa, *instruction;
     ForwardFn forward;
   };
   // Widest first: the first this CPU runs is also the family's best entry (on an Arm CPU with
@@ -155,7 +155,7 @@ std::vector<Kernel> flash_kv_int8_kernels() {
     Kernel k = *at;
     k.name = "flash-kv-int8@" + std::string(n.isa);
     k.isa = n.isa;
-    k.peak_isa = n.peak_isa;
+    k.dot_isa = n.dot_isa;
     k.fp32_isa = n.base;
     k.description = std::string(what) + ", " + n.instruction + " (" + n.isa + ")";
     k.forward = n.forward;

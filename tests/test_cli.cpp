@@ -477,7 +477,7 @@ TEST_CASE("time: the roofline measures each kernel's own roofs, its int8 dots' a
   CHECK(doc["experiments"][0]["isa"].dump() == "[" + isas + "]");
   // Alone, the int8 entry brings both of its roofs: the scores' dots and P V's fp32.
   if (sdpa::find_kernel("flash-kv-int8@avx2") &&
-      sdpa::find_kernel("flash-kv-int8@avx2")->peak_isa == "avx2-int8") {
+      sdpa::find_kernel("flash-kv-int8@avx2")->dot_isa == "avx2-int8") {
     const auto alone = run_cli("time --kernel flash-kv-int8@avx2 --print-config", dir);
     REQUIRE(alone.exit_code == 0);
     CHECK(sdpa::json::parse(alone.out)["experiments"][0]["isa"].dump() ==

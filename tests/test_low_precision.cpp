@@ -989,7 +989,7 @@ TEST_CASE("the int8 K/V kernel: registry entries and bytes") {
         has(Int8Dots::neon_dotprod, "neon"));
   // AVX2's int8 dots are read against their own roof, the others' roof is their ISA.
   if (const auto* avx2 = sdpa::find_kernel("flash-kv-int8@avx2"))
-    CHECK(avx2->peak_isa == (has(Int8Dots::avx2, "avx2") ? "avx2-int8" : ""));
+    CHECK(avx2->dot_isa == (has(Int8Dots::avx2, "avx2") ? "avx2-int8" : ""));
   if (const auto* sdot = sdpa::find_kernel("flash-kv-int8@neon-dotprod")) {
     CHECK(sdot->roof_isa() == "neon-dotprod");
     CHECK(sdpa::peak::dot_product_isa("neon-dotprod"));

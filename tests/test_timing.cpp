@@ -323,7 +323,7 @@ TEST_CASE("timing: an @isa entry is read against its own ISA's peak, not the wid
     // The ISA after the @, or the dot-product roof the entry names (flash-kv-int8@avx2's
     // avx2-int8): never that of another entry. This cell is no decode shape, so the int8
     // entries run fp32 tiles and read against their fp32 ISA's peak alone.
-    CHECK(k.roof_isa() == (k.peak_isa.empty() ? name.substr(name.find('@') + 1) : k.peak_isa));
+    CHECK(k.roof_isa() == (k.dot_isa.empty() ? name.substr(name.find('@') + 1) : k.dot_isa));
     const std::string own = k.fp32_isa.empty() ? k.roof_isa() : k.fp32_isa;
     REQUIRE(r["peak"].is_object());
     CHECK(r["peak"]["isa"] == own);

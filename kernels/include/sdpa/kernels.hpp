@@ -188,15 +188,15 @@ struct Kernel {
   std::string name;    // e.g. "flash", "simd@avx2"
   std::string family;  // e.g. "flash", "flash-kv-int8", "eigen", "ggml" (docs/design.md lists them)
   std::string isa;     // instruction set the entry runs on, e.g. "scalar", "avx2", "avx512"
-  // The roofline ISA (sdpa/peak.hpp) whose peak its timings are read against, where not `isa`:
+  // The roofline ISA (sdpa/peak.hpp) of its dot-product instructions, where not `isa`:
   // flash-kv-int8@avx2's "avx2-int8" (its scores are int8 dot products, not fp32 FMAs).
-  std::string peak_isa = {};
+  std::string dot_isa = {};
   // The ISA whose fp32 multiply-adds do the rest where product_isa's dot products do only a
   // decode shape's scores: flash-kv-int8's native entries, which widen V to fp32 for P V and
   // run fp32 tiles on every other shape. Empty: product_isa does every product.
   std::string fp32_isa = {};
-  // The ISA its products run on: peak_isa, else isa.
-  const std::string& product_isa() const { return peak_isa.empty() ? isa : peak_isa; }
+  // The ISA its products run on: dot_isa, else isa.
+  const std::string& product_isa() const { return dot_isa.empty() ? isa : dot_isa; }
   // The roofline ISA of product_isa (peak::roof_isa), so flash@avx2 reads against AVX2's peak on
   // an AVX-512 host; "" when none applies.
   std::string roof_isa() const;
