@@ -157,8 +157,16 @@ std::string file_label(const ResultFile& f) {
   return f.path + (report::edited(f.doc) ? " (edited)" : "");
 }
 
-std::string config_label(const ResultFile& f) {
-  return f.doc["config"]["sha256"].get<std::string>().substr(0, 12);
+bool same_config(const ResultFile& a, const ResultFile& b) {
+  return a.doc["config"]["sha256"] == b.doc["config"]["sha256"];
+}
+
+// "sha256 <A's first 12>… and <B's first 12>…": which configs two files ran.
+std::string configs_label(const ResultFile& a, const ResultFile& b) {
+  const auto head = [](const ResultFile& f) {
+    return f.doc["config"]["sha256"].get<std::string>().substr(0, 12);
+  };
+  return "sha256 " + head(a) + "… and " + head(b) + "…";
 }
 
 // The timed cells of B against A's: matched by their axes, each with its verdict.
@@ -192,7 +200,7 @@ std::vector<Table> timing_tables(const ResultFile& base, const ResultFile& other
               "A % roof",
               "B % roof",
               "notes"};
-  const bool configs_differ = base.doc["config"]["sha256"] != other.doc["config"]["sha256"];
+  const bool configs_differ = !same_config(base, other);
   for (const auto& [a, b, v] : c.cells) {
     std::string notes;
     for (const auto& [flag, text] :
@@ -216,9 +224,8 @@ std::vector<Table> timing_tables(const ResultFile& base, const ResultFile& other
       "(memory or compute, see the timing tables). Noisy: CV above 5 %.";
   static_assert(kMinRepetitions == 5 && kAlpha == 0.05, "the note above states both");
   if (configs_differ)
-    t.note += " The files ran different configs (sha256 " + config_label(base) + "… and " +
-              config_label(other) + "…): matched cells are compared, but settings such as " +
-              "repetitions may differ.";
+    t.note += " The files ran different configs (" + configs_label(base, other) +
+              "): matched cells are compared, but settings such as repetitions may differ.";
   std::vector<Table> out = {std::move(t)};
 
   const std::string kNoMatch = "no cell with the same parameters in ";
@@ -380,10 +387,9 @@ Reproduced reproduced(const ResultFile& base, std::size_t index, const ResultFil
     return x["name"] == experiment["name"] && x["kind"] == experiment["kind"];
   });
   if (match == bx.end())
-    return base.doc["config"]["sha256"] == other.doc["config"]["sha256"]
+    return same_config(base, other)
                ? Reproduced{"**finding**: missing from " + other.path, true}
-               : Reproduced{"not compared: not in B's config (sha256 " + config_label(base) +
-                            "… and " + config_label(other) + "…)"};
+               : Reproduced{"not compared: not in B's config (" + configs_label(base, other) + ")"};
   if (!same_inputs(base, index, other, std::size_t(match - bx.begin())))
     return {"not compared: another seed, other parameters or another place in the config"};
   std::unordered_map<std::string, std::vector<std::size_t>> in_b;
