@@ -739,14 +739,15 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
 // V^T P^T over kc keys, P^T in w.scores_t's layout. Per key the NQ vectors of P^T (the key's
 // weight in every row) are loaded and each of the SV values of V is broadcast, once, into NQ
 // multiply-adds, so every row is served by one read of V, no row group reading V from L1 after
-// the first. Key j prefetches SV floats at pf + j SV: ValueStrips lays these out so that the
-// chunk's strips request the next chunk in memory order (see there). init as ValueTileOf's,
-// with alpha along the lanes.
-template <class P, int SV, int NQ, std::size_t... I, std::size_t... Q, std::size_t... C>
+// the first. Key j prefetches the line at pf + j pf_step, into L2 with kToL2: ValueStrips lays
+// these out so that the chunk's strips request the next chunk in memory order (see there). init
+// as ValueTileOf's, with alpha along the lanes.
+template <class P, int SV, int NQ, bool kToL2, std::size_t... I, std::size_t... Q,
+          std::size_t... C>
 HWY_INLINE void ValueStripOf(const float* p_t, const float* v, std::int64_t ld_v, std::int64_t kc,
-                             const float* pf, float* o_t, Gemm::Init init, const float* alpha,
-                             std::index_sequence<I...>, std::index_sequence<Q...>,
-                             std::index_sequence<C...>) {
+                             const char* pf, std::int64_t pf_step, float* o_t, Gemm::Init init,
+                             const float* alpha, std::index_sequence<I...>,
+                             std::index_sequence<Q...>, std::index_sequence<C...>) {
   constexpr std::int64_t L = P::kLanes;
   constexpr std::int64_t kValue[] = {std::int64_t(I / NQ)...};
   constexpr std::size_t kRows[] = {I % NQ...};
@@ -756,7 +757,10 @@ HWY_INLINE void ValueStripOf(const float* p_t, const float* v, std::int64_t ld_v
                      P::Load(o_t + kValue[I] * kDecodeRows + kRows[I] * L))),
        ...);
     for (std::int64_t j = 0; j < kc; ++j) {
-      hwy::Prefetch(pf + j * SV);
+      if constexpr (kToL2)
+        PrefetchToL2(pf + j * pf_step);
+      else
+        hwy::Prefetch(pf + j * pf_step);
       [&](auto... weights) HWY_ATTR __attribute__((always_inline)) {
         const auto value = [&](auto c) HWY_ATTR __attribute__((always_inline)) {
           const auto x = HoldIf<(NQ > 1)>(P::Set(v[j * ld_v + c()]));
@@ -785,15 +789,14 @@ constexpr int StripValues(int nq) {
 }
 
 // Whether a block takes P V along the query lanes (AccumulateValuesAlongLanes): a query-lanes
-// block of fp32 values whose rows are whole strips. The row tiles (AccumulateValues) read V once
-// per group of kMrD rows, the first from memory and the others from L1 (16 rows on AVX-512: 3 +
-// 3 + 3 + 3 + 3 + 1); along the lanes every row is served by one read. 16-bit values keep the
-// row tiles: a broadcast of one would cost a widening each, and widening a chunk into v_pack to
-// run the strips there measured slower (docs/perf-log/2026-11-26-query-lanes-prefetch.md).
+// block of fp32 or 16-bit values whose rows are whole strips. The row tiles (AccumulateValues)
+// read V once per group of kMrD rows, the first from memory and the others from L1 (16 rows on
+// AVX-512: 3 + 3 + 3 + 3 + 3 + 1), and widen 16-bit values once per group; along the lanes every
+// row is served by one read, and 16-bit values are widened once, into v_pack (ValueStrips).
 template <class P, class E>
 bool ValuesAlongLanes(std::int64_t rows, std::int64_t d_v) {
   const int nq = int((rows + P::kLanes - 1) / P::kLanes);
-  return std::is_same_v<E, float> && takes_query_lanes(rows) && nq <= kMaxStripVectors &&
+  return !requires { E::kScaledRows; } && takes_query_lanes(rows) && nq <= kMaxStripVectors &&
          d_v % StripValues<P>(nq) == 0;
 }
 
@@ -801,37 +804,57 @@ bool ValuesAlongLanes(std::int64_t rows, std::int64_t d_v) {
 // and a chunk's strips prefetch the next chunk. 64 rather than 32 (kWidenKeys, the row tiles')
 // or 16: docs/perf-log/2026-11-26-decode-prefetch.md.
 inline constexpr std::int64_t kStripKeys = 64;
+static_assert(kStripKeys <= kDepthChunk);  // a widened chunk fits v_pack
+
+// L1 the strips' next chunk may share with the chunk being multiplied: 32 KiB, the smallest L1d
+// of the CPUs we run on. At d_v = 128 the two fp32 chunks are 64 KiB, and the next one,
+// prefetched into L1, evicted the lines of the one being read: there it goes to L2
+// (docs/perf-log/2026-11-27-strips-next-chunk-l2.md).
+inline constexpr std::int64_t kStripL1Bytes = 32768;
 
 // w.acc_t (O^T: d_v rows of NQ vectors of the block's rows) = alpha O^T + V^T P^T over the
 // tile's nk keys, in chunks of kStripKeys keys and strips of SV values (ValueStripOf). Every
 // element is alpha O + sum_j p_j v_j by multiply-adds in key order, as in AccumulateValues: the
 // same bits. DecodeSplit transposes O^T into the split's partial output after its last tile.
+// 16-bit values are widened a chunk at a time into v_pack and multiplied from there: a widening
+// per vector rather than per broadcast value, and one read of V for all rows where the row
+// tiles widened each vector once per row group.
 // While a chunk is multiplied, the next one (kStripKeys rows of V, contiguous) is prefetched in
-// memory order: strip c0 / SV, key j requests floats (c0 kStripKeys + j SV) of it, so over the
-// chunk's strips the requests walk it front to back, a line (at SV = 16) per key. Each strip
-// prefetching its own column of the next chunk instead (one line per value row, 512 bytes apart
-// at d_v = 128) kept one request per value row in flight: in memory order the hardware's
-// prefetchers join in (docs/perf-log/2026-11-26-decode-prefetch.md); the same bits.
-template <class P, int NQ>
-void ValueStrips(const float* v, std::int64_t d_v, std::int64_t nk, bool first,
+// memory order: strip c0 / SV, key j requests bytes (c0 kStripKeys + j SV) sizeof(E) of it, so
+// over the chunk's strips the requests walk it front to back, a line (fp32 at SV = 16) per key.
+// Each strip prefetching its own column of the next chunk instead (one line per value row, 512
+// bytes apart at d_v = 128) kept one request per value row in flight: in memory order the
+// hardware's prefetchers join in (docs/perf-log/2026-11-26-decode-prefetch.md); the same bits.
+template <class P, int NQ, class E>
+void ValueStrips(const E* v, std::int64_t d_v, std::int64_t nk, bool first,
                  const DecodeScratch& w) {
   constexpr int SV = StripValues<P>(NQ);
+  constexpr std::int64_t kBytes = sizeof(E);
   const Gemm::Init init = first ? Gemm::Init::kZero : Gemm::Init::kLoadScaled;
+  const bool to_l2 = kStripKeys * d_v * (std::int64_t(sizeof(float)) + kBytes) > kStripL1Bytes;
   for (std::int64_t j0 = 0; j0 < nk; j0 += kStripKeys) {
     const std::int64_t kc = std::min(kStripKeys, nk - j0);
-    const float* next = v + (j0 + kStripKeys) * d_v;
-    for (std::int64_t c0 = 0; c0 < d_v; c0 += SV)
-      ValueStripOf<P, SV, NQ>(w.scores_t + j0 * kDecodeRows, v + j0 * d_v + c0, d_v, kc,
-                              next + c0 * kStripKeys, w.acc_t + c0 * kDecodeRows,
-                              j0 == 0 ? init : Gemm::Init::kLoad, w.rescale,
-                              std::make_index_sequence<SV * NQ>(), std::make_index_sequence<NQ>(),
-                              std::make_index_sequence<SV>());
+    const char* next = reinterpret_cast<const char*>(v + (j0 + kStripKeys) * d_v);
+    const float* values = w.v_pack;
+    if constexpr (std::is_same_v<E, float>)
+      values = v + j0 * d_v;
+    else
+      WidenRows(v + j0 * d_v, kc, d_v, d_v, w.v_pack, d_v);
+    const auto strips = [&](auto l2) HWY_ATTR __attribute__((always_inline)) {
+      for (std::int64_t c0 = 0; c0 < d_v; c0 += SV)
+        ValueStripOf<P, SV, NQ, l2()>(
+            w.scores_t + j0 * kDecodeRows, values + c0, d_v, kc, next + c0 * kStripKeys * kBytes,
+            SV * kBytes, w.acc_t + c0 * kDecodeRows, j0 == 0 ? init : Gemm::Init::kLoad,
+            w.rescale, std::make_index_sequence<SV * NQ>(), std::make_index_sequence<NQ>(),
+            std::make_index_sequence<SV>());
+    };
+    to_l2 ? strips(std::true_type()) : strips(std::false_type());
   }
 }
 
-template <class P, int NQ = 1>
-void AccumulateValuesAlongLanes(std::int64_t rows, const float* v, std::int64_t d_v,
-                                std::int64_t nk, bool first, const DecodeScratch& w) {
+template <class P, int NQ = 1, class E>
+void AccumulateValuesAlongLanes(std::int64_t rows, const E* v, std::int64_t d_v, std::int64_t nk,
+                                bool first, const DecodeScratch& w) {
   if constexpr (NQ < kMaxStripVectors && NQ * P::kLanes < kDecodeRows) {
     if (rows > NQ * P::kLanes)
       return AccumulateValuesAlongLanes<P, NQ + 1>(rows, v, d_v, nk, first, w);
@@ -906,7 +929,7 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
       SoftmaxRows<P, kProbe>(a, blk.rows, key0, nk, w);
     }
     if constexpr (kProbe) fold_tile_probes(w, blk.rows);
-    if constexpr (std::is_same_v<E, float>) {
+    if constexpr (kElementRows) {
       if (values_along_lanes) {
         AccumulateValuesAlongLanes<P>(blk.rows, v + key0 * s.d_v, s.d_v, nk, key0 == first, w);
         continue;

@@ -123,7 +123,7 @@ struct DecodeScratch : RowStats {
   float* scores;    // [max_rows][tile]: S of one key tile, overwritten by P
   float* k_pack;    // [kPartialAlign][ld_q]: a group of keys padded to whole vectors and lanes,
                     // a slice of keys for the query-lanes product, or int8's quantised Q
-  float* v_pack;    // [kDepthChunk][ld_acc]: values padded when d_v is not whole vectors
+  float* v_pack;    // [kDepthChunk][ld_acc]: values widened or padded to whole vectors
   float* dots;      // [kMaxScoreRows][kPartialAlign][kPartialAlign]: partial dot products of a
                     // group of keys
   float* q_t;       // [ld_q][kDecodeRows]: scale * Q^T of the block (queries along the lanes)

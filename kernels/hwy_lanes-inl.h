@@ -155,6 +155,10 @@ HWY_INLINE void PrefetchAhead(const E* p, std::int64_t n) {
     hwy::Prefetch(bytes + b);
 }
 
+// A prefetch into L2 rather than L1 (x86's prefetcht1, Arm's PLDL2KEEP): for data requested far
+// enough ahead that, brought into L1, it would evict what is being read there.
+HWY_INLINE void PrefetchToL2(const void* p) { __builtin_prefetch(p, 0, 2); }
+
 }  // namespace sdpa::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
