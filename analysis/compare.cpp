@@ -169,6 +169,31 @@ std::string configs_label(const ResultFile& a, const ResultFile& b) {
   return "sha256 " + head(a) + "… and " + head(b) + "…";
 }
 
+// What a timing cell ran with besides its own parameters: its experiment's other settings
+// (repetitions, minimum times), its name, kind and description aside. Two matched cells that
+// ran the same settings compare whatever else their configs say.
+json settings(const Timing& t) {
+  json s = t.experiment->value("params", json::object());
+  for (const char* key : {"name", "kind", "description"}) s.erase(key);
+  for (const auto& item : t.params().items()) s.erase(item.key());
+  return s;
+}
+
+// "settings differ: repetitions 10 / 5" (A's value / B's, "-" where one lacks it), or "".
+std::string settings_note(const Timing& a, const Timing& b) {
+  const json sa = settings(a), sb = settings(b);
+  json keys = sa;
+  keys.update(sb);
+  std::string differ;
+  for (const auto& item : keys.items()) {
+    const std::string& k = item.key();
+    const auto value = [&](const json& s) { return s.contains(k) ? s[k].dump() : "-"; };
+    if (value(sa) != value(sb))
+      differ += (differ.empty() ? "" : ", ") + k + " " + value(sa) + " / " + value(sb);
+  }
+  return differ.empty() ? "" : "settings differ: " + differ;
+}
+
 // The timed cells of B against A's: matched by their axes, each with its verdict.
 struct TimingComparison {
   std::vector<Timing> as, bs;
@@ -200,13 +225,15 @@ std::vector<Table> timing_tables(const ResultFile& base, const ResultFile& other
               "A % roof",
               "B % roof",
               "notes"};
-  const bool configs_differ = !same_config(base, other);
+  bool settings_differ = false;
   for (const auto& [a, b, v] : c.cells) {
+    const std::string settings = settings_note(*a, *b);
+    settings_differ = settings_differ || !settings.empty();
     std::string notes;
     for (const auto& [flag, text] :
-         {std::pair{a->noisy(), "noisy A"}, std::pair{b->noisy(), "noisy B"},
-          std::pair{configs_differ, "configs differ"}})
-      if (flag) notes += (notes.empty() ? "" : ", ") + std::string(text);
+         {std::pair{a->noisy(), std::string("noisy A")},
+          std::pair{b->noisy(), std::string("noisy B")}, std::pair{!settings.empty(), settings}})
+      if (flag) notes += (notes.empty() ? "" : ", ") + text;
     t.rows.push_back({a->kernel(), a->shape(), std::to_string(a->threads()), a->direction(),
                       a->median(), b->median(), time_ratio(*a, *b), v.u, v.p, v.text,
                       a->percent_of_peak(), b->percent_of_peak(), a->percent_of_roof(),
@@ -223,9 +250,10 @@ std::vector<Table> timing_tables(const ResultFile& base, const ResultFile& other
       "kernel's ISA and thread count; % roof: of the roof that binds at the cell's intensity "
       "(memory or compute, see the timing tables). Noisy: CV above 5 %.";
   static_assert(kMinRepetitions == 5 && kAlpha == 0.05, "the note above states both");
-  if (configs_differ)
-    t.note += " The files ran different configs (" + configs_label(base, other) +
-              "): matched cells are compared, but settings such as repetitions may differ.";
+  if (settings_differ)
+    t.note +=
+        " Settings differ: the two cells' experiments ran with other settings than the "
+        "cell's own parameters (A's value / B's); the cells are compared all the same.";
   std::vector<Table> out = {std::move(t)};
 
   const std::string kNoMatch = "no cell with the same parameters in ";

@@ -102,11 +102,13 @@ TEST_CASE("timing cells are matched by their parameters; the rest listed") {
   CHECK(unmatched.rows[1][2] == "1×128×128, d 8/8");
 }
 
-TEST_CASE("verdicts: slower, no difference, too few repetitions, configs that differ") {
+TEST_CASE("verdicts: slower, no difference, too few repetitions, settings that differ") {
+  // B's config has another SHA-256; its timing experiment has B's settings.
   auto verdict = [](const std::vector<double>& x, const std::vector<double>& y, bool noisy = false,
-                    const std::string& sha = kSha) {
+                    const json& b_settings = json::object()) {
     const json a = result(kSha, json::array({timing_record("naive", 8, x)}), json::array());
-    const json b = result(sha, json::array({timing_record("naive", 8, y, noisy)}), json::array());
+    json b = result(kOtherSha, json::array({timing_record("naive", 8, y, noisy)}), json::array());
+    b["experiments"][1]["params"] = b_settings;
     return find(sdpa::compare::tables({{"a.json", a}, {"b.json", b}}), "timing:").rows.at(0);
   };
   CHECK(verdict(kFast, kSlow)[9] == "**slower**");
@@ -114,8 +116,11 @@ TEST_CASE("verdicts: slower, no difference, too few repetitions, configs that di
   const auto few = verdict({1, 2, 3}, kSlow);
   CHECK(few[9] == "no verdict: A has 3 repetition(s), the U test needs 5 per side");
   CHECK(few[8] == "-");
-  const auto differ = verdict(kSlow, kFast, true, kOtherSha);
-  CHECK(differ[14] == "noisy B, configs differ");  // after A and B % roof
+  // Another config, the same settings (an axis's own values and the description aside).
+  CHECK(verdict(kSlow, kFast, true, {{"description", "reworded"}, {"n_q", {8, 16}}})[14] ==
+        "noisy B");  // after A and B % roof
+  const auto differ = verdict(kSlow, kFast, true, {{"repetitions", 3}, {"min_time", 0.5}});
+  CHECK(differ[14] == "noisy B, settings differ: repetitions - / 3, min_time - / 0.5");
 }
 
 TEST_CASE(
