@@ -187,7 +187,7 @@ std::string settings_note(const Timing& a, const Timing& b) {
   std::string differ;
   for (const auto& item : keys.items()) {
     const std::string& k = item.key();
-    const auto value = [&](const json& s) { return s.contains(k) ? s[k].dump() : "-"; };
+    const auto value = [&](const json& s) { return s.contains(k) ? normalised(s[k]).dump() : "-"; };
     if (value(sa) != value(sb))
       differ += (differ.empty() ? "" : ", ") + k + " " + value(sa) + " / " + value(sb);
   }

@@ -16,7 +16,7 @@
 //   O = alpha O + P V_tile     a register tile of O (ValueTile: the prefill's micro-kernel form,
 //                              the block's few rows down the tile) over chunks of keys in L1,
 //                              broadcasting P from S's layout or S^T's (PLayout); or, for a
-//                              query-lanes block whose rows fit one vector, O^T along the query
+//                              query-lanes block of fp32 or 16-bit values, O^T along the query
 //                              lanes, broadcasting V (ValueStripOf): one read of V for all rows.
 // The passes that read K or V from memory hold each loaded vector in a register for all their
 // rows and prefetch ahead from inside their loops, a few lines per key, not in bursts between
@@ -24,7 +24,8 @@
 // Each split leaves its rows' max, sum and unnormalised output; the merge folds the splits in
 // order. Probes ride along as in the prefill path (RowStats). K and V may be stored as fp32 or
 // in 16 bits (E: flash_kv.cpp's formats), widened exactly to fp32 in registers as they are
-// loaded (WideLoad), so the arithmetic after the widening is the fp32 path's; or as int8 with a
+// loaded (WideLoad), or, where a block's many rows share them, into k_pack or v_pack first, so
+// the arithmetic after the widening is the fp32 path's; or as int8 with a
 // scale per row (E = kv_int8-inl.h's Int8Rows, through KvRows), whose overloads of ScoreRows,
 // TileValues and WidenRows do the score and widen steps.
 //
@@ -742,8 +743,7 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
 // the first. Key j prefetches the line at pf + j pf_step, into L2 with kToL2: ValueStrips lays
 // these out so that the chunk's strips request the next chunk in memory order (see there). init
 // as ValueTileOf's, with alpha along the lanes.
-template <class P, int SV, int NQ, bool kToL2, std::size_t... I, std::size_t... Q,
-          std::size_t... C>
+template <class P, int SV, int NQ, bool kToL2, std::size_t... I, std::size_t... Q, std::size_t... C>
 HWY_INLINE void ValueStripOf(const float* p_t, const float* v, std::int64_t ld_v, std::int64_t kc,
                              const char* pf, std::int64_t pf_step, float* o_t, Gemm::Init init,
                              const float* alpha, std::index_sequence<I...>,
@@ -788,15 +788,24 @@ constexpr int StripValues(int nq) {
   return int(std::bit_floor(unsigned(P::kStripAccumulators / nq)));
 }
 
+// Whether E is a format of plain elements (fp32, 16 bits) rather than of rows that carry a scale
+// (E::kScaledRows: kv_int8-inl.h's Int8Rows).
+template <class E>
+inline constexpr bool kElementRows = !requires {
+  E::kScaledRows;
+};
+
 // Whether a block takes P V along the query lanes (AccumulateValuesAlongLanes): a query-lanes
 // block of fp32 or 16-bit values whose rows are whole strips. The row tiles (AccumulateValues)
 // read V once per group of kMrD rows, the first from memory and the others from L1 (16 rows on
 // AVX-512: 3 + 3 + 3 + 3 + 3 + 1), and widen 16-bit values once per group; along the lanes every
-// row is served by one read, and 16-bit values are widened once, into v_pack (ValueStrips).
+// row is served by one read, and 16-bit values are widened once, into v_pack (ValueStrips). Zen 5
+// had measured the widened strips slower, when their next chunk still went to L1 at every d_v
+// (docs/perf-log/2026-11-27-strips-next-chunk-l2.md).
 template <class P, class E>
 bool ValuesAlongLanes(std::int64_t rows, std::int64_t d_v) {
   const int nq = int((rows + P::kLanes - 1) / P::kLanes);
-  return !requires { E::kScaledRows; } && takes_query_lanes(rows) && nq <= kMaxStripVectors &&
+  return kElementRows<E> && takes_query_lanes(rows) && nq <= kMaxStripVectors &&
          d_v % StripValues<P>(nq) == 0;
 }
 
@@ -844,8 +853,8 @@ void ValueStrips(const E* v, std::int64_t d_v, std::int64_t nk, bool first,
       for (std::int64_t c0 = 0; c0 < d_v; c0 += SV)
         ValueStripOf<P, SV, NQ, l2()>(
             w.scores_t + j0 * kDecodeRows, values + c0, d_v, kc, next + c0 * kStripKeys * kBytes,
-            SV * kBytes, w.acc_t + c0 * kDecodeRows, j0 == 0 ? init : Gemm::Init::kLoad,
-            w.rescale, std::make_index_sequence<SV * NQ>(), std::make_index_sequence<NQ>(),
+            SV * kBytes, w.acc_t + c0 * kDecodeRows, j0 == 0 ? init : Gemm::Init::kLoad, w.rescale,
+            std::make_index_sequence<SV * NQ>(), std::make_index_sequence<NQ>(),
             std::make_index_sequence<SV>());
     };
     to_l2 ? strips(std::true_type()) : strips(std::false_type());
@@ -867,7 +876,7 @@ void AccumulateValuesAlongLanes(std::int64_t rows, const E* v, std::int64_t d_v,
 // TileValues and WidenRows overloads then do the score and widen steps.
 template <class E>
 auto KvRows(const void* p) {
-  if constexpr (requires { E::kScaledRows; })
+  if constexpr (!kElementRows<E>)
     return *static_cast<const E*>(p);
   else
     return static_cast<const E*>(p);
@@ -883,8 +892,7 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
   const Shape& s = a.shape;
   // Rows of plain elements (fp32, 16-bit) may take the query-lanes layout; a format whose rows
   // carry a scale (int8) scores a block of any size with its own ScoreRows.
-  constexpr bool kElementRows = !requires { E::kScaledRows; };
-  const bool query_lanes = kElementRows && takes_query_lanes(blk.rows);
+  const bool query_lanes = kElementRows<E> && takes_query_lanes(blk.rows);
   const bool values_along_lanes = ValuesAlongLanes<P, E>(blk.rows, s.d_v);
   const std::span<const float> temperature = a.score_mod.temperature;
   for (std::int64_t i = 0; i < blk.rows; ++i) {
@@ -916,7 +924,7 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
   const PLayout lp = query_lanes ? PLayout{1, kDecodeRows} : PLayout{w.tile, 1};
   for (std::int64_t key0 = first; key0 < end; key0 += g.tile) {
     const std::int64_t nk = std::min(g.tile, end - key0);
-    if constexpr (kElementRows) {
+    if constexpr (kElementRows<E>) {
       if (query_lanes) {
         ScoreRowsQueryLanes<P>(w, blk.rows, k + key0 * s.d_k, s.d_k, nk);
         if (modified) ModifyRowsQueryLanes<P>(a, blk, key0, nk, w);
@@ -929,7 +937,7 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
       SoftmaxRows<P, kProbe>(a, blk.rows, key0, nk, w);
     }
     if constexpr (kProbe) fold_tile_probes(w, blk.rows);
-    if constexpr (kElementRows) {
+    if constexpr (kElementRows<E>) {
       if (values_along_lanes) {
         AccumulateValuesAlongLanes<P>(blk.rows, v + key0 * s.d_v, s.d_v, nk, key0 == first, w);
         continue;

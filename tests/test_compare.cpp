@@ -119,6 +119,14 @@ TEST_CASE("verdicts: slower, no difference, too few repetitions, settings that d
   // Another config, the same settings (an axis's own values and the description aside).
   CHECK(verdict(kSlow, kFast, true, {{"description", "reworded"}, {"n_q", {8, 16}}})[14] ==
         "noisy B");  // after A and B % roof
+  // 3 and 3.0 are one value, as in the cells' keys.
+  json a_settings = result(kSha, json::array({timing_record("naive", 8, kSlow)}), json::array());
+  a_settings["experiments"][1]["params"] = {{"repetitions", 3}};
+  json b_settings =
+      result(kOtherSha, json::array({timing_record("naive", 8, kFast)}), json::array());
+  b_settings["experiments"][1]["params"] = {{"repetitions", 3.0}};
+  CHECK(find(sdpa::compare::tables({{"a.json", a_settings}, {"b.json", b_settings}}), "timing:")
+            .rows.at(0)[14] == "-");
   const auto differ = verdict(kSlow, kFast, true, {{"repetitions", 3}, {"min_time", 0.5}});
   CHECK(differ[14] == "noisy B, settings differ: repetitions - / 3, min_time - / 0.5");
 }
