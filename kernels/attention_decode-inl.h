@@ -526,6 +526,13 @@ void SoftmaxQueryLanes(const ForwardArgs& a, std::int64_t rows, std::int64_t key
       w.tile_nonfinite[i] -= float(nk - VisibleInTile(a, i, key0, nk).size());
 }
 
+// Whether E is a format of plain elements (fp32, 16 bits) rather than of rows that carry a scale
+// (E::kScaledRows: kv_int8-inl.h's Int8Rows).
+template <class E>
+inline constexpr bool kElementRows = !requires {
+  E::kScaledRows;
+};
+
 // O = alpha O + P V over the tile's nk keys. Rows of V that are whole vectors (d_v a multiple
 // of L) go through ValueTile: a tile of MR rows x NV vectors of O in registers, and per key the
 // NV vectors of V loaded, widened as they are loaded (vcvtph2ps from memory for fp16; int8 x
@@ -639,7 +646,7 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
   // group, so they take the prefill's taller tile (kMrO x kNvO: 6 x 4, in two strips of
   // d_v = 128), which widens them once for up to 6 rows; the same products in the same order
   // (docs/perf-log/2026-11-25-decode-one-thread-profile.md).
-  constexpr bool kScaled = requires { Rows::kScaledRows; };
+  constexpr bool kScaled = !kElementRows<Rows>;
   constexpr int MR = kScaled ? P::kMrO : P::kMrD, NV = kScaled ? P::kNvO : P::kNvD;
   constexpr std::int64_t L = P::kLanes;
   const Gemm::Init init = first ? Gemm::Init::kZero : Gemm::Init::kLoadScaled;
@@ -787,13 +794,6 @@ template <class P>
 constexpr int StripValues(int nq) {
   return int(std::bit_floor(unsigned(P::kStripAccumulators / nq)));
 }
-
-// Whether E is a format of plain elements (fp32, 16 bits) rather than of rows that carry a scale
-// (E::kScaledRows: kv_int8-inl.h's Int8Rows).
-template <class E>
-inline constexpr bool kElementRows = !requires {
-  E::kScaledRows;
-};
 
 // Whether a block takes P V along the query lanes (AccumulateValuesAlongLanes): a query-lanes
 // block of fp32 or 16-bit values whose rows are whole strips. The row tiles (AccumulateValues)
