@@ -169,12 +169,20 @@ std::string configs_label(const ResultFile& a, const ResultFile& b) {
   return "sha256 " + head(a) + "… and " + head(b) + "…";
 }
 
+// An experiment's parameters with its description left out: a config's text may be reworded
+// without changing what its experiments ran.
+json run_params(const json& experiment) {
+  json p = experiment.value("params", json::object());
+  p.erase("description");
+  return p;
+}
+
 // What a timing cell ran with besides its own parameters: its experiment's other settings
-// (repetitions, minimum times), its name, kind and description aside. Two matched cells that
-// ran the same settings compare whatever else their configs say.
+// (repetitions, minimum times), its name and kind aside. Two matched cells that ran the same
+// settings compare whatever else their configs say.
 json settings(const Timing& t) {
-  json s = t.experiment->value("params", json::object());
-  for (const char* key : {"name", "kind", "description"}) s.erase(key);
+  json s = run_params(*t.experiment);
+  for (const char* key : {"name", "kind"}) s.erase(key);
   for (const auto& item : t.params().items()) s.erase(item.key());
   return s;
 }
@@ -391,13 +399,8 @@ std::string cell_list(const std::vector<std::string>& cells) {
 // seed, the experiment's place in its config's list (its streams' key) and its parameters; not
 // its description or any other text of the config, so a reworded config still compares.
 bool same_inputs(const ResultFile& a, std::size_t i, const ResultFile& b, std::size_t j) {
-  const auto params = [](const json& experiment) {
-    json p = experiment.value("params", json::object());
-    p.erase("description");
-    return p;
-  };
   return a.doc["seed"] == b.doc["seed"] && i == j &&
-         params(a.doc["experiments"][i]) == params(b.doc["experiments"][j]);
+         run_params(a.doc["experiments"][i]) == run_params(b.doc["experiments"][j]);
 }
 
 // One statistics experiment of A against B's of the same name and kind, record by record
