@@ -274,7 +274,8 @@ HWY_INLINE void ScoreRemainder(std::int64_t n, const float* q, std::int64_t ld_q
 // folds its L vectors into one vector of L scores, stored at scores + r ld_s. Keys exactly two
 // chunks deep (d = 256 on AVX-512, 64 on AVX2) are read whole in one chunk instead, front to back,
 // with one query row in registers and the others from L1, rather than in two halves, a pass over
-// the group's keys each (docs/perf-log/2026-11-26-decode-prefetch.md). The same products in the
+// the group's keys each (docs/perf-log/2026-11-26-decode-prefetch.md); so are keys
+// P::kScoreWholeVecs deep (d = 128 on AVX2), every query row from L1. The same products in the
 // same order.
 template <class P, std::int64_t R, class E>
 HWY_INLINE void GroupScores(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
@@ -285,6 +286,11 @@ HWY_INLINE void GroupScores(const float* q, std::int64_t ld_q, const E* k, std::
   if (d_vecs == 2 * C) {
     ScoreChunk<P, R, 2 * C, 1>(q, ld_q, k, ld_k, true, ahead, dots);
     c = d_vecs;
+  } else if constexpr (P::kScoreWholeVecs > 0) {
+    if (d_vecs == P::kScoreWholeVecs) {
+      ScoreChunk<P, R, P::kScoreWholeVecs, 0>(q, ld_q, k, ld_k, true, ahead, dots);
+      c = d_vecs;
+    }
   }
   for (; c + C <= d_vecs; c += C)
     ScoreChunk<P, R, C>(q + c * L, ld_q, k + c * L, ld_k, c == 0, ahead, dots);

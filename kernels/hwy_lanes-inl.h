@@ -43,6 +43,9 @@ struct HwyLanes {
   // 4 rows x 4 vectors in registers, which reads each key in two halves, measured slower
   // (docs/perf-log/2026-11-26-decode-streams-on-one-core.md).
   static constexpr int kScoreRows = 3, kScoreRowsL1 = 1, kScoreChunk = 8;
+  // Key rows this many vectors deep are read whole with every query row from L1 (0: none; keys
+  // two chunks deep are read whole anyway, with one query row in registers).
+  static constexpr int kScoreWholeVecs = 0;
   // Decode O += P V: rows of 128 values in one strip (3 x 8 accumulators), so each value row is
   // read front to back rather than in strips (int8 values take kMrO x kNvO: AccumulateValues).
   static constexpr int kMrD = 3, kNvD = 8;
@@ -61,6 +64,10 @@ struct HwyLanes {
   // 3 + 1 (13 registers; docs/perf-log/2026-11-27-avx2-decode.md).
   static constexpr int kScoreRows = 2, kScoreRowsL1 = HWY_TARGET == HWY_AVX2 ? 2 : 1,
                        kScoreChunk = 4;
+  // AVX2 reads a key row of d = 128 whole, every query row from L1 (5 loads per 4 FMAs at 4
+  // rows), rather than in four passes of 128 bytes over each group of keys, which Zen 3's
+  // prefetchers stream slower (docs/perf-log/2026-11-29-zen3-decode-whole-key-rows.md).
+  static constexpr int kScoreWholeVecs = HWY_TARGET == HWY_AVX2 ? 4 * kScoreChunk : 0;
   // Decode O += P V: one row of 8 vectors per strip.
   static constexpr int kMrD = 1, kNvD = 8;
   // Decode O^T += V^T P^T: 8 accumulators, up to 4 vectors of weights and a broadcast value.

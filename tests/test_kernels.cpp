@@ -485,6 +485,8 @@ TEST_CASE("every kernel matches the fp64 reference on grouped-query and decode s
       {1, 8, 1, 1, 1000, 64, 64},    // MQA 8/1, n_kv not a multiple of the 256-key split
       {1, 8, 2, 1, 1000, 64, 64},    // GQA 8/2
       {1, 8, 8, 1, 300, 128, 128},   // MHA decode
+      {1, 8, 2, 1, 500, 128, 128},   // GQA 8/2 at d = 128: 4 rows over whole key rows (AVX2)
+      {1, 6, 2, 1, 270, 128, 96},    // GQA 6/2: 3 rows, the pass's remainder
       {3, 4, 4, 1, 333, 32, 48},     // MHA 4/4, batch 3, d_k != d_v
       {2, 8, 1, 2, 777, 40, 24},     // batch 2 of MQA 8/1: 16 rows per group, one full block
       {1, 8, 2, 3, 700, 80, 48},     // speculative decode: 3 new tokens, 12 rows per block

@@ -31,6 +31,7 @@ MUTATIONS=(
   "bf16-ties-simd|kernels/flash_bf16.cpp|hn::Add(hn::Add(b, hn::Set(du, 0x7fffu)), hn::And(hn::ShiftRight<16>(b), hn::Set(du, 1u)))|hn::Add(b, hn::Set(du, 0x7fffu))|test_low_precision -tc=*bf16*"
   "decode-merge|kernels/attention_decode-inl.h|row.sum += weight * part.sum[i];|row.sum += part.sum[i];|test_kernels"
   "window|kernels/mask.cpp|r.begin = std::max(r.begin, p - window_left);|r.begin = std::max(r.begin, p - window_left + 1);|test_mask"
+  "score-whole|kernels/attention_decode-inl.h|ScoreChunk<P, R, P::kScoreWholeVecs, 0>(|ScoreChunk<P, R, P::kScoreWholeVecs - 1, 0>(|test_kernels -tc=*grouped-query?and?decode*"
   "strip-widen|kernels/attention_decode-inl.h|WidenRows(v + j0 * d_v, kc, d_v, d_v, w.v_pack, d_v)|WidenRows(v + j0 * d_v, kc - 1, d_v, d_v, w.v_pack, d_v)|test_low_precision -tc=*K/V?storage?kernels?are?within*"
   "f16-widen|kernels/attention_decode-inl.h|hn::IfThenElse(hn::Eq(exponent, hn::Set(du, 31u)), special, normal)|normal|test_low_precision -tc=*binary16*"
   "int8-avx2-sign|kernels/int8_dots_x86.cpp|_mm256_sign_epi8(q, k.sign)|q|test_low_precision -tc=*int8*"
