@@ -76,26 +76,25 @@ HWY_INLINE HwyLanes::V WideLoad(const hwy::float16_t* p) {
   // exact, infinities and NaN included.
   return hn::PromoteTo(HwyLanes::D(), hn::LoadU(hn::Rebind<hwy::float16_t, HwyLanes::D>(), p));
 #else
-  // No conversion instruction (SSE4, the emulated targets): f16_to_f32's bits lane-wise.
-  // Highway 1.0.3's emulated PromoteTo maps exponent 31 (inf, NaN) to finite values, so it is not
-  // used.
-  const hn::Rebind<std::uint16_t, HwyLanes::D> d16;
-  const hn::RebindToUnsigned<HwyLanes::D> du;
-  const hn::RebindToSigned<HwyLanes::D> di;
+  // No conversion instruction (SSE4, the emulated targets): the magnitude's bits moved to fp32's
+  // places and multiplied by 2^112, which rebiases the exponent exactly and makes a subnormal
+  // normal (no flush to zero is ever set); exponent 31 (inf, NaN) then sets all of fp32's. As in
+  // f16_to_f32, bit for bit. Highway 1.0.3's emulated PromoteTo maps exponent 31 to finite
+  // values, so it is not used.
+  using D = HwyLanes::D;
+  const hn::Rebind<std::uint16_t, D> d16;
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
   const auto h = hn::PromoteTo(du, hn::LoadU(d16, reinterpret_cast<const std::uint16_t*>(p)));
-  const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
-  const auto exponent = hn::And(hn::ShiftRight<10>(h), hn::Set(du, 0x1fu));
-  const auto mantissa = hn::And(h, hn::Set(du, 0x3ffu));
-  const auto subnormal =
-      hn::BitCast(du, hn::Mul(hn::ConvertTo(HwyLanes::D(), hn::BitCast(di, mantissa)),
-                              hn::Set(HwyLanes::D(), 0x1p-24f)));
-  const auto normal =
-      hn::Or(hn::ShiftLeft<23>(hn::Add(exponent, hn::Set(du, 112u))), hn::ShiftLeft<13>(mantissa));
-  const auto special = hn::Or(hn::Set(du, 0x7f800000u), hn::ShiftLeft<13>(mantissa));
-  const auto bits =
-      hn::IfThenElse(hn::Eq(exponent, hn::Zero(du)), subnormal,
-                     hn::IfThenElse(hn::Eq(exponent, hn::Set(du, 31u)), special, normal));
-  return hn::BitCast(HwyLanes::D(), hn::Or(sign, bits));
+  const auto magnitude = hn::And(h, hn::Set(du, 0x7fffu));
+  const auto scaled =
+      hn::Mul(hn::BitCast(D(), hn::ShiftLeft<13>(magnitude)), hn::Set(D(), 0x1p112f));
+  // magnitude < 2^15: a signed comparison (one instruction on SSE4) is an unsigned one.
+  const auto special = hn::And(
+      hn::BitCast(du, hn::VecFromMask(di, hn::Gt(hn::BitCast(di, magnitude), hn::Set(di, 0x7bff)))),
+      hn::Set(du, 0x7f800000u));
+  const auto sign = hn::ShiftLeft<16>(hn::Xor(h, magnitude));
+  return hn::BitCast(D(), hn::Or(hn::Or(hn::BitCast(du, scaled), special), sign));
 #endif
 }
 

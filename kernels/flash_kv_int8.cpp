@@ -72,6 +72,7 @@ void Int8Forward(const ForwardArgs& a, Int8ScoresFn scores) {
 }
 
 void KvInt8Forward(const ForwardArgs& a) { Int8Forward(a, &int8_scores_portable); }
+void KvInt8Sse4Forward(const ForwardArgs& a) { Int8Forward(a, int8_scores(Int8Dots::sse4)); }
 void KvInt8Avx2Forward(const ForwardArgs& a) { Int8Forward(a, int8_scores(Int8Dots::avx2)); }
 void KvInt8AvxVnniForward(const ForwardArgs& a) { Int8Forward(a, int8_scores(Int8Dots::avx_vnni)); }
 void KvInt8Avx512VnniForward(const ForwardArgs& a) {
@@ -90,6 +91,7 @@ HWY_AFTER_NAMESPACE();
 namespace sdpa::detail {
 
 HWY_EXPORT(KvInt8Forward);
+HWY_EXPORT(KvInt8Sse4Forward);
 HWY_EXPORT(KvInt8Avx2Forward);
 HWY_EXPORT(KvInt8AvxVnniForward);
 HWY_EXPORT(KvInt8Avx512VnniForward);
@@ -123,7 +125,8 @@ std::vector<Kernel> flash_kv_int8_kernels() {
   }
   // The entries whose scores are an instruction set's own dots (kv_int8.hpp), each on the
   // Highway target `base` of its vectors, whose fp32 multiply-adds do the rest (fp32_isa):
-  // family@avx2 itself (vpmaddubsw; its roof is avx2-int8), family@avx-vnni before it,
+  // family@avx2 and family@sse4 themselves (vpmaddubsw and pmaddubsw; their roofs avx2-int8 and
+  // sse4-int8), family@avx-vnni before family@avx2,
   // family@avx512-vnni before family@avx512, and on aarch64 family@neon-dotprod (sdot) before
   // family@neon.
   const auto on = [](const auto& table, std::string_view isa) -> ForwardFn {
@@ -144,6 +147,8 @@ std::vector<Kernel> flash_kv_int8_kernels() {
                              on(HWY_DISPATCH_TABLE(KvInt8AvxVnniForward), "avx2")},
                             {Int8Dots::avx2, "avx2", "avx2", "avx2-int8", "vpmaddubsw",
                              on(HWY_DISPATCH_TABLE(KvInt8Avx2Forward), "avx2")},
+                            {Int8Dots::sse4, "sse4", "sse4", "sse4-int8", "pmaddubsw",
+                             on(HWY_DISPATCH_TABLE(KvInt8Sse4Forward), "sse4")},
                             {Int8Dots::neon_dotprod, "neon", "neon-dotprod", "", "sdot",
                              on(HWY_DISPATCH_TABLE(KvInt8NeonDotprodForward), "neon")}};
   std::optional<Kernel> best;

@@ -163,6 +163,7 @@ bool int8_dots_available(Int8Dots dots) {
       return true;
     case Int8Dots::neon_dotprod:
       return dotprod;
+    case Int8Dots::sse4:
     case Int8Dots::avx2:
     case Int8Dots::avx_vnni:
     case Int8Dots::avx512_vnni:

@@ -1,9 +1,10 @@
 // The native int8 scores (kv_int8.hpp), written for each instruction set by hand as
 // bf16_dots_x86.cpp is (Highway 1.0.3 has no int8 dot product): vpdpbusd on AVX512_VNNI (zmm,
-// 16 keys a vector) and on AVX-VNNI (ymm, VEX, int8_dots_ymm-inl.h), vpmaddubsw and vpmaddwd on
-// AVX2. Every function carries its instruction set's target attribute or pragma, so this file
-// builds with the baseline flags and nothing in it runs unless int8_dots_available() says the
-// CPU has that set. aarch64's are int8_dots_arm.cpp; elsewhere only the portable dots exist.
+// 16 keys a vector) and on AVX-VNNI (ymm, VEX, int8_dots_vec-inl.h), vpmaddubsw and vpmaddwd on
+// AVX2 (ymm) and on Highway's SSE4 target (pmaddubsw and pmaddwd of SSSE3, xmm). Every function
+// carries its instruction set's target attribute or pragma, so this file builds with the baseline
+// flags and nothing in it runs unless int8_dots_available() says the CPU has that set. aarch64's
+// are int8_dots_arm.cpp; elsewhere only the portable dots exist.
 //
 // vpdpbusd and vpmaddubsw multiply unsigned bytes by signed bytes. vpdpbusd: keys are the
 // unsigned operand, each byte flipped by 0x80 (k + 128, one xor per vector shared by every query
@@ -140,8 +141,9 @@ SDPA_VNNI_TARGET float avx512_vnni_chains(std::int64_t steps) {
 }  // namespace
 }  // namespace sdpa::detail
 
-// AVX2: |k| times q with k's sign. Each int16 sum of vpmaddubsw is |k0| s0 + |k1| s1 with
-// |k|, |s| <= 127, at most 2 * 127 * 127 = 32258 < 32767: it never saturates.
+// The vector operations of int8_dots_vec-inl.h at each width: `part` says which of a vector's
+// int32 lanes (keys) a part of a block fills. Ymm inside AVX2's region (AVX-VNNI's inlines it),
+// Xmm inside SSSE3's.
 #ifdef __clang__  // clang ignores GCC's target pragma
 #pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
 #else
@@ -150,8 +152,38 @@ SDPA_VNNI_TARGET float avx512_vnni_chains(std::int64_t steps) {
 #endif
 namespace sdpa::detail {
 namespace {
+struct Ymm {
+  using I = __m256i;
+  using F = __m256;
+  static constexpr std::int64_t kKeys = 8;
+  static I zero() { return _mm256_setzero_si256(); }
+  static I bytes(char x) { return _mm256_set1_epi8(x); }
+  static I broadcast(std::int32_t x) { return _mm256_set1_epi32(x); }
+  static I sum(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I sub(I a, I b) { return _mm256_sub_epi32(a, b); }
+  // A key's quad is one int32 lane, so vpmaskmovd loads a part without reading past it.
+  static I part(std::int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static I load(const std::int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const I*>(p)); }
+  static I load(const std::int8_t* p, I part) {
+    return _mm256_maskload_epi32(reinterpret_cast<const int*>(p), part);
+  }
+  static F load(const float* p) { return _mm256_loadu_ps(p); }
+  static F load(const float* p, I part) { return _mm256_maskload_ps(p, part); }
+  // (q_scale k_scale) float(dot), in kv_int8.hpp's order.
+  static F scores(I dot, float q_scale, F k_scale) {
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(q_scale), k_scale), _mm256_cvtepi32_ps(dot));
+  }
+  static void store(float* p, F x) { _mm256_storeu_ps(p, x); }
+  static void store(float* p, F x, I part) { _mm256_maskstore_ps(p, part, x); }
+  static void store(std::int32_t* p, I x) { _mm256_storeu_si256(reinterpret_cast<I*>(p), x); }
+};
+
+// AVX2: |k| times q with k's sign. Each int16 sum of vpmaddubsw is |k0| s0 + |k1| s1 with
+// |k|, |s| <= 127, at most 2 * 127 * 127 = 32258 < 32767: it never saturates.
 namespace avx2 {
-struct Dot {
+struct Dot : Ymm {
   static constexpr std::int32_t kOffset = 0;
   static constexpr bool kTwoChains = false;  // a chain step is one vpaddd
   struct Keys {
@@ -163,8 +195,75 @@ struct Dot {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
 };
-#include "int8_dots_ymm-inl.h"
+#include "int8_dots_vec-inl.h"
 }  // namespace avx2
+}  // namespace
+}  // namespace sdpa::detail
+#ifdef __clang__
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+// SSSE3 (what Highway's SSE4 target has of it): AVX2's dots in xmm, 4 keys a vector. No masked
+// loads or stores: a part of fewer keys goes through a zeroed copy.
+#ifdef __clang__  // clang ignores GCC's target pragma
+#pragma clang attribute push(__attribute__((target("ssse3"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("ssse3")
+#endif
+namespace sdpa::detail {
+namespace {
+struct Xmm {
+  using I = __m128i;
+  using F = __m128;
+  static constexpr std::int64_t kKeys = 4;
+  static I zero() { return _mm_setzero_si128(); }
+  static I bytes(char x) { return _mm_set1_epi8(x); }
+  static I broadcast(std::int32_t x) { return _mm_set1_epi32(x); }
+  static I sum(I a, I b) { return _mm_add_epi32(a, b); }
+  static I sub(I a, I b) { return _mm_sub_epi32(a, b); }
+  static std::int64_t part(std::int64_t n) { return n; }
+  static I load(const std::int8_t* p) { return _mm_loadu_si128(reinterpret_cast<const I*>(p)); }
+  static I load(const std::int8_t* p, std::int64_t n) {
+    std::int32_t lanes[kKeys] = {};
+    std::memcpy(lanes, p, std::size_t(n) * sizeof lanes[0]);
+    return _mm_loadu_si128(reinterpret_cast<const I*>(lanes));
+  }
+  static F load(const float* p) { return _mm_loadu_ps(p); }
+  static F load(const float* p, std::int64_t n) {
+    float lanes[kKeys] = {};
+    std::memcpy(lanes, p, std::size_t(n) * sizeof lanes[0]);
+    return _mm_loadu_ps(lanes);
+  }
+  static F scores(I dot, float q_scale, F k_scale) {
+    return _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(q_scale), k_scale), _mm_cvtepi32_ps(dot));
+  }
+  static void store(float* p, F x) { _mm_storeu_ps(p, x); }
+  static void store(float* p, F x, std::int64_t n) {
+    float lanes[kKeys];
+    _mm_storeu_ps(lanes, x);
+    std::memcpy(p, lanes, std::size_t(n) * sizeof lanes[0]);
+  }
+  static void store(std::int32_t* p, I x) { _mm_storeu_si128(reinterpret_cast<I*>(p), x); }
+};
+
+namespace sse4 {
+struct Dot : Xmm {
+  static constexpr std::int32_t kOffset = 0;
+  static constexpr bool kTwoChains = false;  // a chain step is one paddd
+  struct Keys {
+    __m128i magnitude, sign;
+  };
+  static Keys keys(__m128i k) { return {_mm_abs_epi8(k), k}; }
+  static __m128i add(__m128i acc, Keys k, __m128i q) {
+    const __m128i pairs = _mm_maddubs_epi16(k.magnitude, _mm_sign_epi8(q, k.sign));
+    return _mm_add_epi32(acc, _mm_madd_epi16(pairs, _mm_set1_epi16(1)));
+  }
+};
+#include "int8_dots_vec-inl.h"
+}  // namespace sse4
 }  // namespace
 }  // namespace sdpa::detail
 #ifdef __clang__
@@ -183,14 +282,14 @@ struct Dot {
 namespace sdpa::detail {
 namespace {
 namespace avx_vnni {
-struct Dot {
+struct Dot : Ymm {
   static constexpr std::int32_t kOffset = 128;
   static constexpr bool kTwoChains = true;  // a chain step is a vpdpbusd
   using Keys = __m256i;
   static Keys keys(__m256i k) { return _mm256_xor_si256(k, _mm256_set1_epi8(char(0x80))); }
   static __m256i add(__m256i acc, Keys k, __m256i q) { return _mm256_dpbusd_avx_epi32(acc, k, q); }
 };
-#include "int8_dots_ymm-inl.h"
+#include "int8_dots_vec-inl.h"
 }  // namespace avx_vnni
 }  // namespace
 }  // namespace sdpa::detail
@@ -205,6 +304,7 @@ namespace sdpa::detail {
 bool int8_dots_available(Int8Dots dots) {
   // __builtin_cpu_supports also checks that the OS saves the ymm and zmm state. AVX-VNNI is
   // CPUID.(EAX=7, ECX=1):EAX bit 4, read directly: clang 14's builtin does not know it.
+  static const bool ssse3 = __builtin_cpu_supports("ssse3");
   static const bool avx2 = __builtin_cpu_supports("avx2");
   static const bool avx_vnni = avx2 && [] {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
@@ -216,6 +316,8 @@ bool int8_dots_available(Int8Dots dots) {
   switch (dots) {
     case Int8Dots::portable:
       return true;
+    case Int8Dots::sse4:
+      return ssse3;
     case Int8Dots::avx2:
       return avx2;
     case Int8Dots::avx_vnni:
@@ -230,6 +332,8 @@ bool int8_dots_available(Int8Dots dots) {
 
 Int8ScoresFn int8_scores(Int8Dots dots) {
   switch (dots) {
+    case Int8Dots::sse4:
+      return &sse4::scores;
     case Int8Dots::avx2:
       return &avx2::scores;
     case Int8Dots::avx_vnni:
@@ -243,10 +347,14 @@ Int8ScoresFn int8_scores(Int8Dots dots) {
   return &int8_scores_portable;
 }
 
-int int8_dot_lanes(Int8Dots dots) { return dots == Int8Dots::avx512_vnni ? 64 : 32; }
+int int8_dot_lanes(Int8Dots dots) {
+  return dots == Int8Dots::avx512_vnni ? 64 : dots == Int8Dots::sse4 ? 16 : 32;
+}
 
 float int8_dot_chains(Int8Dots dots, std::int64_t steps) {
   switch (dots) {
+    case Int8Dots::sse4:
+      return sse4::dot_chains(steps);
     case Int8Dots::avx2:
       return avx2::dot_chains(steps);
     case Int8Dots::avx_vnni:

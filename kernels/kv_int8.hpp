@@ -1,6 +1,6 @@
 // The int8 K/V format of flash-kv-int8 (flash_kv_int8.cpp; precision "kv-int8"): K and V held as
 // int8 with one fp32 scale per token and K/V head, as OpenVINO's and llama.cpp's CPU caches keep
-// them, and the integer dot products of its scores, native (int8_dots_x86.cpp: AVX2,
+// them, and the integer dot products of its scores, native (int8_dots_x86.cpp: SSSE3, AVX2,
 // AVX-VNNI, AVX512_VNNI; int8_dots_arm.cpp: sdot) or portable (kv_int8.cpp). Internal to
 // sdpa_kernels (and its tests).
 //
@@ -99,6 +99,7 @@ void int8_scores_portable(const std::int8_t* q, std::int64_t ld_q, const float* 
 // the same bits.
 enum class Int8Dots {
   portable,
+  sse4,          // pmaddubsw, pmaddwd (xmm, SSSE3): Highway's SSE4 target
   avx2,          // vpmaddubsw, vpmaddwd (ymm): AVX2 without VNNI
   avx_vnni,      // vpdpbusd (ymm, VEX): AVX-VNNI
   avx512_vnni,   // vpdpbusd (zmm): AVX512_VNNI with AVX512BW
@@ -118,7 +119,7 @@ enum class Int8Dots {
 bool int8_dots_available(Int8Dots dots);
 // The scores by `dots`. Precondition: int8_dots_available(dots).
 Int8ScoresFn int8_scores(Int8Dots dots);
-// int8 products of one step of int8_dot_chains: 16 a NEON vector, 32 a ymm, 64 a zmm.
+// int8 products of one step of int8_dot_chains: 16 an xmm or NEON vector, 32 a ymm, 64 a zmm.
 int int8_dot_lanes(Int8Dots dots);
 // Peak of `dots` (not portable): kChains (sdpa/peak.hpp) independent chains of `steps` steps,
 // each step the instructions the scores issue for int8_dot_lanes(dots) products. Returns a

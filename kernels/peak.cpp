@@ -85,6 +85,7 @@ struct Target {
 constexpr Target kTargets[] = {
     {"scalar", HWY_SCALAR | HWY_EMU128},
     {"sse4", HWY_SSE4},
+    {"sse4-int8", HWY_SSE4},  // SSSE3's int8 dots beside SSE4 (kInt8Roofs below)
     {"avx2", HWY_AVX2},
     {"avx2-int8", HWY_AVX2},  // AVX2's int8 dots (kInt8Roofs below)
     {"avx-vnni", HWY_AVX2},   // AVX2 with AVX-VNNI (kInt8Roofs below)
@@ -102,14 +103,15 @@ constexpr Target kTargets[] = {
 constexpr std::string_view kBf16Isa = "avx512-bf16";
 // The int8 roofs: the dot products of flash-kv-int8's scores (kv_int8.hpp), each int8 product
 // counted as a multiply-add (2 ops) like an FMA lane; the triad is that of the Highway target
-// they run beside (kTargets). avx2-int8 steps through vpsignb, vpmaddubsw, vpmaddwd and vpaddd
-// for 32 products; avx-vnni and avx512-vnni through one vpdpbusd for 32 and 64; neon-dotprod
-// through one sdot for 16.
+// they run beside (kTargets). sse4-int8 and avx2-int8 step through (v)psignb, (v)pmaddubsw,
+// (v)pmaddwd and (v)paddd for 16 and 32 products; avx-vnni and avx512-vnni through one vpdpbusd for
+// 32 and 64; neon-dotprod through one sdot for 16.
 struct Int8Roof {
   std::string_view isa;
   detail::Int8Dots dots;
 };
-constexpr Int8Roof kInt8Roofs[] = {{"avx2-int8", detail::Int8Dots::avx2},
+constexpr Int8Roof kInt8Roofs[] = {{"sse4-int8", detail::Int8Dots::sse4},
+                                   {"avx2-int8", detail::Int8Dots::avx2},
                                    {"avx-vnni", detail::Int8Dots::avx_vnni},
                                    {"avx512-vnni", detail::Int8Dots::avx512_vnni},
                                    {"neon-dotprod", detail::Int8Dots::neon_dotprod}};

@@ -978,6 +978,7 @@ TEST_CASE("the int8 K/V kernel: registry entries and bytes") {
   const std::string want = has(Int8Dots::avx512_vnni, "avx512")  ? "avx512-vnni"
                            : has(Int8Dots::avx_vnni, "avx2")     ? "avx-vnni"
                            : has(Int8Dots::avx2, "avx2")         ? "avx2"
+                           : has(Int8Dots::sse4, "sse4")         ? "sse4"
                            : has(Int8Dots::neon_dotprod, "neon") ? "neon-dotprod"
                                                                  : sdpa::find_kernel("flash")->isa;
   CHECK(best->isa == want);
@@ -987,9 +988,13 @@ TEST_CASE("the int8 K/V kernel: registry entries and bytes") {
         has(Int8Dots::avx512_vnni, "avx512"));
   CHECK((sdpa::find_kernel("flash-kv-int8@neon-dotprod") != nullptr) ==
         has(Int8Dots::neon_dotprod, "neon"));
-  // AVX2's int8 dots are read against their own roof, the others' roof is their ISA.
+  // AVX2's and SSE4's int8 dots are read against their own roofs, the others' roof is their ISA.
   if (const auto* avx2 = sdpa::find_kernel("flash-kv-int8@avx2"))
     CHECK(avx2->dot_isa == (has(Int8Dots::avx2, "avx2") ? "avx2-int8" : ""));
+  if (const auto* sse4 = sdpa::find_kernel("flash-kv-int8@sse4")) {
+    CHECK(sse4->dot_isa == (has(Int8Dots::sse4, "sse4") ? "sse4-int8" : ""));
+    if (has(Int8Dots::sse4, "sse4")) CHECK(sdpa::peak::lanes("sse4-int8") == 16);
+  }
   if (const auto* sdot = sdpa::find_kernel("flash-kv-int8@neon-dotprod")) {
     CHECK(sdot->roof_isa() == "neon-dotprod");
     CHECK(sdpa::peak::dot_product_isa("neon-dotprod"));
@@ -1019,6 +1024,7 @@ TEST_CASE("int8 dots: every instruction set gives the exact sums, +-127 included
   // kLargest: every product +127 x +127 (as -127 x -127), kSmallest: every one -127 x 127.
   enum Fill { kRandom, kExtreme, kLargest, kSmallest };
   const std::pair<Int8Dots, const char*> all[] = {{Int8Dots::portable, "portable"},
+                                                  {Int8Dots::sse4, "sse4"},
                                                   {Int8Dots::avx2, "avx2"},
                                                   {Int8Dots::avx_vnni, "avx-vnni"},
                                                   {Int8Dots::avx512_vnni, "avx512-vnni"},
@@ -1086,7 +1092,7 @@ TEST_CASE("int8 dots: every instruction set gives the exact sums, +-127 included
     };
     for (const std::int64_t rows : {1, 3, 4, 5, 8, 9, 16})
       for (const std::int64_t d4 : {4, 8, 12, 20, 128, 132})
-        for (const std::int64_t nk : {1, 7, 8, 9, 16, 17, 40})
+        for (const std::int64_t nk : {1, 6, 7, 8, 9, 16, 17, 40})
           for (const Fill fill : {kRandom, kExtreme, kLargest, kSmallest})
             check(rows, d4, nk, fill);
     // The deepest row the format takes (kv_int8.hpp): the largest sums int32 must hold, and

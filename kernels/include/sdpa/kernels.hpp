@@ -189,7 +189,8 @@ struct Kernel {
   std::string family;  // e.g. "flash", "flash-kv-int8", "eigen", "ggml" (docs/design.md lists them)
   std::string isa;     // instruction set the entry runs on, e.g. "scalar", "avx2", "avx512"
   // The roofline ISA (sdpa/peak.hpp) of its dot-product instructions, where not `isa`:
-  // flash-kv-int8@avx2's "avx2-int8" (its scores are int8 dot products, not fp32 FMAs).
+  // flash-kv-int8@avx2's "avx2-int8", @sse4's "sse4-int8" (its scores are int8 dot products,
+  // not fp32 FMAs).
   std::string dot_isa = {};
   // The ISA whose fp32 multiply-adds do the rest where product_isa's dot products do only a
   // decode shape's scores: flash-kv-int8's native entries, which widen V to fp32 for P V and
