@@ -60,9 +60,11 @@ struct HwyLanes {
   static constexpr int kMrS = 6, kNvS = 2, kMrO = 6, kNvO = 2;
   static constexpr int kDepthUnroll = HWY_TARGET == HWY_AVX2 ? 4 : 1;
   // Decode scores: 4 vectors of each of 2 query rows in registers, one accumulator per row, and
-  // rows read from L1: AVX2 takes two, so a grouped head's 4 rows pass over K once rather than
-  // 3 + 1 (13 registers; docs/perf-log/2026-11-27-avx2-decode.md).
-  static constexpr int kScoreRows = 2, kScoreRowsL1 = HWY_TARGET == HWY_AVX2 ? 2 : 1,
+  // rows read from L1: AVX2 and SSE4 take two, so a grouped head's 4 rows pass over K once rather
+  // than 3 + 1 (13 registers; docs/perf-log/2026-11-27-avx2-decode.md,
+  // docs/perf-log/2026-11-29-sse4-int8-f16.md).
+  static constexpr int kScoreRows = 2,
+                       kScoreRowsL1 = HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 ? 2 : 1,
                        kScoreChunk = 4;
   // AVX2 reads a key row of d = 128 whole, every query row from L1 (5 loads per 4 FMAs at 4
   // rows), rather than in four passes of 128 bytes over each group of keys, which Zen 3's
