@@ -161,6 +161,10 @@ struct Ymm {
   static I broadcast(std::int32_t x) { return _mm256_set1_epi32(x); }
   static I sum(I a, I b) { return _mm256_add_epi32(a, b); }
   static I sub(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static I abs8(I x) { return _mm256_abs_epi8(x); }
+  static I sign8(I x, I s) { return _mm256_sign_epi8(x, s); }
+  static I pairs(I u8, I s8) { return _mm256_maddubs_epi16(u8, s8); }  // int16 sums of pairs
+  static I quads(I s16) { return _mm256_madd_epi16(s16, _mm256_set1_epi16(1)); }  // int32 sums
   // A key's quad is one int32 lane, so vpmaskmovd loads a part without reading past it.
   static I part(std::int64_t n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -180,21 +184,10 @@ struct Ymm {
   static void store(std::int32_t* p, I x) { _mm256_storeu_si256(reinterpret_cast<I*>(p), x); }
 };
 
-// AVX2: |k| times q with k's sign. Each int16 sum of vpmaddubsw is |k0| s0 + |k1| s1 with
-// |k|, |s| <= 127, at most 2 * 127 * 127 = 32258 < 32767: it never saturates.
+// AVX2's dots (int8_dots_pairs-inl.h) in ymm.
 namespace avx2 {
-struct Dot : Ymm {
-  static constexpr std::int32_t kOffset = 0;
-  static constexpr bool kTwoChains = false;  // a chain step is one vpaddd
-  struct Keys {
-    __m256i magnitude, sign;
-  };
-  static Keys keys(__m256i k) { return {_mm256_abs_epi8(k), k}; }
-  static __m256i add(__m256i acc, Keys k, __m256i q) {
-    const __m256i pairs = _mm256_maddubs_epi16(k.magnitude, _mm256_sign_epi8(q, k.sign));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-  }
-};
+using Vec = Ymm;
+#include "int8_dots_pairs-inl.h"
 #include "int8_dots_vec-inl.h"
 }  // namespace avx2
 }  // namespace
@@ -224,6 +217,10 @@ struct Xmm {
   static I broadcast(std::int32_t x) { return _mm_set1_epi32(x); }
   static I sum(I a, I b) { return _mm_add_epi32(a, b); }
   static I sub(I a, I b) { return _mm_sub_epi32(a, b); }
+  static I abs8(I x) { return _mm_abs_epi8(x); }
+  static I sign8(I x, I s) { return _mm_sign_epi8(x, s); }
+  static I pairs(I u8, I s8) { return _mm_maddubs_epi16(u8, s8); }
+  static I quads(I s16) { return _mm_madd_epi16(s16, _mm_set1_epi16(1)); }
   static std::int64_t part(std::int64_t n) { return n; }
   static I load(const std::int8_t* p) { return _mm_loadu_si128(reinterpret_cast<const I*>(p)); }
   static I load(const std::int8_t* p, std::int64_t n) {
@@ -250,18 +247,8 @@ struct Xmm {
 };
 
 namespace sse4 {
-struct Dot : Xmm {
-  static constexpr std::int32_t kOffset = 0;
-  static constexpr bool kTwoChains = false;  // a chain step is one paddd
-  struct Keys {
-    __m128i magnitude, sign;
-  };
-  static Keys keys(__m128i k) { return {_mm_abs_epi8(k), k}; }
-  static __m128i add(__m128i acc, Keys k, __m128i q) {
-    const __m128i pairs = _mm_maddubs_epi16(k.magnitude, _mm_sign_epi8(q, k.sign));
-    return _mm_add_epi32(acc, _mm_madd_epi16(pairs, _mm_set1_epi16(1)));
-  }
-};
+using Vec = Xmm;
+#include "int8_dots_pairs-inl.h"
 #include "int8_dots_vec-inl.h"
 }  // namespace sse4
 }  // namespace

@@ -34,8 +34,7 @@ MUTATIONS=(
   "score-whole|kernels/attention_decode-inl.h|ScoreChunk<P, R, P::kScoreWholeVecs, 0>(|ScoreChunk<P, R, P::kScoreWholeVecs - 1, 0>(|test_kernels -tc=*grouped-query?and?decode*"
   "strip-widen|kernels/attention_decode-inl.h|WidenRows(v + j0 * d_v, kc, d_v, d_v, w.v_pack, d_v)|WidenRows(v + j0 * d_v, kc - 1, d_v, d_v, w.v_pack, d_v)|test_low_precision -tc=*K/V?storage?kernels?are?within*"
   "f16-widen|kernels/attention_decode-inl.h|hn::Or(hn::Or(hn::BitCast(du, scaled), special), sign)|hn::Or(hn::BitCast(du, scaled), sign)|test_low_precision -tc=*binary16*"
-  "int8-avx2-sign|kernels/int8_dots_x86.cpp|_mm256_sign_epi8(q, k.sign)|q|test_low_precision -tc=*int8*"
-  "int8-sse4-sign|kernels/int8_dots_x86.cpp|_mm_sign_epi8(q, k.sign)|q|test_low_precision -tc=*int8*"
+  "int8-pairs-sign|kernels/int8_dots_pairs-inl.h|Vec::sign8(q, k.sign)|q|test_low_precision -tc=*int8*"
   "int8-roofs|kernels/registry.cpp|? roof_isa() : fp32, fp32, share}|? roof_isa() : fp32, roof_isa(), share}|test_timing -tc=*int8?decode*"
   "mixed-peak|kernels/registry.cpp|double(shape.d_k) / double(shape.d_k + shape.d_v)|0.5|test_timing -tc=*int8?decode*"
 )
