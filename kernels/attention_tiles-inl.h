@@ -22,6 +22,7 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <utility>
 
 #include "hwy/cache_control.h"
@@ -49,7 +50,16 @@ struct Gemm {
   // A prefetches a step at a time as it multiplies (MR elements per step).
   const char* prefetch = nullptr;
   std::int64_t prefetch_element_bytes = 0;
+  // `next_bytes` bytes at `next`: what the next product reads, requested toward L2 in equal shares
+  // before each register tile (RunGemm, where P::kPrefetchNext), so it is there when that
+  // product starts rather than coming from L3 then.
+  const char* next = nullptr;
+  std::int64_t next_bytes = 0;
 };
+
+// A prefetch into L2 rather than L1 (x86's prefetcht1, Arm's PLDL2KEEP): for data requested far
+// enough ahead that, brought into L1, it would evict what is being read there.
+HWY_INLINE void PrefetchToL2(const void* p) { __builtin_prefetch(p, 0, 2); }
 
 // The register tile: MR x NV vectors of C held in registers over kc steps of k; each step loads
 // NV vectors of B once and broadcasts MR values of A, for MR * NV independent FMAs. Element I of
@@ -123,6 +133,12 @@ void RunGemm(const Gemm& g) {
   static constexpr auto kTiles =
       MicroTiles<P, MR, NV, kPrefetch>(std::make_index_sequence<MR * NV>());
   constexpr std::int64_t L = P::kLanes;
+  constexpr std::int64_t kLine = kCacheLine;
+  [[maybe_unused]] const std::int64_t calls = round_up(g.k, kDepthChunk) / kDepthChunk *
+                                              (round_up(g.n_vec, NV) / NV) *
+                                              (round_up(g.m, MR) / MR);
+  [[maybe_unused]] const std::int64_t next_lines = round_up(g.next_bytes, kLine) / kLine;
+  [[maybe_unused]] std::int64_t call = 0;
   for (std::int64_t k0 = 0; k0 < g.k; k0 += kDepthChunk) {
     const std::int64_t kc = std::min(kDepthChunk, g.k - k0);
     const Gemm::Init init = k0 == 0 ? g.init : Gemm::Init::kLoad;
@@ -140,6 +156,11 @@ void RunGemm(const Gemm& g) {
       const std::int64_t nv = std::min<std::int64_t>(NV, g.n_vec - v0);
       for (std::int64_t i0 = 0; i0 < g.m; i0 += MR) {
         const std::int64_t mr = std::min<std::int64_t>(MR, g.m - i0);
+        if constexpr (P::kPrefetchNext) {
+          for (std::int64_t x = call * next_lines / calls; x < (call + 1) * next_lines / calls; ++x)
+            PrefetchToL2(g.next + x * kLine);
+          ++call;
+        }
         kTiles[(mr - 1) * NV + (nv - 1)](g, b, ldb, i0, v0, k0, kc, init);
       }
     }
@@ -219,9 +240,24 @@ struct Fp32Products {
   static KeyRange Begin(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {
     return begin_block(a, blk, w);
   }
+  // Rows [key0, key0 + nk) of a head's keys or values x (d floats a row), at most the rows
+  // there are: what a product reads next, for Gemm's `next`. Empty beyond flash's tiles: the
+  // simd rung's one tile of every key would not fit L2 beside what its product reads.
+  static std::span<const float> NextRows(const float* x, std::int64_t rows, std::int64_t key0,
+                                         std::int64_t nk, std::int64_t d) {
+    if (nk > kFlashKeys || key0 >= rows) return {};
+    return {x + key0 * d, std::size_t(std::min(nk, rows - key0) * d)};
+  }
   // w.scores = S^T of keys [key0, key0 + nk): scaled scores, keys down, queries along lanes.
   static void Scores(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
                      std::int64_t nk, const BlockScratch& w) {
+    const Shape& s = a.shape;
+    const float* v = a.v + s.kv_head(blk.head) * s.n_kv * s.d_v;
+    Scores(a, blk, key0, nk, w, NextRows(v, s.n_kv, key0, nk, s.d_v));
+  }
+  // The same, requesting `next` (the tile's values) toward L2 as it runs.
+  static void Scores(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
+                     std::int64_t nk, const BlockScratch& w, std::span<const float> next) {
     const Shape& s = a.shape;
     Gemm g;
     g.m = nk;
@@ -234,18 +270,23 @@ struct Fp32Products {
     g.ldb = g.b_cols = kQueryBlock;
     g.c = w.scores;
     g.ldc = kQueryBlock;
+    g.next = reinterpret_cast<const char*>(next.data());
+    g.next_bytes = std::int64_t(next.size_bytes());
     RunGemm<P, P::kMrS, P::kNvS>(g);
   }
   // w.acc = alpha w.acc + P V of the tile (w.acc = P V for the first), P^T in w.scores.
   static void Accumulate(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
                          std::int64_t nk, std::int64_t ld_acc, bool first, const BlockScratch& w) {
     const Shape& s = a.shape;
+    const float* k = a.k + s.kv_head(blk.head) * s.n_kv * s.d_k;
     AccumulateRows(a.v + (s.kv_head(blk.head) * s.n_kv + key0) * s.d_v, s.d_v, nk, ld_acc, first,
-                   w);
+                   w, NextRows(k, s.n_kv, key0 + nk, nk, s.d_k));
   }
-  // The same with the tile's values at v_tile (nk rows of d_v floats) and nk rows of P^T.
+  // The same with the tile's values at v_tile (nk rows of d_v floats) and nk rows of P^T;
+  // `next` (the next tile's keys) requested toward L2 as it runs.
   static void AccumulateRows(const float* v_tile, std::int64_t d_v, std::int64_t nk,
-                             std::int64_t ld_acc, bool first, const BlockScratch& w) {
+                             std::int64_t ld_acc, bool first, const BlockScratch& w,
+                             std::span<const float> next = {}) {
     Gemm g;
     g.m = kQueryBlock;
     g.n_vec = ld_acc / P::kLanes;
@@ -260,6 +301,8 @@ struct Fp32Products {
     g.ldc = ld_acc;
     g.init = first ? Gemm::Init::kZero : Gemm::Init::kLoadScaled;
     g.row_scale = w.rescale;
+    g.next = reinterpret_cast<const char*>(next.data());
+    g.next_bytes = std::int64_t(next.size_bytes());
     RunGemm<P, P::kMrO, P::kNvO>(g);
   }
 };

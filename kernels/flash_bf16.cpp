@@ -190,7 +190,10 @@ struct WidenedProducts {
   }
   static void Scores(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
                      std::int64_t nk, const BlockScratch& w) {
-    Fp32Products<HwyLanes>::Scores(a, blk, key0, nk, w);
+    const Shape& s = a.shape;
+    const std::int64_t rows = round_up(s.n_kv, 2);
+    const float* v = a.v + s.kv_head(blk.head) * rows * s.d_v;
+    Fp32::Scores(a, blk, key0, nk, w, Fp32::NextRows(v, rows, key0, round_up(nk, 2), s.d_v));
     ScaleTile(nk, w);
   }
   static void Accumulate(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
@@ -198,8 +201,13 @@ struct WidenedProducts {
     const Shape& s = a.shape;
     RoundSwapRowPairs(w.scores, nk, kQueryBlock);
     const float* v = a.v + (s.kv_head(blk.head) * round_up(s.n_kv, 2) + key0) * s.d_v;
-    Fp32Products<HwyLanes>::AccumulateRows(v, s.d_v, round_up(nk, 2), ld_acc, first, w);
+    const float* k = a.k + s.kv_head(blk.head) * s.n_kv * s.d_k;
+    Fp32::AccumulateRows(v, s.d_v, round_up(nk, 2), ld_acc, first, w,
+                         Fp32::NextRows(k, s.n_kv, key0 + nk, nk, s.d_k));
   }
+
+ private:
+  using Fp32 = Fp32Products<HwyLanes>;
 };
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL

@@ -38,6 +38,7 @@ struct HwyLanes {
   static constexpr int kMrS = 8, kNvS = 3, kMrO = 6, kNvO = 4;
   // Steps of a register tile's depth loop per iteration (attention_tiles-inl.h, MicroTileOf).
   static constexpr int kDepthUnroll = 1;
+  static constexpr bool kPrefetchNext = false;  // Gemm's `next` (below: AVX2)
   // Decode scores: 8 vectors of each of 3 query rows in registers (24), and a fourth row read
   // from L1, one accumulator per row and the key vector. A whole key row of d = 128 per pass:
   // 4 rows x 4 vectors in registers, which reads each key in two halves, measured slower
@@ -59,6 +60,10 @@ struct HwyLanes {
   // measured no faster, nor B packed into strips (docs/perf-log/2026-11-27-avx2-prefill-limit.md).
   static constexpr int kMrS = 6, kNvS = 2, kMrO = 6, kNvO = 2;
   static constexpr int kDepthUnroll = HWY_TARGET == HWY_AVX2 ? 4 : 1;
+  // AVX2's prefill products request the next product's operand toward L2 as they run (Gemm's
+  // `next`): Zen 3's 512 KiB L2 otherwise takes a tile of K or V from L3 as each product starts
+  // (docs/perf-log/2026-11-29-prefill-next-operand.md).
+  static constexpr bool kPrefetchNext = HWY_TARGET == HWY_AVX2;
   // Decode scores: 4 vectors of each of 2 query rows in registers, one accumulator per row, and
   // rows read from L1: AVX2 and SSE4 take two, so a grouped head's 4 rows pass over K once rather
   // than 3 + 1 (13 registers; docs/perf-log/2026-11-27-avx2-decode.md,
@@ -163,10 +168,6 @@ HWY_INLINE void PrefetchAhead(const E* p, std::int64_t n) {
   for (std::int64_t b = 0; b < n * std::int64_t(sizeof(E)); b += std::int64_t(kCacheLine))
     hwy::Prefetch(bytes + b);
 }
-
-// A prefetch into L2 rather than L1 (x86's prefetcht1, Arm's PLDL2KEEP): for data requested far
-// enough ahead that, brought into L1, it would evict what is being read there.
-HWY_INLINE void PrefetchToL2(const void* p) { __builtin_prefetch(p, 0, 2); }
 
 }  // namespace sdpa::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
