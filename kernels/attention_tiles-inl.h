@@ -133,12 +133,18 @@ void RunGemm(const Gemm& g) {
   static constexpr auto kTiles =
       MicroTiles<P, MR, NV, kPrefetch>(std::make_index_sequence<MR * NV>());
   constexpr std::int64_t L = P::kLanes;
+  // g.next's lines in equal shares before the register tiles (divided here, not in the loops:
+  // the backward's products run them too, with no g.next).
   constexpr std::int64_t kLine = kCacheLine;
-  [[maybe_unused]] const std::int64_t calls = round_up(g.k, kDepthChunk) / kDepthChunk *
-                                              (round_up(g.n_vec, NV) / NV) *
-                                              (round_up(g.m, MR) / MR);
-  [[maybe_unused]] const std::int64_t next_lines = round_up(g.next_bytes, kLine) / kLine;
-  [[maybe_unused]] std::int64_t call = 0;
+  [[maybe_unused]] const char* next = g.next;
+  [[maybe_unused]] const char* const next_end = g.next + round_up(g.next_bytes, kLine);
+  [[maybe_unused]] std::int64_t next_share = 0;
+  if constexpr (P::kPrefetchNext) {
+    const std::int64_t calls = round_up(g.k, kDepthChunk) / kDepthChunk *
+                               (round_up(g.n_vec, NV) / NV) * (round_up(g.m, MR) / MR);
+    const std::int64_t lines = round_up(g.next_bytes, kLine) / kLine;
+    next_share = round_up(lines, calls) / calls * kLine;
+  }
   for (std::int64_t k0 = 0; k0 < g.k; k0 += kDepthChunk) {
     const std::int64_t kc = std::min(kDepthChunk, g.k - k0);
     const Gemm::Init init = k0 == 0 ? g.init : Gemm::Init::kLoad;
@@ -156,11 +162,10 @@ void RunGemm(const Gemm& g) {
       const std::int64_t nv = std::min<std::int64_t>(NV, g.n_vec - v0);
       for (std::int64_t i0 = 0; i0 < g.m; i0 += MR) {
         const std::int64_t mr = std::min<std::int64_t>(MR, g.m - i0);
-        if constexpr (P::kPrefetchNext) {
-          for (std::int64_t x = call * next_lines / calls; x < (call + 1) * next_lines / calls; ++x)
-            PrefetchToL2(g.next + x * kLine);
-          ++call;
-        }
+        if constexpr (P::kPrefetchNext)
+          for (const char* end = next + std::min(next_share, next_end - next); next < end;
+               next += kLine)
+            PrefetchToL2(next);
         kTiles[(mr - 1) * NV + (nv - 1)](g, b, ldb, i0, v0, k0, kc, init);
       }
     }
@@ -279,8 +284,8 @@ struct Fp32Products {
                          std::int64_t nk, std::int64_t ld_acc, bool first, const BlockScratch& w) {
     const Shape& s = a.shape;
     const float* k = a.k + s.kv_head(blk.head) * s.n_kv * s.d_k;
-    AccumulateRows(a.v + (s.kv_head(blk.head) * s.n_kv + key0) * s.d_v, s.d_v, nk, ld_acc, first,
-                   w, NextRows(k, s.n_kv, key0 + nk, nk, s.d_k));
+    AccumulateRows(a.v + (s.kv_head(blk.head) * s.n_kv + key0) * s.d_v, s.d_v, nk, ld_acc, first, w,
+                   NextRows(k, s.n_kv, key0 + nk, nk, s.d_k));
   }
   // The same with the tile's values at v_tile (nk rows of d_v floats) and nk rows of P^T;
   // `next` (the next tile's keys) requested toward L2 as it runs.

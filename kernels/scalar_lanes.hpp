@@ -15,7 +15,7 @@ struct ScalarLanes {
   using V = float;
   static constexpr std::int64_t kLanes = 1;
   static constexpr int kMrS = 3, kNvS = 3, kMrO = 3, kNvO = 3;
-  static constexpr int kDepthUnroll = 1;  // MicroTileOf's depth loop as written
+  static constexpr int kDepthUnroll = 1;        // MicroTileOf's depth loop as written
   static constexpr bool kPrefetchNext = false;  // Gemm's `next` unread
 
   static V Zero() { return 0.0f; }
