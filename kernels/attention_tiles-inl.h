@@ -137,7 +137,7 @@ void RunGemm(const Gemm& g) {
   // the backward's products run them too, with no g.next).
   constexpr std::int64_t kLine = kCacheLine;
   [[maybe_unused]] const char* next = g.next;
-  [[maybe_unused]] const char* const next_end = g.next + round_up(g.next_bytes, kLine);
+  [[maybe_unused]] const char* const next_end = g.next + g.next_bytes;
   [[maybe_unused]] std::int64_t next_share = 0;
   if constexpr (P::kPrefetchNext) {
     const std::int64_t calls = round_up(g.k, kDepthChunk) / kDepthChunk *
