@@ -50,11 +50,10 @@ struct Gemm {
   // A prefetches a step at a time as it multiplies (MR elements per step).
   const char* prefetch = nullptr;
   std::int64_t prefetch_element_bytes = 0;
-  // `next_bytes` bytes at `next`: what the next product reads, requested toward L2 in equal shares
-  // before each register tile (RunGemm, where P::kPrefetchNext), so it is there when that
-  // product starts rather than coming from L3 then.
-  const char* next = nullptr;
-  std::int64_t next_bytes = 0;
+  // What the next product reads, requested toward L2 in equal shares before each register tile
+  // (RunGemm, where P::kPrefetchNext), so it is there when that product starts rather than
+  // coming from L3 then.
+  std::span<const float> next = {};
 };
 
 // A prefetch into L2 rather than L1 (x86's prefetcht1, Arm's PLDL2KEEP): for data requested far
@@ -136,13 +135,13 @@ void RunGemm(const Gemm& g) {
   // g.next's lines in equal shares before the register tiles (divided here, not in the loops:
   // the backward's products run them too, with no g.next).
   constexpr std::int64_t kLine = kCacheLine;
-  [[maybe_unused]] const char* next = g.next;
-  [[maybe_unused]] const char* const next_end = g.next + g.next_bytes;
+  [[maybe_unused]] const char* next = reinterpret_cast<const char*>(g.next.data());
+  [[maybe_unused]] const char* const next_end = next + g.next.size_bytes();
   [[maybe_unused]] std::int64_t next_share = 0;
   if constexpr (P::kPrefetchNext) {
     const std::int64_t calls = round_up(g.k, kDepthChunk) / kDepthChunk *
                                (round_up(g.n_vec, NV) / NV) * (round_up(g.m, MR) / MR);
-    const std::int64_t lines = round_up(g.next_bytes, kLine) / kLine;
+    const std::int64_t lines = round_up(std::int64_t(g.next.size_bytes()), kLine) / kLine;
     next_share = round_up(lines, calls) / calls * kLine;
   }
   for (std::int64_t k0 = 0; k0 < g.k; k0 += kDepthChunk) {
@@ -275,8 +274,7 @@ struct Fp32Products {
     g.ldb = g.b_cols = kQueryBlock;
     g.c = w.scores;
     g.ldc = kQueryBlock;
-    g.next = reinterpret_cast<const char*>(next.data());
-    g.next_bytes = std::int64_t(next.size_bytes());
+    g.next = next;
     RunGemm<P, P::kMrS, P::kNvS>(g);
   }
   // w.acc = alpha w.acc + P V of the tile (w.acc = P V for the first), P^T in w.scores.
@@ -306,8 +304,7 @@ struct Fp32Products {
     g.ldc = ld_acc;
     g.init = first ? Gemm::Init::kZero : Gemm::Init::kLoadScaled;
     g.row_scale = w.rescale;
-    g.next = reinterpret_cast<const char*>(next.data());
-    g.next_bytes = std::int64_t(next.size_bytes());
+    g.next = next;
     RunGemm<P, P::kMrO, P::kNvO>(g);
   }
 };

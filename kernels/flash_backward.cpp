@@ -239,7 +239,8 @@ void ScoreGradientTile(const BackwardArgs& a, const QueryBlock& blk, const Query
                     .ldb = kB,
                     .b_cols = kB,
                     .c = w.p_t.data(),
-                    .ldc = kB};
+                    .ldc = kB,
+                    .next = {qt.do_t, std::size_t(s.d_v * kB)}};
   RunGemm<P, P::kMrS, P::kNvS>(scores);
   const bool capped = a.score_mod.softcap > 0;
   if (capped || !a.score_mod.alibi_slopes.empty()) ModifyScores<P>(a, blk, qt, key0, nk, w);
@@ -250,6 +251,8 @@ void ScoreGradientTile(const BackwardArgs& a, const QueryBlock& blk, const Query
   d_probs.a_row = s.d_v;
   d_probs.b = qt.do_t;
   d_probs.c = w.ds_t.data();
+  d_probs.next = {a.d_out + (blk.head * s.n_q + blk.first_row) * s.d_v,
+                  std::size_t(blk.rows * s.d_v)};
   RunGemm<P, P::kMrS, P::kNvS>(d_probs);
   const bool scaled = by_temperature && !a.score_mod.temperature.empty();
   for (std::int64_t g = 0; g < kB; g += L) {
@@ -278,11 +281,13 @@ void ScoreGradientTile(const BackwardArgs& a, const QueryBlock& blk, const Query
   }
 }
 
-// C (m x ld) = init(C) + A B through the forward's register tiles, for the three products.
+// C (m x ld) = init(C) + A B through the forward's register tiles, for the three products;
+// `next` (what the next product reads) requested toward L2 as it runs.
 template <class P>
 void Accumulate(std::int64_t m, std::int64_t depth, const float* a, std::int64_t a_row,
                 std::int64_t a_col, const float* b, std::int64_t ldb, std::int64_t b_cols,
-                float* b_pack, float* c, std::int64_t ld, Gemm::Init init = Gemm::Init::kLoad) {
+                float* b_pack, float* c, std::int64_t ld, std::span<const float> next,
+                Gemm::Init init = Gemm::Init::kLoad) {
   const Gemm g{.m = m,
                .n_vec = ld / P::kLanes,
                .k = depth,
@@ -295,7 +300,8 @@ void Accumulate(std::int64_t m, std::int64_t depth, const float* a, std::int64_t
                .b_pack = b_pack,
                .c = c,
                .ldc = ld,
-               .init = init};
+               .init = init,
+               .next = next};
   RunGemm<P, P::kMrO, P::kNvO>(g);
 }
 
@@ -313,6 +319,10 @@ void StoreRows(const float* acc, std::int64_t ld, std::int64_t rows, std::int64_
 // Cutting a tile into pieces changes no bit: dK, dV and the scores are per key, and the pieces
 // continue the products' sums over keys into the dQ part in the same order (Gemm adds p = 0,
 // 1, ... into each element, and a float stored and loaded again is the same float).
+// Each of a block's five products requests what the next one reads toward L2 (Gemm's next, on
+// AVX2): the block's packed dO^T, its rows of dO, of Q and of the dQ part, then the next block's
+// packed Q^T. The tile's K and V stay in L2 while the blocks stream from L3
+// (docs/perf-log/2026-11-29-backward-next-operand.md).
 template <class P>
 void KeyTileGradients(const BackwardArgs& a, PackedQueries& packed, std::int64_t kv, std::int64_t r,
                       std::int64_t key0, std::int64_t nk, float* d_query_part, std::int64_t ld_k,
@@ -329,15 +339,21 @@ void KeyTileGradients(const BackwardArgs& a, PackedQueries& packed, std::int64_t
     ScoreGradientTile<P>(a, blk, QueryTiles(packed, b), key0, nk, keys.masks(key0, key0 + nk), true,
                          w);
     const std::int64_t r0 = blk.head * s.n_q + blk.first_row;
+    const float* q = a.q + r0 * s.d_k;
+    float* part = d_query_part + r0 * ld_k;
     Accumulate<P>(nk, blk.rows, w.p_t.data(), kB, 1, a.d_out + r0 * s.d_v, s.d_v, s.d_v,
-                  w.b_pack.data(), w.d_value.data(), ld_v);
-    Accumulate<P>(nk, blk.rows, w.ds_t.data(), kB, 1, a.q + r0 * s.d_k, s.d_k, s.d_k,
-                  w.b_pack.data(), w.d_key.data(), ld_k);
+                  w.b_pack.data(), w.d_value.data(), ld_v, {q, std::size_t(blk.rows * s.d_k)});
+    Accumulate<P>(nk, blk.rows, w.ds_t.data(), kB, 1, q, s.d_k, s.d_k, w.b_pack.data(),
+                  w.d_key.data(), ld_k, {part, std::size_t(blk.rows * ld_k)});
     // The first piece of the range the block sees (the range's first, or the one holding the
     // block's first key): there its rows of the part start.
     const bool starts = key0 == range_first_key(s, r) || key0 <= keys.first.begin;
+    const std::span<const float> next_block =  // whether or not that block sees the tile
+        b + 1 < (kv + 1) * per_group
+            ? std::span<const float>(QueryTiles(packed, b + 1).q_t, std::size_t(s.d_k * kB))
+            : std::span<const float>();
     Accumulate<P>(blk.rows, nk, w.ds_t.data(), 1, kB, k + key0 * s.d_k, s.d_k, s.d_k,
-                  w.b_pack.data(), d_query_part + r0 * ld_k, ld_k,
+                  w.b_pack.data(), part, ld_k, next_block,
                   starts ? Gemm::Init::kZero : Gemm::Init::kLoad);
   }
   const std::int64_t first = kv * s.n_kv + key0;
