@@ -115,7 +115,7 @@ double PackQueryBlock(const BackwardArgs& a, const QueryBlock& blk, const QueryT
   std::fill_n(out.shift, kB, std::numeric_limits<float>::infinity());
   double sink_gradient = 0;
   for (std::int64_t i = 0; i < kB; ++i) {
-    const std::int64_t r = blk.head * s.n_q + blk.first_row + i;
+    const std::int64_t r = blk.row0(s) + i;
     const bool in_block = i < blk.rows;
     const RowLogits row =
         row_logits(s, a.score_mod, a.scale, blk.head, blk.first_row + std::min(i, blk.rows - 1));
@@ -251,8 +251,7 @@ void ScoreGradientTile(const BackwardArgs& a, const QueryBlock& blk, const Query
   d_probs.a_row = s.d_v;
   d_probs.b = qt.do_t;
   d_probs.c = w.ds_t.data();
-  d_probs.next = {a.d_out + (blk.head * s.n_q + blk.first_row) * s.d_v,
-                  std::size_t(blk.rows * s.d_v)};
+  d_probs.next = {a.d_out + blk.row0(s) * s.d_v, std::size_t(blk.rows * s.d_v)};
   RunGemm<P, P::kMrS, P::kNvS>(d_probs);
   const bool scaled = by_temperature && !a.score_mod.temperature.empty();
   for (std::int64_t g = 0; g < kB; g += L) {
@@ -338,7 +337,7 @@ void KeyTileGradients(const BackwardArgs& a, PackedQueries& packed, std::int64_t
     if (!keys.sees(key0, key0 + nk)) continue;  // masked
     ScoreGradientTile<P>(a, blk, QueryTiles(packed, b), key0, nk, keys.masks(key0, key0 + nk), true,
                          w);
-    const std::int64_t r0 = blk.head * s.n_q + blk.first_row;
+    const std::int64_t r0 = blk.row0(s);
     const float* q = a.q + r0 * s.d_k;
     float* part = d_query_part + r0 * ld_k;
     Accumulate<P>(nk, blk.rows, w.p_t.data(), kB, 1, a.d_out + r0 * s.d_v, s.d_v, s.d_v,
@@ -462,7 +461,7 @@ class TileQueue {
 // dQ of one query block: scale times the sum of the parts of the ranges it sees, in range order.
 void SumQueryParts(const BackwardArgs& a, const QueryBlock& blk, QueryParts& parts) {
   const Shape& s = a.shape;
-  const std::int64_t r0 = blk.head * s.n_q + blk.first_row;
+  const std::int64_t r0 = blk.row0(s);
   float* out = a.d_q + r0 * s.d_k;
   std::fill_n(out, blk.rows * s.d_k, 0.0f);
   const BlockKeys keys(s, a.mask, blk);
@@ -503,7 +502,7 @@ void ProbeBlock(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& 
     ScoreGradientTile<P>(a, blk, qt, key0, nk, keys.masks(key0, key0 + nk), false, w);
     ProbeTileSums(blk, nk, w);
   }
-  const std::int64_t r0 = blk.head * s.n_q + blk.first_row;
+  const std::int64_t r0 = blk.row0(s);
   for (std::int64_t i = 0; i < blk.rows; ++i) {
     probes.ds_sumsq[r0 + i] = w.ds_sumsq[i];
     probes.ds_max_abs[r0 + i] = w.ds_max_abs[i];

@@ -89,7 +89,7 @@ KeyRange begin_block(const ForwardArgs& a, const QueryBlock& blk, const BlockScr
   }
   if (visit.end <= visit.begin) visit = {};
   visit.begin -= visit.begin % 2;
-  const float* q = a.q + (blk.head * s.n_q + blk.first_row) * s.d_k;
+  const float* q = a.q + blk.row0(s) * s.d_k;
   for (std::int64_t c = 0; c < s.d_k; ++c)
     for (std::int64_t i = 0; i < B; ++i)
       w.q_t[c * B + i] = i < blk.rows ? (scale_q ? w.q_scale[i] : 1.0f) * q[i * s.d_k + c] : 0.0f;
@@ -214,7 +214,7 @@ void finish_block(const ForwardArgs& a, const QueryBlock& blk, KeyRange visited,
                   .nonfinite = std::int64_t(w.nonfinite[i]) - masked};
     if (!sinks.empty())
       add_sink(row, sinks[std::size_t(blk.head) % sinks.size()], w.acc + i * ld_acc, a.shape.d_v);
-    finish_row(a, blk.head * a.shape.n_q + blk.first_row + i, row);
+    finish_row(a, blk.row0(a.shape) + i, row);
   }
 }
 

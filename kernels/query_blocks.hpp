@@ -29,6 +29,8 @@ struct QueryBlock {
   std::int64_t head = 0;       // index in batch_heads
   std::int64_t first_row = 0;  // first query row (within the head)
   std::int64_t rows = 0;       // rows in the block, <= kQueryBlock
+  // The first row's index among all heads' rows (of Q, O, dO, lse).
+  std::int64_t row0(const Shape& s) const { return head * s.n_q + first_row; }
 };
 
 // Blocks per head, and block `index` of all batch_heads x blocks_per_head (head-major): how
