@@ -793,32 +793,30 @@ HWY_INLINE void ValueStripOf(const float* p_t, const float* v, std::int64_t ld_v
 inline constexpr int kMaxStripVectors = 4;
 
 // Values per strip for a block whose rows take NQ vectors: as many as keep SV x NQ within the
-// target's kStripAccumulators, a power of two (16 on AVX-512, where every query-lanes block takes
-// one vector; 8 or 4 on 8 lanes, 2 to 8 on 4).
+// target's kStripAccumulators (16 on AVX-512, where every query-lanes block takes one vector;
+// 12 or 6 on AVX2, 8 to 2 on 4 lanes). d_v need not be a multiple: ChunkStrips.
 template <class P>
 constexpr int StripValues(int nq) {
-  return int(std::bit_floor(unsigned(P::kStripAccumulators / nq)));
+  return P::kStripAccumulators / nq;
 }
 
 // Whether a block takes P V along the query lanes (AccumulateValuesAlongLanes): a query-lanes
-// block of fp32 or 16-bit values whose rows are whole strips. The row tiles (AccumulateValues)
-// read V once per group of kMrD rows, the first from memory and the others from L1 (16 rows on
-// AVX-512: 3 + 3 + 3 + 3 + 3 + 1), and widen 16-bit values once per group; along the lanes every
-// row is served by one read, and 16-bit values are widened once, into v_pack (ValueStrips). Zen 5
-// had measured the widened strips slower, when their next chunk still went to L1 at every d_v
-// (docs/perf-log/2026-11-27-strips-next-chunk-l2.md).
+// block of fp32 or 16-bit values whose rows take at most kMaxStripVectors vectors. The row tiles
+// (AccumulateValues) read V once per group of kMrD rows, the first from memory and the others from
+// L1 (16 rows on AVX-512: 3 + 3 + 3 + 3 + 3 + 1), and widen 16-bit values once per group; along the
+// lanes every row is served by one read, and 16-bit values are widened once, into v_pack
+// (ValueStrips). Zen 5 had measured the widened strips slower, when their next chunk still went to
+// L1 at every d_v (docs/perf-log/2026-11-27-strips-next-chunk-l2.md).
 template <class P, class E>
-bool ValuesAlongLanes(std::int64_t rows, std::int64_t d_v) {
+bool ValuesAlongLanes(std::int64_t rows) {
   const int nq = int((rows + P::kLanes - 1) / P::kLanes);
-  return kElementRows<E> && takes_query_lanes(rows) && nq <= kMaxStripVectors &&
-         d_v % StripValues<P>(nq) == 0;
+  return kElementRows<E> && takes_query_lanes(rows) && nq <= kMaxStripVectors;
 }
 
 // Keys per chunk of the strips: each strip's accumulators are loaded and stored once per chunk,
 // and a chunk's strips prefetch the next chunk. 64 rather than 32 (kWidenKeys, the row tiles')
 // or 16: docs/perf-log/2026-11-26-decode-prefetch.md.
 inline constexpr std::int64_t kStripKeys = 64;
-static_assert(kStripKeys <= kDepthChunk);  // a widened chunk fits v_pack
 
 // L1 the strips' next chunk may share with the chunk being multiplied: 32 KiB, the smallest L1d
 // of the CPUs we run on. At d_v = 128 the two fp32 chunks are 64 KiB, and the next one,
@@ -826,13 +824,48 @@ static_assert(kStripKeys <= kDepthChunk);  // a widened chunk fits v_pack
 // (docs/perf-log/2026-11-27-strips-next-chunk-l2.md).
 inline constexpr std::int64_t kStripL1Bytes = 32768;
 
+// One chunk of kc keys for ChunkStrips: P^T's rows, the chunk's d_v values per key (fp32, rows
+// ld_v apart), where the next chunk starts in memory (elements of element_bytes), and O^T.
+struct StripChunk {
+  const float* p_t;
+  const float* values;
+  std::int64_t ld_v, d_v, kc;
+  const char* next;
+  std::int64_t element_bytes;
+  float* acc_t;
+  Gemm::Init init;
+  const float* alpha;
+};
+
+// The chunk's values [c0, d_v) in strips of SV (ValueStripOf), the last d_v % SV of them in
+// strips of the powers of two below SV.
+template <class P, int SV, int NQ, bool kToL2>
+void ChunkStrips(const StripChunk& ch, std::int64_t c0) {
+  for (; c0 + SV <= ch.d_v; c0 += SV)
+    ValueStripOf<P, SV, NQ, kToL2>(ch.p_t, ch.values + c0, ch.ld_v, ch.kc,
+                                   ch.next + c0 * kStripKeys * ch.element_bytes,
+                                   SV * ch.element_bytes, ch.acc_t + c0 * kDecodeRows, ch.init,
+                                   ch.alpha, std::make_index_sequence<SV * NQ>(),
+                                   std::make_index_sequence<NQ>(), std::make_index_sequence<SV>());
+  if constexpr (SV > 1)
+    if (c0 < ch.d_v) ChunkStrips<P, int(std::bit_floor(unsigned(SV - 1))), NQ, kToL2>(ch, c0);
+}
+
+// Floats per row of a chunk of values widened into v_pack: an odd number of 64-byte lines, so
+// the chunk's rows, which a strip reads down a column, fall in different sets of L1. Rows of
+// 512 bytes (d_v = 128) shared 8 of its 64 sets, which a strip's 64 rows filled.
+inline std::int64_t StripPackStride(std::int64_t d_v) {
+  return (round_up(d_v, kAlignFloats) / kAlignFloats | 1) * kAlignFloats;
+}
+static_assert(2 * kStripKeys <= kDepthChunk);  // a chunk so widened fits v_pack
+
 // w.acc_t (O^T: d_v rows of NQ vectors of the block's rows) = alpha O^T + V^T P^T over the
 // tile's nk keys, in chunks of kStripKeys keys and strips of SV values (ValueStripOf). Every
 // element is alpha O + sum_j p_j v_j by multiply-adds in key order, as in AccumulateValues: the
 // same bits. DecodeSplit transposes O^T into the split's partial output after its last tile.
-// 16-bit values are widened a chunk at a time into v_pack and multiplied from there: a widening
-// per vector rather than per broadcast value, and one read of V for all rows where the row
-// tiles widened each vector once per row group.
+// 16-bit values are widened a chunk at a time into v_pack (rows StripPackStride apart) and
+// multiplied from there: a widening per vector rather than per broadcast value, and one read of
+// V for all rows where the row tiles widened each vector once per row group.
 // While a chunk is multiplied, the next one (kStripKeys rows of V, contiguous) is prefetched in
 // memory order: strip c0 / SV, key j requests bytes (c0 kStripKeys + j SV) sizeof(E) of it, so
 // over the chunk's strips the requests walk it front to back, a line (fp32 at SV = 16) per key.
@@ -850,19 +883,25 @@ void ValueStrips(const E* v, std::int64_t d_v, std::int64_t nk, bool first,
     const std::int64_t kc = std::min(kStripKeys, nk - j0);
     const char* next = reinterpret_cast<const char*>(v + (j0 + kStripKeys) * d_v);
     const float* values = w.v_pack;
-    if constexpr (std::is_same_v<E, float>)
+    std::int64_t ld_v = d_v;
+    if constexpr (std::is_same_v<E, float>) {
       values = v + j0 * d_v;
-    else
-      WidenRows(v + j0 * d_v, kc, d_v, d_v, w.v_pack, d_v);
-    const auto strips = [&](auto l2) HWY_ATTR __attribute__((always_inline)) {
-      for (std::int64_t c0 = 0; c0 < d_v; c0 += SV)
-        ValueStripOf<P, SV, NQ, l2()>(
-            w.scores_t + j0 * kDecodeRows, values + c0, d_v, kc, next + c0 * kStripKeys * kBytes,
-            SV * kBytes, w.acc_t + c0 * kDecodeRows, j0 == 0 ? init : Gemm::Init::kLoad, w.rescale,
-            std::make_index_sequence<SV * NQ>(), std::make_index_sequence<NQ>(),
-            std::make_index_sequence<SV>());
-    };
-    to_l2 ? strips(std::true_type()) : strips(std::false_type());
+    } else {
+      ld_v = StripPackStride(d_v);
+      for (std::int64_t j = 0; j < kc; ++j)  // the padding is never read: not zeroed
+        WidenRows(v + (j0 + j) * d_v, 1, d_v, d_v, w.v_pack + j * ld_v, d_v);
+    }
+    const StripChunk chunk{.p_t = w.scores_t + j0 * kDecodeRows,
+                           .values = values,
+                           .ld_v = ld_v,
+                           .d_v = d_v,
+                           .kc = kc,
+                           .next = next,
+                           .element_bytes = kBytes,
+                           .acc_t = w.acc_t,
+                           .init = j0 == 0 ? init : Gemm::Init::kLoad,
+                           .alpha = w.rescale};
+    to_l2 ? ChunkStrips<P, SV, NQ, true>(chunk, 0) : ChunkStrips<P, SV, NQ, false>(chunk, 0);
   }
 }
 
@@ -898,7 +937,7 @@ void DecodeSplit(const ForwardArgs& a, const DecodeKv& kv, const DecodeGeometry&
   // Rows of plain elements (fp32, 16-bit) may take the query-lanes layout; a format whose rows
   // carry a scale (int8) scores a block of any size with its own ScoreRows.
   const bool query_lanes = kElementRows<E> && takes_query_lanes(blk.rows);
-  const bool values_along_lanes = ValuesAlongLanes<P, E>(blk.rows, s.d_v);
+  const bool values_along_lanes = ValuesAlongLanes<P, E>(blk.rows);
   const std::span<const float> temperature = a.score_mod.temperature;
   for (std::int64_t i = 0; i < blk.rows; ++i) {
     const float* q = a.q + (blk.first_row + i) * s.d_k;

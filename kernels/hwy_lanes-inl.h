@@ -77,8 +77,10 @@ struct HwyLanes {
   static constexpr int kScoreWholeVecs = HWY_TARGET == HWY_AVX2 ? 4 * kScoreChunk : 0;
   // Decode O += P V: one row of 8 vectors per strip.
   static constexpr int kMrD = 1, kNvD = 8;
-  // Decode O^T += V^T P^T: 8 accumulators, up to 4 vectors of weights and a broadcast value.
-  static constexpr int kStripAccumulators = 8;
+  // Decode O^T += V^T P^T: the accumulators beside up to 4 vectors of weights and a broadcast
+  // value. AVX2's blocks take at most 2 vectors of weights, so 12 fit: 8 kept Zen 3's two FMA
+  // pipes no more than just busy (docs/perf-log/2026-11-29-avx2-strips.md).
+  static constexpr int kStripAccumulators = HWY_TARGET == HWY_AVX2 ? 12 : 8;
 #endif
 
   static V Zero() { return hn::Zero(D()); }
