@@ -793,8 +793,8 @@ HWY_INLINE void ValueStripOf(const float* p_t, const float* v, std::int64_t ld_v
 inline constexpr int kMaxStripVectors = 4;
 
 // Values per strip for a block whose rows take NQ vectors: as many as keep SV x NQ within the
-// target's kStripAccumulators (16 on AVX-512, where every query-lanes block takes one vector;
-// 12 or 6 on AVX2, 8 to 2 on 4 lanes). d_v need not be a multiple: ChunkStrips.
+// target's kStripAccumulators (16 on the 32-register targets, 12 on AVX2, 8 on SSE4). d_v need
+// not be a multiple of SV: ChunkStrips.
 template <class P>
 constexpr int StripValues(int nq) {
   return P::kStripAccumulators / nq;
