@@ -42,17 +42,23 @@ bool bf16_native_available();
 // Query rows of a block in the native products: kQueryBlock (query_blocks.hpp), 3 vectors.
 inline constexpr std::int64_t kBf16Block = 48;
 
-// scores[j][i] = sum over depth pairs p of the products of k[j * ldk + p] and q[p][i],
-// j < nk, i < kBf16Block: S^T of a key tile, unscaled. k: the tile's keys, ldk words per key;
+// scores[j][i] = scale[i] x the sum over depth pairs p of the products of k[j * ldk + p] and
+// q[p][i], j < nk, i < kBf16Block: S^T of a key tile. k: the tile's keys, ldk words per key;
 // q: [pairs][kBf16Block] words.
 void bf16_dot_scores(const std::uint32_t* k, std::int64_t ldk, std::int64_t nk,
-                     const std::uint32_t* q, std::int64_t pairs, float* scores);
+                     const std::uint32_t* q, std::int64_t pairs, const float* scale, float* scores);
 
 // acc[i][c] = init + sum over key pairs p of the products of w[p][i] and v[p][c], i <
 // kBf16Block, c < ld (a multiple of 16). init is 0 without row_scale, else row_scale[i] *
 // acc[i][c]. w: [pairs][kBf16Block] words (the tile's weights), v: [pairs][ld] words.
 void bf16_dot_accumulate(const std::uint32_t* w, std::int64_t pairs, const std::uint32_t* v,
                          std::int64_t ld, float* acc, const float* row_scale);
+
+// Rows of n floats (n a multiple of 16) rounded to bf16 by vcvtne2ps2bf16 (bf16_round_bits'
+// rounding) and packed in pairs in place: rows 2j and 2j + 1 become word row j, row 2j in the low
+// halves, for j < ceil(count / 2); an odd last row pairs with zeros. Word row j overwrites float
+// row j <= 2j only after rows 2j and 2j + 1 were read. Returns the words.
+std::uint32_t* bf16_pack_row_pairs(float* rows, std::int64_t count, std::int64_t n);
 
 // Peak of the native products: kChains (sdpa/peak.hpp) independent vdpbf16ps chains of
 // `steps` steps; returns a value that depends on every chain. Each step of a chain is 32

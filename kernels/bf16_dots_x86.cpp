@@ -26,10 +26,11 @@ SDPA_BF16_TARGET inline __m512 dot(__m512 acc, __m512i a, __m512i b) {
 }
 
 // MR keys x the block's 3 query vectors: 24 accumulators at MR = 8, plus 3 query vectors and
-// a broadcast of 32 zmm registers. Each step is one depth pair.
+// a broadcast of 32 zmm registers. Each step is one depth pair; the sums are scaled as they are
+// stored, rather than in a pass of their own over the tile.
 template <int MR>
 SDPA_BF16_TARGET void scores_tile(const std::uint32_t* k, std::int64_t ldk, const std::uint32_t* q,
-                                  std::int64_t pairs, float* scores) {
+                                  std::int64_t pairs, const float* scale, float* scores) {
   __m512 acc[MR][kBlockVecs];
   for (auto& row : acc)
     for (auto& x : row) x = _mm512_setzero_ps();
@@ -42,9 +43,11 @@ SDPA_BF16_TARGET void scores_tile(const std::uint32_t* k, std::int64_t ldk, cons
       for (std::int64_t v = 0; v < kBlockVecs; ++v) acc[r][v] = dot(acc[r][v], a, b[v]);
     }
   }
-  for (int r = 0; r < MR; ++r)
-    for (std::int64_t v = 0; v < kBlockVecs; ++v)
-      _mm512_storeu_ps(scores + r * kBf16Block + v * kLanes, acc[r][v]);
+  for (std::int64_t v = 0; v < kBlockVecs; ++v) {
+    const __m512 s = _mm512_loadu_ps(scale + v * kLanes);
+    for (int r = 0; r < MR; ++r)
+      _mm512_storeu_ps(scores + r * kBf16Block + v * kLanes, _mm512_mul_ps(s, acc[r][v]));
+  }
 }
 
 // kMrO query rows x NV vectors of outputs: 24 accumulators at NV = 4.
@@ -90,15 +93,16 @@ bool bf16_native_available() {
 }
 
 void bf16_dot_scores(const std::uint32_t* k, std::int64_t ldk, std::int64_t nk,
-                     const std::uint32_t* q, std::int64_t pairs, float* scores) {
-  using Tile =
-      void (*)(const std::uint32_t*, std::int64_t, const std::uint32_t*, std::int64_t, float*);
+                     const std::uint32_t* q, std::int64_t pairs, const float* scale,
+                     float* scores) {
+  using Tile = void (*)(const std::uint32_t*, std::int64_t, const std::uint32_t*, std::int64_t,
+                        const float*, float*);
   static constexpr Tile kTiles[] = {scores_tile<1>, scores_tile<2>, scores_tile<3>, scores_tile<4>,
                                     scores_tile<5>, scores_tile<6>, scores_tile<7>, scores_tile<8>};
   constexpr std::int64_t kMr = 8;
   for (std::int64_t j = 0; j < nk; j += kMr) {
     const std::int64_t mr = nk - j < kMr ? nk - j : kMr;
-    kTiles[mr - 1](k + j * ldk, ldk, q, pairs, scores + j * kBf16Block);
+    kTiles[mr - 1](k + j * ldk, ldk, q, pairs, scale, scores + j * kBf16Block);
   }
 }
 
@@ -117,6 +121,27 @@ void bf16_dot_accumulate(const std::uint32_t* w, std::int64_t pairs, const std::
       kTiles[nv - 1](w + i, pairs, v + c * kLanes, ld, acc + i * ld + c * kLanes,
                      row_scale ? row_scale + i : nullptr);
   }
+}
+
+SDPA_BF16_TARGET std::uint32_t* bf16_pack_row_pairs(float* rows, std::int64_t count,
+                                                    std::int64_t n) {
+  // vcvtne2ps2bf16 puts one row's 16 values after the other's; word c takes value c of each.
+  alignas(64) static constexpr std::int16_t kInterleave[2 * kLanes] = {
+      0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i order = _mm512_load_si512(kInterleave);
+  auto* words = reinterpret_cast<std::uint32_t*>(rows);
+  for (std::int64_t j = 0; 2 * j < count; ++j) {
+    const float* r0 = rows + 2 * j * n;
+    const bool partner = 2 * j + 1 < count;
+    for (std::int64_t c = 0; c < n; c += kLanes) {
+      const __m512 high = partner ? _mm512_loadu_ps(r0 + n + c) : _mm512_setzero_ps();
+      const __m512bh both = _mm512_cvtne2ps_pbh(high, _mm512_loadu_ps(r0 + c));
+      _mm512_storeu_si512(words + j * n + c,
+                          _mm512_permutexvar_epi16(order, reinterpret_cast<const __m512i&>(both)));
+    }
+  }
+  return words;
 }
 
 SDPA_BF16_TARGET float bf16_dot_chains(std::int64_t steps) {
@@ -160,13 +185,14 @@ SDPA_BF16_TARGET void bf16_round_native(const float* x, std::uint16_t* y, std::i
 namespace sdpa::detail {
 bool bf16_native_available() { return false; }
 void bf16_dot_scores(const std::uint32_t*, std::int64_t, std::int64_t, const std::uint32_t*,
-                     std::int64_t, float*) {
+                     std::int64_t, const float*, float*) {
   std::abort();
 }
 void bf16_dot_accumulate(const std::uint32_t*, std::int64_t, const std::uint32_t*, std::int64_t,
                          float*, const float*) {
   std::abort();
 }
+std::uint32_t* bf16_pack_row_pairs(float*, std::int64_t, std::int64_t) { std::abort(); }
 float bf16_dot_chains(std::int64_t) { std::abort(); }
 void bf16_round_native(const float*, std::uint16_t*, std::int64_t) { std::abort(); }
 }  // namespace sdpa::detail

@@ -79,29 +79,6 @@ void RoundRows(const float* x, std::int64_t rows, std::int64_t cols, float* y, s
   }
 }
 
-// Words of two rows of n floats (n whole vectors): bf16 of r0[c] in the low half, of r1[c] (0
-// without r1) in the high half. out may be r0: each vector is read before it is written.
-void PackRowPair(const float* r0, const float* r1, std::int64_t n, std::uint32_t* out) {
-  const DU du;
-  constexpr std::int64_t L = HwyLanes::kLanes;
-  for (std::int64_t c = 0; c < n; c += L) {
-    const auto low = hn::ShiftRight<16>(RoundBits(HwyLanes::Load(r0 + c)));
-    const auto high = r1 ? RoundBits(HwyLanes::Load(r1 + c)) : hn::Zero(du);
-    hn::StoreU(hn::Or(low, high), du, out + c);
-  }
-}
-
-// Rows of n floats packed in pairs in place: rows 2j and 2j + 1 become word row j, for
-// j < ceil(rows / 2); an odd last row pairs with zeros. Word row j overwrites float row j <= 2j
-// only after rows 2j and 2j + 1 were read.
-std::uint32_t* PackRowPairs(float* rows, std::int64_t count, std::int64_t n) {
-  auto* words = reinterpret_cast<std::uint32_t*>(rows);
-  for (std::int64_t j = 0; 2 * j < count; ++j)
-    PackRowPair(rows + 2 * j * n, 2 * j + 1 < count ? rows + (2 * j + 1) * n : nullptr, n,
-                words + j * n);
-  return words;
-}
-
 // Rows of n floats rounded and swapped in pairs in place (2j <-> 2j + 1; an odd last row's
 // partner, row `count`, becomes zeros), so flash's micro-kernels accumulate each pair odd row
 // first, as vdpbf16ps does.
@@ -121,7 +98,8 @@ void RoundSwapRowPairs(float* rows, std::int64_t count, std::int64_t n) {
 }
 
 // S^T *= each row's scale (w.q_scale) over the tile's nk rows: the scale multiplies the fp32
-// scores (folded into bf16 queries it would add a rounding to every one).
+// scores (folded into bf16 queries it would add a rounding to every one). The native scores
+// multiply by it as they store, the same products.
 void ScaleTile(std::int64_t nk, const BlockScratch& w) {
   constexpr std::int64_t L = HwyLanes::kLanes;
   for (std::int64_t g = 0; g < kQueryBlock; g += L) {
@@ -212,7 +190,8 @@ struct WidenedProducts {
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 // Native products (bf16.hpp): K as words of column pairs, V as words of row pairs (ld_acc
-// words a row), the block's queries and each tile's P^T packed in place in their scratch.
+// words a row), the block's queries and each tile's P^T packed in place in their scratch
+// (bf16_pack_row_pairs: vcvtne2ps2bf16, the rounding of RoundBits in two instructions).
 struct DotProducts {
   static_assert(kQueryBlock == kBf16Block && HwyLanes::kLanes == 16);
   static Prepared Prepare(const ForwardArgs& a, std::int64_t ld_acc) {
@@ -229,12 +208,12 @@ struct DotProducts {
     }
     const std::int64_t nkv2 = round_up(s.n_kv, 2);
     for (std::int64_t h = 0; h < s.kv_batch_heads(); ++h)
-      PackRowPairs(p.v.data() + h * nkv2 * ld_acc, s.n_kv, ld_acc);
+      bf16_pack_row_pairs(p.v.data() + h * nkv2 * ld_acc, s.n_kv, ld_acc);
     return p;
   }
   static KeyRange Begin(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {
     const KeyRange keys = BeginUnscaled(a, blk, w);
-    PackRowPairs(w.q_t, a.shape.d_k, kQueryBlock);
+    bf16_pack_row_pairs(w.q_t, a.shape.d_k, kQueryBlock);
     return keys;
   }
   static void Scores(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
@@ -243,13 +222,13 @@ struct DotProducts {
     const std::int64_t pairs = s.d_k / 2;
     const auto* k =
         reinterpret_cast<const std::uint32_t*>(a.k) + (s.kv_head(blk.head) * s.n_kv + key0) * pairs;
-    bf16_dot_scores(k, pairs, nk, reinterpret_cast<const std::uint32_t*>(w.q_t), pairs, w.scores);
-    ScaleTile(nk, w);
+    bf16_dot_scores(k, pairs, nk, reinterpret_cast<const std::uint32_t*>(w.q_t), pairs, w.q_scale,
+                    w.scores);
   }
   static void Accumulate(const ForwardArgs& a, const QueryBlock& blk, std::int64_t key0,
                          std::int64_t nk, std::int64_t ld_acc, bool first, const BlockScratch& w) {
     const Shape& s = a.shape;
-    const std::uint32_t* p = PackRowPairs(w.scores, nk, kQueryBlock);
+    const std::uint32_t* p = bf16_pack_row_pairs(w.scores, nk, kQueryBlock);
     const auto* v = reinterpret_cast<const std::uint32_t*>(a.v) +
                     (s.kv_head(blk.head) * round_up(s.n_kv, 2) + key0 / 2) * ld_acc;
     bf16_dot_accumulate(p, round_up(nk, 2) / 2, v, ld_acc, w.acc, first ? nullptr : w.rescale);
