@@ -7,8 +7,8 @@
 // attention of Q, K and V each rounded per row to int8:
 //  - decode shapes: flash's decode path (attention_decode-inl.h) through kv_int8-inl.h's hooks:
 //    the block's rows of scale Q quantised per tile, S = exact int32 dot products (vpdpbusd:
-//    flash-kv-int8@avx512-vnni, @avx-vnni; vpmaddubsw: @avx2; sdot: @neon-dotprod; plain C++
-//    elsewhere: the same bits, kv_int8.hpp) times the two rows' scales, the online softmax in
+//    flash-kv-int8@avx512-vnni, @avx-vnni; vpmaddubsw: @avx512, @avx2; sdot: @neon-dotprod; plain
+//    C++ elsewhere: the same bits, kv_int8.hpp) times the two rows' scales, the online softmax in
 //    fp32, and V widened to fp32 (int8 x scale) in registers as P V loads it;
 //  - any other shape: Q, K and V rounded (dequantised) to fp32 once per call and flash's tiles
 //    run on them, as flash-kv-f16 does for prefill (compute-bound: the O(n d) widening is small).
@@ -74,6 +74,7 @@ void Int8Forward(const ForwardArgs& a, Int8ScoresFn scores) {
 void KvInt8Forward(const ForwardArgs& a) { Int8Forward(a, &int8_scores_portable); }
 void KvInt8Sse4Forward(const ForwardArgs& a) { Int8Forward(a, int8_scores(Int8Dots::sse4)); }
 void KvInt8Avx2Forward(const ForwardArgs& a) { Int8Forward(a, int8_scores(Int8Dots::avx2)); }
+void KvInt8Avx512Forward(const ForwardArgs& a) { Int8Forward(a, int8_scores(Int8Dots::avx512)); }
 void KvInt8AvxVnniForward(const ForwardArgs& a) { Int8Forward(a, int8_scores(Int8Dots::avx_vnni)); }
 void KvInt8Avx512VnniForward(const ForwardArgs& a) {
   Int8Forward(a, int8_scores(Int8Dots::avx512_vnni));
@@ -93,6 +94,7 @@ namespace sdpa::detail {
 HWY_EXPORT(KvInt8Forward);
 HWY_EXPORT(KvInt8Sse4Forward);
 HWY_EXPORT(KvInt8Avx2Forward);
+HWY_EXPORT(KvInt8Avx512Forward);
 HWY_EXPORT(KvInt8AvxVnniForward);
 HWY_EXPORT(KvInt8Avx512VnniForward);
 HWY_EXPORT(KvInt8NeonDotprodForward);
@@ -125,10 +127,9 @@ std::vector<Kernel> flash_kv_int8_kernels() {
   }
   // The entries whose scores are an instruction set's own dots (kv_int8.hpp), each on the
   // Highway target `base` of its vectors, whose fp32 multiply-adds do the rest (fp32_isa):
-  // family@avx2 and family@sse4 themselves (vpmaddubsw and pmaddubsw; their roofs avx2-int8 and
-  // sse4-int8), family@avx-vnni before family@avx2,
-  // family@avx512-vnni before family@avx512, and on aarch64 family@neon-dotprod (sdot) before
-  // family@neon.
+  // family@avx512, family@avx2 and family@sse4 themselves (vpmaddubsw and pmaddubsw; their roofs
+  // avx512-int8, avx2-int8 and sse4-int8), family@avx-vnni before family@avx2, family@avx512-vnni
+  // before family@avx512, and on aarch64 family@neon-dotprod (sdot) before family@neon.
   const auto on = [](const auto& table, std::string_view isa) -> ForwardFn {
     for (const auto& t : supported_targets(table))
       if (t.isa == isa) return t.fn;
@@ -143,6 +144,8 @@ std::vector<Kernel> flash_kv_int8_kernels() {
   // SVE and sdot, @neon-dotprod before @sve-256: not measured, there is no Arm host here).
   const Native natives[] = {{Int8Dots::avx512_vnni, "avx512", "avx512-vnni", "", "vpdpbusd",
                              on(HWY_DISPATCH_TABLE(KvInt8Avx512VnniForward), "avx512")},
+                            {Int8Dots::avx512, "avx512", "avx512", "avx512-int8", "vpmaddubsw",
+                             on(HWY_DISPATCH_TABLE(KvInt8Avx512Forward), "avx512")},
                             {Int8Dots::avx_vnni, "avx2", "avx-vnni", "", "vpdpbusd",
                              on(HWY_DISPATCH_TABLE(KvInt8AvxVnniForward), "avx2")},
                             {Int8Dots::avx2, "avx2", "avx2", "avx2-int8", "vpmaddubsw",

@@ -165,6 +165,7 @@ bool int8_dots_available(Int8Dots dots) {
       return dotprod;
     case Int8Dots::sse4:
     case Int8Dots::avx2:
+    case Int8Dots::avx512:
     case Int8Dots::avx_vnni:
     case Int8Dots::avx512_vnni:
       return false;

@@ -1,9 +1,9 @@
-// The int8 scores of kv_int8.hpp in vectors of int32 lanes (ymm: 8 keys a vector, xmm: 4), for
-// the `Dot` of the including namespace: an instruction set's product of a key vector and a
-// broadcast query quad, added into int32 lanes, over the vector operations of its width (Ymm or
-// Xmm in int8_dots_x86.cpp). int8_dots_x86.cpp includes this once per instruction set, each time
-// inside that set's `#pragma GCC target` region: a target attribute cannot depend on a template
-// argument. No include guard: each inclusion is a copy in its own namespace.
+// The int8 scores of kv_int8.hpp in vectors of int32 lanes (zmm: 16 keys a vector, ymm: 8, xmm:
+// 4), for the `Dot` of the including namespace: an instruction set's product of a key vector and
+// a broadcast query quad, added into int32 lanes, over the vector operations of its width (Zmm,
+// Ymm or Xmm in int8_dots_x86.cpp). int8_dots_x86.cpp includes this once per instruction set, each
+// time inside that set's `#pragma GCC target` region: a target attribute cannot depend on a
+// template argument. No include guard: each inclusion is a copy in its own namespace.
 
 // Most query rows per pass over a part of a block: up to two accumulators a row, the keys and a
 // broadcast fit 16 vector registers.

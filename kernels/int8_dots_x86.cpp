@@ -1,10 +1,10 @@
 // The native int8 scores (kv_int8.hpp), written for each instruction set by hand as
 // bf16_dots_x86.cpp is (Highway 1.0.3 has no int8 dot product): vpdpbusd on AVX512_VNNI (zmm,
 // 16 keys a vector) and on AVX-VNNI (ymm, VEX, int8_dots_vec-inl.h), vpmaddubsw and vpmaddwd on
-// AVX2 (ymm) and on Highway's SSE4 target (pmaddubsw and pmaddwd of SSSE3, xmm). Every function
-// carries its instruction set's target attribute or pragma, so this file builds with the baseline
-// flags and nothing in it runs unless int8_dots_available() says the CPU has that set. aarch64's
-// are int8_dots_arm.cpp; elsewhere only the portable dots exist.
+// AVX512BW (zmm), on AVX2 (ymm) and on Highway's SSE4 target (pmaddubsw and pmaddwd of SSSE3, xmm).
+// Every function carries its instruction set's target attribute or pragma, so this file builds with
+// the baseline flags and nothing in it runs unless int8_dots_available() says the CPU has that set.
+// aarch64's are int8_dots_arm.cpp; elsewhere only the portable dots exist.
 //
 // vpdpbusd and vpmaddubsw multiply unsigned bytes by signed bytes. vpdpbusd: keys are the
 // unsigned operand, each byte flipped by 0x80 (k + 128, one xor per vector shared by every query
@@ -142,8 +142,58 @@ SDPA_VNNI_TARGET float avx512_vnni_chains(std::int64_t steps) {
 }  // namespace sdpa::detail
 
 // The vector operations of int8_dots_vec-inl.h at each width: `part` says which of a vector's
-// int32 lanes (keys) a part of a block fills. Ymm inside AVX2's region (AVX-VNNI's inlines it),
-// Xmm inside SSSE3's.
+// int32 lanes (keys) a part of a block fills. Zmm inside AVX512BW's region, Ymm inside AVX2's
+// (AVX-VNNI's inlines it), Xmm inside SSSE3's.
+#ifdef __clang__  // clang ignores GCC's target pragma
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw")
+#endif
+namespace sdpa::detail {
+namespace {
+struct Zmm {
+  using I = __m512i;
+  using F = __m512;
+  static constexpr std::int64_t kKeys = 16;  // a whole block
+  static I zero() { return _mm512_setzero_si512(); }
+  static I bytes(char x) { return _mm512_set1_epi8(x); }
+  static I broadcast(std::int32_t x) { return _mm512_set1_epi32(x); }
+  static I sum(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I sub(I a, I b) { return _mm512_sub_epi32(a, b); }
+  static I abs8(I x) { return _mm512_abs_epi8(x); }
+  // AVX-512 has no vpsignb: x negated where s is negative. Where s is 0, x is kept rather than
+  // zeroed, which the pairs' product with |s| = 0 makes the same.
+  static I sign8(I x, I s) { return _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(s), zero(), x); }
+  static I pairs(I u8, I s8) { return _mm512_maddubs_epi16(u8, s8); }
+  static I quads(I s16) { return _mm512_madd_epi16(s16, _mm512_set1_epi16(1)); }
+  static __mmask16 part(std::int64_t n) { return __mmask16((1u << n) - 1); }
+  static I load(const std::int8_t* p) { return _mm512_loadu_si512(p); }
+  static I load(const std::int8_t* p, __mmask16 part) { return _mm512_maskz_loadu_epi32(part, p); }
+  static F load(const float* p) { return _mm512_loadu_ps(p); }
+  static F load(const float* p, __mmask16 part) { return _mm512_maskz_loadu_ps(part, p); }
+  static F scores(I dot, float q_scale, F k_scale) {
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(q_scale), k_scale), _mm512_cvtepi32_ps(dot));
+  }
+  static void store(float* p, F x) { _mm512_storeu_ps(p, x); }
+  static void store(float* p, F x, __mmask16 part) { _mm512_mask_storeu_ps(p, part, x); }
+  static void store(std::int32_t* p, I x) { _mm512_storeu_si512(p, x); }
+};
+
+// AVX2's dots (int8_dots_pairs-inl.h) in zmm: AVX-512 CPUs without VNNI (Skylake-SP and -X).
+namespace avx512 {
+using Vec = Zmm;
+#include "int8_dots_pairs-inl.h"
+#include "int8_dots_vec-inl.h"
+}  // namespace avx512
+}  // namespace
+}  // namespace sdpa::detail
+#ifdef __clang__
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
 #ifdef __clang__  // clang ignores GCC's target pragma
 #pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
 #else
@@ -297,9 +347,10 @@ bool int8_dots_available(Int8Dots dots) {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4));
   }();
+  static const bool avx512 =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
   static const bool avx512_vnni =
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+      avx512 && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
   switch (dots) {
     case Int8Dots::portable:
       return true;
@@ -307,6 +358,8 @@ bool int8_dots_available(Int8Dots dots) {
       return ssse3;
     case Int8Dots::avx2:
       return avx2;
+    case Int8Dots::avx512:
+      return avx512;
     case Int8Dots::avx_vnni:
       return avx_vnni;
     case Int8Dots::avx512_vnni:
@@ -323,6 +376,8 @@ Int8ScoresFn int8_scores(Int8Dots dots) {
       return &sse4::scores;
     case Int8Dots::avx2:
       return &avx2::scores;
+    case Int8Dots::avx512:
+      return &avx512::scores;
     case Int8Dots::avx_vnni:
       return &avx_vnni::scores;
     case Int8Dots::avx512_vnni:
@@ -335,7 +390,19 @@ Int8ScoresFn int8_scores(Int8Dots dots) {
 }
 
 int int8_dot_lanes(Int8Dots dots) {
-  return dots == Int8Dots::avx512_vnni ? 64 : dots == Int8Dots::sse4 ? 16 : 32;
+  switch (dots) {
+    case Int8Dots::sse4:
+      return 16;
+    case Int8Dots::avx512:
+    case Int8Dots::avx512_vnni:
+      return 64;
+    case Int8Dots::avx2:
+    case Int8Dots::avx_vnni:
+    case Int8Dots::portable:
+    case Int8Dots::neon_dotprod:
+      break;
+  }
+  return 32;
 }
 
 float int8_dot_chains(Int8Dots dots, std::int64_t steps) {
@@ -344,6 +411,8 @@ float int8_dot_chains(Int8Dots dots, std::int64_t steps) {
       return sse4::dot_chains(steps);
     case Int8Dots::avx2:
       return avx2::dot_chains(steps);
+    case Int8Dots::avx512:
+      return avx512::dot_chains(steps);
     case Int8Dots::avx_vnni:
       return avx_vnni::dot_chains(steps);
     case Int8Dots::avx512_vnni:

@@ -101,6 +101,7 @@ enum class Int8Dots {
   portable,
   sse4,          // pmaddubsw, pmaddwd (xmm, SSSE3): Highway's SSE4 target
   avx2,          // vpmaddubsw, vpmaddwd (ymm): AVX2 without VNNI
+  avx512,        // vpmaddubsw, vpmaddwd (zmm): AVX512BW without VNNI
   avx_vnni,      // vpdpbusd (ymm, VEX): AVX-VNNI
   avx512_vnni,   // vpdpbusd (zmm): AVX512_VNNI with AVX512BW
   neon_dotprod,  // sdot (128-bit NEON): the Armv8.2 dot-product extension (FEAT_DotProd)

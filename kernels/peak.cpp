@@ -90,6 +90,7 @@ constexpr Target kTargets[] = {
     {"avx2-int8", HWY_AVX2},  // AVX2's int8 dots (kInt8Roofs below)
     {"avx-vnni", HWY_AVX2},   // AVX2 with AVX-VNNI (kInt8Roofs below)
     {"avx512", HWY_AVX3},
+    {"avx512-int8", HWY_AVX3},  // AVX512BW's int8 dots (kInt8Roofs below)
     {"avx512-bf16", HWY_AVX3},  // AVX-512 with AVX512_BF16 (kBf16Isa below)
     {"avx512-vnni", HWY_AVX3},  // AVX-512 with AVX512_VNNI (kInt8Roofs below)
     {"neon", HWY_NEON},
@@ -104,14 +105,16 @@ constexpr std::string_view kBf16Isa = "avx512-bf16";
 // The int8 roofs: the dot products of flash-kv-int8's scores (kv_int8.hpp), each int8 product
 // counted as a multiply-add (2 ops) like an FMA lane; the triad is that of the Highway target
 // they run beside (kTargets). sse4-int8 and avx2-int8 step through (v)psignb, (v)pmaddubsw,
-// (v)pmaddwd and (v)paddd for 16 and 32 products; avx-vnni and avx512-vnni through one vpdpbusd for
-// 32 and 64; neon-dotprod through one sdot for 16.
+// (v)pmaddwd and (v)paddd for 16 and 32 products, avx512-int8 the same in zmm (a masked vpsubb
+// for vpsignb) for 64; avx-vnni and avx512-vnni through one vpdpbusd for 32 and 64; neon-dotprod
+// through one sdot for 16.
 struct Int8Roof {
   std::string_view isa;
   detail::Int8Dots dots;
 };
 constexpr Int8Roof kInt8Roofs[] = {{"sse4-int8", detail::Int8Dots::sse4},
                                    {"avx2-int8", detail::Int8Dots::avx2},
+                                   {"avx512-int8", detail::Int8Dots::avx512},
                                    {"avx-vnni", detail::Int8Dots::avx_vnni},
                                    {"avx512-vnni", detail::Int8Dots::avx512_vnni},
                                    {"neon-dotprod", detail::Int8Dots::neon_dotprod}};

@@ -868,7 +868,7 @@ void check_int8_case(const Case& c) {
       CHECK_MESSAGE(same_bits(o.lse, got.lse), threads, " threads, stored K/V, probes");
     }
     // The dots are exact integer sums: on one Highway target, one result (vpdpbusd in zmm
-    // against AVX-512's portable dots, in ymm against AVX2's vpmaddubsw, sdot against NEON's
+    // against AVX512BW's vpmaddubsw, in ymm against AVX2's vpmaddubsw, sdot against NEON's
     // portable dots).
     using sdpa::detail::Int8Dots;
     if (!sdpa::detail::int8_dots_available(Int8Dots::avx512_vnni))
@@ -976,6 +976,7 @@ TEST_CASE("the int8 K/V kernel: registry entries and bytes") {
            sdpa::find_kernel(std::string("flash@") + target) != nullptr;
   };
   const std::string want = has(Int8Dots::avx512_vnni, "avx512")  ? "avx512-vnni"
+                           : has(Int8Dots::avx512, "avx512")     ? "avx512"
                            : has(Int8Dots::avx_vnni, "avx2")     ? "avx-vnni"
                            : has(Int8Dots::avx2, "avx2")         ? "avx2"
                            : has(Int8Dots::sse4, "sse4")         ? "sse4"
@@ -988,7 +989,12 @@ TEST_CASE("the int8 K/V kernel: registry entries and bytes") {
         has(Int8Dots::avx512_vnni, "avx512"));
   CHECK((sdpa::find_kernel("flash-kv-int8@neon-dotprod") != nullptr) ==
         has(Int8Dots::neon_dotprod, "neon"));
-  // AVX2's and SSE4's int8 dots are read against their own roofs, the others' roof is their ISA.
+  // AVX-512's, AVX2's and SSE4's int8 dots are read against their own roofs, the others' roof is
+  // their ISA.
+  if (const auto* avx512 = sdpa::find_kernel("flash-kv-int8@avx512")) {
+    CHECK(avx512->dot_isa == (has(Int8Dots::avx512, "avx512") ? "avx512-int8" : ""));
+    if (has(Int8Dots::avx512, "avx512")) CHECK(sdpa::peak::lanes("avx512-int8") == 64);
+  }
   if (const auto* avx2 = sdpa::find_kernel("flash-kv-int8@avx2"))
     CHECK(avx2->dot_isa == (has(Int8Dots::avx2, "avx2") ? "avx2-int8" : ""));
   if (const auto* sse4 = sdpa::find_kernel("flash-kv-int8@sse4")) {
@@ -1026,6 +1032,7 @@ TEST_CASE("int8 dots: every instruction set gives the exact sums, +-127 included
   const std::pair<Int8Dots, const char*> all[] = {{Int8Dots::portable, "portable"},
                                                   {Int8Dots::sse4, "sse4"},
                                                   {Int8Dots::avx2, "avx2"},
+                                                  {Int8Dots::avx512, "avx512"},
                                                   {Int8Dots::avx_vnni, "avx-vnni"},
                                                   {Int8Dots::avx512_vnni, "avx512-vnni"},
                                                   {Int8Dots::neon_dotprod, "neon-dotprod"}};

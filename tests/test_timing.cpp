@@ -184,8 +184,8 @@ TEST_CASE("timing and roofline: schema messages") {
       "string \"sideways\"");
   CHECK(error_of(R"({"name": "a", "kind": "roofline", "isa": ["avx2", "avx1024"]})") ==
         "bad.json: /experiments/0/isa/1: expected an instruction set (\"scalar\", \"sse4\", "
-        "\"sse4-int8\", \"avx2\", \"avx2-int8\", \"avx-vnni\", \"avx512\", \"avx512-bf16\", "
-        "\"avx512-vnni\", "
+        "\"sse4-int8\", \"avx2\", \"avx2-int8\", \"avx-vnni\", \"avx512\", \"avx512-int8\", "
+        "\"avx512-bf16\", \"avx512-vnni\", "
         "\"neon\", \"neon-dotprod\", \"sve-256\", \"sve2-128\") or a non-empty list of them, found "
         "string "
         "\"avx1024\"");
@@ -271,7 +271,7 @@ TEST_CASE("timing: every repetition kept, statistics and % of peak from the run'
 TEST_CASE("timing: OpenBLAS is read against the best fp32 ISA, not a dot-product roof") {
   const auto isas = sdpa::peak::supported_isas();
   const std::string peak = sdpa::peak::roof_isa("openblas");
-  const char* const dots[] = {"sse4-int8",   "avx2-int8",   "avx-vnni",
+  const char* const dots[] = {"sse4-int8",   "avx2-int8",   "avx-vnni",    "avx512-int8",
                               "avx512-bf16", "avx512-vnni", "neon-dotprod"};
   for (const char* roof : dots) {
     CAPTURE(roof);

@@ -19,7 +19,8 @@ namespace sdpa::peak {
 // baseline build runs), "sse4", "sse4-int8" (SSSE3's int8 dot products beside SSE4, pmaddubsw and
 // pmaddwd: the roof of flash-kv-int8@sse4), "avx2", "avx2-int8" (the same in ymm: the roof of
 // flash-kv-int8@avx2), "avx-vnni" (AVX2 with AVX-VNNI: vpdpbusd in ymm),
-// "avx512" (AVX-512F/BW/DQ/VL), "avx512-bf16" (AVX-512 with AVX512_BF16: the roof of bf16
+// "avx512" (AVX-512F/BW/DQ/VL), "avx512-int8" (AVX512BW's vpmaddubsw and vpmaddwd in zmm: the
+// roof of flash-kv-int8@avx512), "avx512-bf16" (AVX-512 with AVX512_BF16: the roof of bf16
 // kernels, whose multiply-adds are vdpbf16ps), "avx512-vnni" (AVX-512 with AVX512_VNNI:
 // vpdpbusd in zmm) on x86-64, "neon", "neon-dotprod" (NEON with the dot-product extension: sdot,
 // the roof of flash-kv-int8@neon-dotprod), "sve-256" (SVE at 256 bits), "sve2-128" (SVE2 at 128
@@ -37,7 +38,8 @@ std::string roof_isa(std::string_view kernel_isa);
 
 // Multiply-add lanes of one vector on `isa`: fp32 lanes (1 for scalar); on avx512-bf16 the 32
 // bf16 products a vdpbf16ps adds, on the int8 roofs the int8 products of one step (neon-dotprod
-// and sse4-int8: 16; avx2-int8, avx-vnni: 32; avx512-vnni: 64). Precondition: isa_supported(isa).
+// and sse4-int8: 16; avx2-int8, avx-vnni: 32; avx512-int8, avx512-vnni: 64). Precondition:
+// isa_supported(isa).
 int lanes(std::string_view isa);
 
 // Independent multiply-add chains per vector lane: enough to cover latency x throughput of
