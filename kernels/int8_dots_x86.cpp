@@ -172,8 +172,11 @@ struct Zmm {
   static I load(const std::int8_t* p, __mmask16 part) { return _mm512_maskz_loadu_epi32(part, p); }
   static F load(const float* p) { return _mm512_loadu_ps(p); }
   static F load(const float* p, __mmask16 part) { return _mm512_maskz_loadu_ps(part, p); }
+  // The zero-masked conversion of every lane: GCC 12 warns that the unmasked one's source, left
+  // undefined in its header, may be used uninitialized.
   static F scores(I dot, float q_scale, F k_scale) {
-    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(q_scale), k_scale), _mm512_cvtepi32_ps(dot));
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(q_scale), k_scale),
+                         _mm512_maskz_cvtepi32_ps(__mmask16(0xffff), dot));
   }
   static void store(float* p, F x) { _mm512_storeu_ps(p, x); }
   static void store(float* p, F x, __mmask16 part) { _mm512_mask_storeu_ps(p, part, x); }
