@@ -10,18 +10,24 @@
 #   tools/mutate.sh [NAME...]       run them (all by default); one at a time is kinder to a
 #                                   shared machine: flock /tmp/sdpa-cpu.lock tools/mutate.sh NAME
 #
-# Prints one line per mutation: caught (the tests failed) or MISSED (they passed); exits 1 if
-# any was missed. Before the first mutation, the same tests must pass unmutated.
+# Prints one line per mutation: caught (the tests failed), MISSED (they passed) or not run (the
+# CPU lacks what the mutated code needs); exits 1 if any was missed. Before the first mutation,
+# the same tests must pass unmutated.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD=${MUTATE_BUILD:-build/mutate}
 JOBS=${JOBS:-$(nproc)}
-export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
-export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
+# ccache, where installed, shortens the rebuilds between mutations; without it they still run.
+if command -v ccache >/dev/null; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
+  export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
+fi
 
 # name | file | code fragment | replacement | test program and its doctest options (no spaces
-# inside an option: doctest's ? matches one)
+# inside an option: doctest's ? matches one) | optionally, the /proc/cpuinfo flag without which
+# the mutated code never runs here (the mutation is then reported not run: neither caught nor
+# missed)
 MUTATIONS=(
   "mask|kernels/query_blocks.cpp|std::clamp(r.end, key0, key_end)|std::clamp(r.end + 1, key0, key_end)|test_kernels"
   "rescale|kernels/attention_tiles-inl.h|P::MulAdd(P::Load(w.sum + g), alpha, l)|P::Add(P::Load(w.sum + g), l)|test_kernels"
@@ -35,6 +41,8 @@ MUTATIONS=(
   "strip-widen|kernels/attention_decode-inl.h|WidenRows(v + j0 * d_v, kc, d_v, d_v, w.v_pack, d_v)|WidenRows(v + j0 * d_v, kc - 1, d_v, d_v, w.v_pack, d_v)|test_low_precision -tc=*K/V?storage?kernels?are?within*"
   "f16-widen|kernels/attention_decode-inl.h|hn::Or(hn::Or(hn::BitCast(du, scaled), special), sign)|hn::Or(hn::BitCast(du, scaled), sign)|test_low_precision -tc=*binary16*"
   "int8-pairs-sign|kernels/int8_dots_pairs-inl.h|Vec::sign8(q, k.sign)|q|test_low_precision -tc=*int8*"
+  "int8-zmm-sign|kernels/int8_dots_x86.cpp|_mm512_mask_sub_epi8(x, _mm512_movepi8_mask(s), zero(), x)|x|test_low_precision -tc=*int8*|avx512bw"
+  "bf16-pair-order|kernels/bf16_dots_x86.cpp|_mm512_cvtne2ps_pbh(high, _mm512_loadu_ps(r0 + c))|_mm512_cvtne2ps_pbh(_mm512_loadu_ps(r0 + c), high)|test_low_precision -tc=*bf16*|avx512_bf16"
   "int8-roofs|kernels/registry.cpp|? roof_isa() : fp32, fp32, share}|? roof_isa() : fp32, roof_isa(), share}|test_timing -tc=*int8?decode*"
   "mixed-peak|kernels/registry.cpp|double(shape.d_k) / double(shape.d_k + shape.d_v)|0.5|test_timing -tc=*int8?decode*"
 )
@@ -105,7 +113,11 @@ missed=0
 printf '%-15s %-30s %-32s %s\n' mutation file tests result
 for m in "${selected[@]}"; do
   name=$(field "$m" 1) file=$(field "$m" 2) from=$(field "$m" 3) to=$(field "$m" 4)
-  test=$(field "$m" 5)
+  test=$(field "$m" 5) needs=$(field "$m" 6)
+  if [[ -n $needs ]] && ! grep -qw -- "$needs" /proc/cpuinfo; then
+    printf '%-15s %-30s %-32s %s\n' "$name" "$file" "$test" "not run: this CPU lacks $needs"
+    continue
+  fi
   lines=$(code_lines "$file" "$from")
   if [[ $(wc -w <<<"$lines") -ne 1 ]]; then
     echo "tools/mutate.sh: $name: '$from' is on $(wc -w <<<"$lines") code lines of $file," \
