@@ -54,18 +54,28 @@ void bf16_dot_scores(const std::uint32_t* k, std::int64_t ldk, std::int64_t nk,
 void bf16_dot_accumulate(const std::uint32_t* w, std::int64_t pairs, const std::uint32_t* v,
                          std::int64_t ld, float* acc, const float* row_scale);
 
-// Rows of n floats (n a multiple of 16) rounded to bf16 by vcvtne2ps2bf16 (bf16_round_bits'
-// rounding) and packed in pairs in place: rows 2j and 2j + 1 become word row j, row 2j in the low
-// halves, for j < ceil(count / 2); an odd last row pairs with zeros. Word row j overwrites float
-// row j <= 2j only after rows 2j and 2j + 1 were read. Returns the words.
-std::uint32_t* bf16_pack_row_pairs(float* rows, std::int64_t count, std::int64_t n);
+// Rows of `cols` floats, ld_x apart, rounded to bf16 by vcvtne2ps2bf16 (bf16_round_bits'
+// rounding) and packed in pairs: rows 2j and 2j + 1 become word row j of n words (n a multiple of
+// 16, at least cols; zeros past cols), row 2j in the low halves, for j < ceil(count / 2); an odd
+// last row pairs with zeros. In place (words at x, ld_x = n) word row j overwrites float row
+// j <= 2j only after rows 2j and 2j + 1 were read.
+void bf16_pack_row_pairs(const float* x, std::int64_t ld_x, std::int64_t cols, std::int64_t count,
+                         std::uint32_t* words, std::int64_t n);
+
+// The same in place, rows of n floats: returns the words.
+inline std::uint32_t* bf16_pack_row_pairs(float* rows, std::int64_t count, std::int64_t n) {
+  auto* words = reinterpret_cast<std::uint32_t*>(rows);
+  bf16_pack_row_pairs(rows, n, n, count, words, n);
+  return words;
+}
 
 // Peak of the native products: kChains (sdpa/peak.hpp) independent vdpbf16ps chains of
 // `steps` steps; returns a value that depends on every chain. Each step of a chain is 32
 // multiply-adds, 64 FLOPs.
 float bf16_dot_chains(std::int64_t steps);
 
-// Rounds n values with vcvtneps2bf16 (for the test that checks bf16_round against it).
+// Rounds n values to bf16 with vcvtneps2bf16, in order (the native path's K, as words of
+// column pairs; the test that checks bf16_round against it).
 void bf16_round_native(const float* x, std::uint16_t* y, std::int64_t n);
 
 }  // namespace sdpa::detail

@@ -123,25 +123,29 @@ void bf16_dot_accumulate(const std::uint32_t* w, std::int64_t pairs, const std::
   }
 }
 
-SDPA_BF16_TARGET std::uint32_t* bf16_pack_row_pairs(float* rows, std::int64_t count,
-                                                    std::int64_t n) {
+SDPA_BF16_TARGET void bf16_pack_row_pairs(const float* x, std::int64_t ld_x, std::int64_t cols,
+                                          std::int64_t count, std::uint32_t* words,
+                                          std::int64_t n) {
   // vcvtne2ps2bf16 puts one row's 16 values after the other's; word c takes value c of each.
   alignas(64) static constexpr std::int16_t kInterleave[2 * kLanes] = {
       0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const __m512i order = _mm512_load_si512(kInterleave);
-  auto* words = reinterpret_cast<std::uint32_t*>(rows);
   for (std::int64_t j = 0; 2 * j < count; ++j) {
-    const float* r0 = rows + 2 * j * n;
+    const float* r0 = x + 2 * j * ld_x;
     const bool partner = 2 * j + 1 < count;
     for (std::int64_t c = 0; c < n; c += kLanes) {
-      const __m512 high = partner ? _mm512_loadu_ps(r0 + n + c) : _mm512_setzero_ps();
-      const __m512bh both = _mm512_cvtne2ps_pbh(high, _mm512_loadu_ps(r0 + c));
+      // The columns of the row at c (masked loads read nothing past cols).
+      const __mmask16 in = c + kLanes <= cols ? __mmask16(0xffff)
+                           : c < cols         ? __mmask16((1u << (cols - c)) - 1)
+                                              : __mmask16(0);
+      const __m512 high =
+          _mm512_maskz_loadu_ps(partner ? in : __mmask16(0), partner ? r0 + ld_x + c : r0);
+      const __m512bh both = _mm512_cvtne2ps_pbh(high, _mm512_maskz_loadu_ps(in, r0 + c));
       _mm512_storeu_si512(words + j * n + c,
                           _mm512_permutexvar_epi16(order, reinterpret_cast<const __m512i&>(both)));
     }
   }
-  return words;
 }
 
 SDPA_BF16_TARGET float bf16_dot_chains(std::int64_t steps) {
@@ -192,7 +196,10 @@ void bf16_dot_accumulate(const std::uint32_t*, std::int64_t, const std::uint32_t
                          float*, const float*) {
   std::abort();
 }
-std::uint32_t* bf16_pack_row_pairs(float*, std::int64_t, std::int64_t) { std::abort(); }
+void bf16_pack_row_pairs(const float*, std::int64_t, std::int64_t, std::int64_t, std::uint32_t*,
+                         std::int64_t) {
+  std::abort();
+}
 float bf16_dot_chains(std::int64_t) { std::abort(); }
 void bf16_round_native(const float*, std::uint16_t*, std::int64_t) { std::abort(); }
 }  // namespace sdpa::detail

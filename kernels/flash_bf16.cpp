@@ -14,7 +14,6 @@
 // O(n^2 d) work.
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <span>
 #include <utility>
@@ -125,9 +124,10 @@ struct Prepared {
   ForwardArgs args;
 };
 
-// Q and K rounded to bf16 in rows of d_k rounded up to even, V in rows of ld_v per head of n_kv
-// rounded up to even; the products then rearrange them in place.
-Prepared RoundInputs(const ForwardArgs& a, std::int64_t ld_v) {
+// The kept buffers, Q rounded to bf16 in rows of d_k rounded up to even; K (rows of d_k rounded
+// up to even) and V (rows of ld_v per head of n_kv rounded up to even) for the products'
+// Prepare to fill, as they read them.
+Prepared RoundQuery(const ForwardArgs& a, std::int64_t ld_v) {
   const Shape& s = a.shape;
   const std::int64_t dk2 = round_up(s.d_k, 2), nkv2 = round_up(s.n_kv, 2);
   const auto kept = [](KeptInput which, std::int64_t n) {
@@ -138,12 +138,6 @@ Prepared RoundInputs(const ForwardArgs& a, std::int64_t ld_v) {
              .v = kept(KeptInput::kV, s.kv_batch_heads() * nkv2 * ld_v),
              .args = a};
   RoundRows(a.q, s.rows(), s.d_k, p.q.data(), dk2, a.threads);
-  RoundRows(a.k, s.kv_batch_heads() * s.n_kv, s.d_k, p.k.data(), dk2, a.threads);
-  for (std::int64_t h = 0; h < s.kv_batch_heads(); ++h) {
-    float* vh = p.v.data() + h * nkv2 * ld_v;
-    RoundRows(a.v + h * s.n_kv * s.d_v, s.n_kv, s.d_v, vh, ld_v, a.threads);
-    std::fill(vh + s.n_kv * ld_v, vh + nkv2 * ld_v, 0.0f);  // an odd n_kv's padding row
-  }
   p.args.shape.d_k = dk2;
   p.args.q = p.q.data();
   p.args.k = p.k.data();
@@ -156,7 +150,14 @@ Prepared RoundInputs(const ForwardArgs& a, std::int64_t ld_v) {
 struct WidenedProducts {
   static Prepared Prepare(const ForwardArgs& a, std::int64_t /*ld_acc*/) {
     const Shape& s = a.shape;
-    Prepared p = RoundInputs(a, s.d_v);
+    Prepared p = RoundQuery(a, s.d_v);
+    const std::int64_t dk2 = p.args.shape.d_k, nkv2 = round_up(s.n_kv, 2);
+    RoundRows(a.k, s.kv_batch_heads() * s.n_kv, s.d_k, p.k.data(), dk2, a.threads);
+    for (std::int64_t h = 0; h < s.kv_batch_heads(); ++h) {
+      float* vh = p.v.data() + h * nkv2 * s.d_v;
+      RoundRows(a.v + h * s.n_kv * s.d_v, s.n_kv, s.d_v, vh, s.d_v, a.threads);
+      std::fill(vh + s.n_kv * s.d_v, vh + nkv2 * s.d_v, 0.0f);  // an odd n_kv's padding row
+    }
     for (const std::span<float> x : {p.q, p.k})
       for (std::size_t c = 0; c < x.size(); c += 2) std::swap(x[c], x[c + 1]);
     for (float* vh = p.v.data(); vh < p.v.data() + p.v.size(); vh += 2 * s.d_v)
@@ -190,25 +191,31 @@ struct WidenedProducts {
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 // Native products (bf16.hpp): K as words of column pairs, V as words of row pairs (ld_acc
-// words a row), the block's queries and each tile's P^T packed in place in their scratch
-// (bf16_pack_row_pairs: vcvtne2ps2bf16, the rounding of RoundBits in two instructions).
+// words a row), both converted from the call's fp32 inputs, the block's queries and each tile's
+// P^T packed in place in their scratch (vcvtneps2bf16 and vcvtne2ps2bf16: RoundBits' rounding).
 struct DotProducts {
   static_assert(kQueryBlock == kBf16Block && HwyLanes::kLanes == 16);
   static Prepared Prepare(const ForwardArgs& a, std::int64_t ld_acc) {
     const Shape& s = a.shape;
-    Prepared p = RoundInputs(a, ld_acc);
-    // K's column pairs into words, in place: word c of the buffer from floats 2c, 2c + 1.
-    auto* kw = reinterpret_cast<std::uint32_t*>(p.k.data());
-    for (std::size_t c = 0; 2 * c < p.k.size(); ++c) {
-      std::uint32_t lo, hi;
-      std::memcpy(&lo, &p.k[2 * c], 4);
-      std::memcpy(&hi, &p.k[2 * c + 1], 4);
-      const std::uint32_t word = (lo >> 16) | (hi & 0xffff0000u);
-      std::memcpy(kw + c, &word, 4);
+    Prepared p = RoundQuery(a, ld_acc);
+    // K as rows of bf16 (vcvtneps2bf16), d_k rounded up to even: words of column pairs.
+    const std::int64_t dk2 = p.args.shape.d_k, nkv2 = round_up(s.n_kv, 2);
+    auto* k = reinterpret_cast<std::uint16_t*>(p.k.data());
+#pragma omp parallel for num_threads(a.threads) schedule(static)
+    for (std::int64_t r = 0; r < s.kv_batch_heads() * s.n_kv; ++r) {
+      bf16_round_native(a.k + r * s.d_k, k + r * dk2, s.d_k);
+      if (dk2 > s.d_k) k[r * dk2 + s.d_k] = 0;
     }
-    const std::int64_t nkv2 = round_up(s.n_kv, 2);
+    // V as words of row pairs, each head's at the start of its nkv2 x ld_acc floats.
+    constexpr std::int64_t kRows = 128;  // per task: an even count, so tasks split no pair
+    const std::int64_t tasks = (s.n_kv + kRows - 1) / kRows;
+    auto* v = reinterpret_cast<std::uint32_t*>(p.v.data());
+#pragma omp parallel for collapse(2) num_threads(a.threads) schedule(static)
     for (std::int64_t h = 0; h < s.kv_batch_heads(); ++h)
-      bf16_pack_row_pairs(p.v.data() + h * nkv2 * ld_acc, s.n_kv, ld_acc);
+      for (std::int64_t t = 0; t < tasks; ++t)
+        bf16_pack_row_pairs(a.v + (h * s.n_kv + t * kRows) * s.d_v, s.d_v, s.d_v,
+                            std::min(kRows, s.n_kv - t * kRows),
+                            v + (h * nkv2 + t * kRows / 2) * ld_acc, ld_acc);
     return p;
   }
   static KeyRange Begin(const ForwardArgs& a, const QueryBlock& blk, const BlockScratch& w) {
