@@ -24,6 +24,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -303,12 +304,29 @@ int main(int argc, char** argv) {
   for (const auto& k : sdpa::kernel_registry())
     if (!k.roof_isa().empty() && std::ranges::find(roofs, k.roof_isa()) == roofs.end())
       roofs.push_back(k.roof_isa());
-  for (const auto& isa : roofs)
-    for (int threads : {1, 2}) {
-      g_peak[{isa, threads}] = measure_roof(isa, threads);
+  for (const auto& isa : roofs) {
+    // Each peak is the best of a few short samples, and a sample the host slowed down (a vCPU
+    // taken away for its 0.3 s) reads low: a two-thread peak near one thread's doubles every
+    // two-thread %peak. Both are measured again, after a pause, until the two-thread peak is
+    // 1.8 to 2.2 times one thread's, three times at most; two threads on one core (SMT) stay
+    // outside, and are said so.
+    double t1 = measure_roof(isa, 1), t2 = measure_roof(isa, 2);
+    for (int again = 0; again < 3 && !(1.8 * t1 <= t2 && t2 <= 2.2 * t1); ++again) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      t1 = std::max(t1, measure_roof(isa, 1));
+      t2 = std::max(t2, measure_roof(isa, 2));
+    }
+    if (!(1.8 * t1 <= t2 && t2 <= 2.2 * t1))
+      std::fprintf(stderr,
+                   "warning: the %s peak on two threads is %.2fx one thread's (two threads on "
+                   "one core, or a noisy host); each %%peak divides by its own\n",
+                   isa.c_str(), t2 / t1);
+    g_peak[{isa, 1}] = t1;
+    g_peak[{isa, 2}] = t2;
+    for (int threads : {1, 2})
       benchmark::AddCustomContext("peak_gflops_" + isa + "_t" + std::to_string(threads),
                                   std::to_string(g_peak[{isa, threads}]));
-    }
+  }
   // The wide targets' peaks against the scalar loop's (8 and 16 lanes against one): an ordering
   // of speeds, so reported by this benchmark rather than asserted by a test; a machine where it
   // does not hold is said so on stderr.
