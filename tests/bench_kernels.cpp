@@ -311,12 +311,13 @@ int main(int argc, char** argv) {
     // 1.8 to 2.2 times one thread's, three times at most; two threads on one core (SMT) stay
     // outside, and are said so.
     double t1 = measure_roof(isa, 1), t2 = measure_roof(isa, 2);
-    for (int again = 0; again < 3 && !(1.8 * t1 <= t2 && t2 <= 2.2 * t1); ++again) {
+    const auto plausible = [&] { return 1.8 * t1 <= t2 && t2 <= 2.2 * t1; };
+    for (int again = 0; again < 3 && !plausible(); ++again) {
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
       t1 = std::max(t1, measure_roof(isa, 1));
       t2 = std::max(t2, measure_roof(isa, 2));
     }
-    if (!(1.8 * t1 <= t2 && t2 <= 2.2 * t1))
+    if (!plausible())
       std::fprintf(stderr,
                    "warning: the %s peak on two threads is %.2fx one thread's (two threads on "
                    "one core, or a noisy host); each %%peak divides by its own\n",
