@@ -7,6 +7,8 @@
 # whatever happens.
 #
 #   tools/mutate.sh --list          the mutations' names
+#   tools/mutate.sh --check         only that each fragment is on one code line (no build; a
+#                                   ctest, so a kernel edit that moves a fragment is noticed)
 #   tools/mutate.sh [NAME...]       run them (all by default); one at a time is kinder to a
 #                                   shared machine: flock /tmp/sdpa-cpu.lock tools/mutate.sh NAME
 #
@@ -38,7 +40,7 @@ MUTATIONS=(
   "decode-merge|kernels/attention_decode-inl.h|row.sum += weight * part.sum[i];|row.sum += part.sum[i];|test_kernels"
   "window|kernels/mask.cpp|r.begin = std::max(r.begin, p - window_left);|r.begin = std::max(r.begin, p - window_left + 1);|test_mask"
   "score-whole|kernels/attention_decode-inl.h|ScoreChunk<P, R, P::kScoreWholeVecs, 0>(|ScoreChunk<P, R, P::kScoreWholeVecs - 1, 0>(|test_kernels -tc=*grouped-query?and?decode*"
-  "strip-widen|kernels/attention_decode-inl.h|WidenRows(v + j0 * d_v, kc, d_v, d_v, w.v_pack, d_v)|WidenRows(v + j0 * d_v, kc - 1, d_v, d_v, w.v_pack, d_v)|test_low_precision -tc=*K/V?storage?kernels?are?within*"
+  "strip-widen|kernels/attention_decode-inl.h|WidenRows(v + j0 * d_v, chunk.k, d_v, d_v, w.v_pack, g.ld_acc)|WidenRows(v + j0 * d_v, chunk.k - 1, d_v, d_v, w.v_pack, g.ld_acc)|test_low_precision -tc=*K/V?storage?kernels?are?within*"
   "f16-widen|kernels/attention_decode-inl.h|hn::Or(hn::Or(hn::BitCast(du, scaled), special), sign)|hn::Or(hn::BitCast(du, scaled), sign)|test_low_precision -tc=*binary16*"
   "int8-pairs-sign|kernels/int8_dots_pairs-inl.h|Vec::sign8(q, k.sign)|q|test_low_precision -tc=*int8*"
   "int8-zmm-sign|kernels/int8_dots_x86.cpp|_mm512_mask_sub_epi8(x, _mm512_movepi8_mask(s), zero(), x)|x|test_low_precision -tc=*int8*|avx512bw"
@@ -54,6 +56,30 @@ if [[ ${1:-} == --list ]]; then
   exit 0
 fi
 
+# The line numbers where `fragment` is in the code part of `file`'s lines.
+code_lines() {
+  awk -v from="$2" '{ code = $0; c = index(code, "//"); if (c) code = substr(code, 1, c - 1) }
+                    index(code, from) { print NR }' "$1"
+}
+
+# The one code line of mutation $1's file that holds its fragment; stops the script otherwise.
+mutated_line() {
+  local lines
+  lines=$(code_lines "$(field "$1" 2)" "$(field "$1" 3)")
+  if [[ $(wc -w <<<"$lines") -ne 1 ]]; then
+    echo "tools/mutate.sh: $(field "$1" 1): '$(field "$1" 3)' is on $(wc -w <<<"$lines") code" \
+      "lines of $(field "$1" 2), not one: update the mutation" >&2
+    exit 2
+  fi
+  echo "$lines"
+}
+
+if [[ ${1:-} == --check ]]; then
+  for m in "${MUTATIONS[@]}"; do mutated_line "$m" >/dev/null; done
+  echo "tools/mutate.sh: each of the ${#MUTATIONS[@]} mutations' fragments is on one code line"
+  exit 0
+fi
+
 selected=()
 if [[ $# -eq 0 ]]; then
   selected=("${MUTATIONS[@]}")
@@ -65,12 +91,6 @@ else
     selected+=("$found")
   done
 fi
-
-# The line numbers where `fragment` is in the code part of `file`'s lines.
-code_lines() {
-  awk -v from="$2" '{ code = $0; c = index(code, "//"); if (c) code = substr(code, 1, c - 1) }
-                    index(code, from) { print NR }' "$1"
-}
 
 backup=""
 mutated=""
@@ -118,12 +138,7 @@ for m in "${selected[@]}"; do
     printf '%-15s %-30s %-32s %s\n' "$name" "$file" "$test" "not run: this CPU lacks $needs"
     continue
   fi
-  lines=$(code_lines "$file" "$from")
-  if [[ $(wc -w <<<"$lines") -ne 1 ]]; then
-    echo "tools/mutate.sh: $name: '$from' is on $(wc -w <<<"$lines") code lines of $file," \
-      "not one: update the mutation" >&2
-    exit 2
-  fi
+  lines=$(mutated_line "$m")
   backup=$(mktemp)
   cp "$file" "$backup"
   mutated=$file
