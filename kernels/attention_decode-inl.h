@@ -19,8 +19,8 @@
 //                              query-lanes block of fp32 or 16-bit values, O^T along the query
 //                              lanes, broadcasting V (ValueStripOf): one read of V for all rows.
 // The passes that read K or V from memory hold each loaded vector in a register for all their
-// rows and prefetch ahead from inside their loops, a few lines per key, not in bursts between
-// them: what lets one core stream K and V while it multiplies.
+// rows and prefetch ahead into L2 from inside their loops, a few lines per key, not in bursts
+// between them: what lets one core stream K and V while it multiplies.
 // Each split leaves its rows' max, sum and unnormalised output; the merge folds the splits in
 // order. Probes ride along as in the prefill path (RowStats). K and V may be stored as fp32 or
 // in 16 bits (E: flash_kv.cpp's formats), widened exactly to fp32 in registers as they are
@@ -222,7 +222,9 @@ HWY_INLINE typename P::V QueryVector(const float* q, std::int64_t ld_q, Q... qv)
 // in registers, made GCC hoist the L x C key addresses into stack slots and reload one per
 // multiply-add. `ahead` > 0: each vector that starts a cache line prefetches the same line of
 // the key `ahead` rows on, so the prefetches are spread among the multiply-adds rather than
-// issued together before each key (docs/perf-log/2026-11-26-row-pass-prefetch.md).
+// issued together before each key (docs/perf-log/2026-11-26-row-pass-prefetch.md); into L2, so
+// they hold none of the L1 miss buffers the loads need
+// (docs/perf-log/2026-11-30-decode-prefetch-l2.md).
 template <class P, std::size_t C, class E, std::size_t... R, std::size_t... U, std::size_t... I>
 HWY_INLINE void ScoreChunkOf(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
                              bool first, std::int64_t ahead, float* dots, std::index_sequence<R...>,
@@ -235,7 +237,7 @@ HWY_INLINE void ScoreChunkOf(const float* q, std::int64_t ld_q, const E* k, std:
         const auto column = [&](auto u) HWY_ATTR __attribute__((always_inline)) {
           constexpr std::size_t kU = decltype(u)::value;
           if constexpr (StartsLine<P>(kU, sizeof(E)))
-            if (ahead > 0) hwy::Prefetch(k + ahead * ld_k + std::int64_t(kU) * L);
+            if (ahead > 0) PrefetchToL2(k + ahead * ld_k + std::int64_t(kU) * L);
           const auto x = HoldIf<(sizeof...(R) > 1)>(WideLoad(k + std::int64_t(kU) * L));
           ((acc = P::MulAdd(QueryVector<P, R, C, kU>(q, ld_q, qv...), x, acc)), ...);
         };
@@ -593,7 +595,7 @@ struct PLayout {
 // bound the row groups that read V from L1 and multiplied the loads waiting on each missing line
 // in the group that reads V from memory (docs/perf-log/2026-11-26-decode-streams-on-one-core.md).
 // `ahead` > 0 (that group): each vector that starts a cache line prefetches the same line of the
-// value row `ahead` keys on (spread among the multiply-adds, as in ScoreChunkOf).
+// value row `ahead` keys on into L2 (spread among the multiply-adds, as in ScoreChunkOf).
 template <class P, int MR, int NV, class Rows, std::size_t... I, std::size_t... C>
 HWY_INLINE void ValueTileOf(const float* p, PLayout lp, Rows v, std::int64_t ld_v, std::int64_t c0,
                             std::int64_t j0, std::int64_t nk, std::int64_t ahead, float* o,

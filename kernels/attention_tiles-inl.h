@@ -28,6 +28,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "query_blocks.hpp"
+#include "sdpa/aligned.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace sdpa::detail::HWY_NAMESPACE {
@@ -59,6 +60,15 @@ struct Gemm {
 // A prefetch into L2 rather than L1 (x86's prefetcht1, Arm's PLDL2KEEP): for data requested far
 // enough ahead that, brought into L1, it would evict what is being read there.
 HWY_INLINE void PrefetchToL2(const void* p) { __builtin_prefetch(p, 0, 2); }
+
+// Prefetches the cache lines of n elements from p into L2 (the decode path's streams over K and
+// V, far enough ahead for L2: docs/perf-log/2026-11-30-decode-prefetch-l2.md).
+template <class E>
+HWY_INLINE void PrefetchAhead(const E* p, std::int64_t n) {
+  const char* bytes = reinterpret_cast<const char*>(p);
+  for (std::int64_t b = 0; b < n * std::int64_t(sizeof(E)); b += std::int64_t(kCacheLine))
+    PrefetchToL2(bytes + b);
+}
 
 // The register tile: MR x NV vectors of C held in registers over kc steps of k; each step loads
 // NV vectors of B once and broadcasts MR values of A, for MR * NV independent FMAs. Element I of

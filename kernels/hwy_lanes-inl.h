@@ -11,10 +11,8 @@
 
 #include <cstdint>
 
-#include "hwy/cache_control.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
-#include "sdpa/aligned.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace sdpa::detail::HWY_NAMESPACE {
@@ -162,14 +160,6 @@ struct HwyLanes {
 #endif
   }
 };
-
-// Prefetches the cache lines of n elements from p into L1 (the decode path's streams over K and V).
-template <class E>
-HWY_INLINE void PrefetchAhead(const E* p, std::int64_t n) {
-  const char* bytes = reinterpret_cast<const char*>(p);
-  for (std::int64_t b = 0; b < n * std::int64_t(sizeof(E)); b += std::int64_t(kCacheLine))
-    hwy::Prefetch(bytes + b);
-}
 
 }  // namespace sdpa::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
