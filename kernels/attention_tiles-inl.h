@@ -48,7 +48,7 @@ struct Gemm {
   const float* row_scale = nullptr;
   // RunGemm<..., kPrefetch = true>: rows of k elements, prefetch_element_bytes each, contiguous
   // from `prefetch` (the decode path's keys a distance ahead of a), which each tile of MR rows of
-  // A prefetches a step at a time as it multiplies (MR elements per step).
+  // A prefetches into L2 a step at a time as it multiplies (MR elements per step).
   const char* prefetch = nullptr;
   std::int64_t prefetch_element_bytes = 0;
   // What the next product reads, requested toward L2 in equal shares before each register tile
@@ -99,7 +99,7 @@ void MicroTileOf(const Gemm& g, const float* b, std::int64_t ldb, std::int64_t i
     if constexpr (P::kDepthUnroll > 1) {
       static_assert(P::kDepthUnroll == 4);
       const auto step = [&](std::int64_t p) HWY_ATTR __attribute__((always_inline)) {
-        if constexpr (kPrefetch) hwy::Prefetch(pf + p * pf_step);
+        if constexpr (kPrefetch) PrefetchToL2(pf + p * pf_step);
         ((acc = P::MulAdd(P::Set(a[kRow[I] * g.a_row]), P::Load(bp + kVec[I] * L), acc)), ...);
         a += g.a_col;
         bp += ldb;
@@ -108,7 +108,7 @@ void MicroTileOf(const Gemm& g, const float* b, std::int64_t ldb, std::int64_t i
       for (std::int64_t p = 0; p < kc; ++p) step(p);
     } else {
       for (std::int64_t p = 0; p < kc; ++p) {
-        if constexpr (kPrefetch) hwy::Prefetch(pf + p * pf_step);
+        if constexpr (kPrefetch) PrefetchToL2(pf + p * pf_step);
         ((acc = P::MulAdd(P::Set(a[kRow[I] * g.a_row]), P::Load(bp + kVec[I] * L), acc)), ...);
         a += g.a_col;
         bp += ldb;

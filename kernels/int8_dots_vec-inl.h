@@ -15,7 +15,7 @@ static_assert(kInt8KeyBlock % kPart == 0);
 // part's first byte, so depth quad c / 4 of its keys starts at k + c nb. With Dot::kTwoChains
 // two sums per row, over the even and the odd depth quads, for two dependency chains where a
 // step's latency is long (integer sums: the same result in any order). `prefetch`: ask for the
-// line kPrefetchBytes on per quad (whole blocks' first part).
+// line kPrefetchBytes on per quad into L2 (whole blocks' first part).
 template <int R>
 void part_scores(const std::int8_t* q, std::int64_t ld_q, const float* q_scale,
                  const std::int32_t* q_bias, const std::int8_t* k, const float* k_scale,
@@ -28,7 +28,7 @@ void part_scores(const std::int8_t* q, std::int64_t ld_q, const float* q_scale,
   const auto part = Dot::part(n);
   const auto load = [&](std::int64_t c) {
     const std::int8_t* p = k + c * nb;
-    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T1);
     return whole ? Dot::load(p) : Dot::load(p, part);
   };
   const auto quad = [&](int r, std::int64_t c) {
@@ -37,7 +37,7 @@ void part_scores(const std::int8_t* q, std::int64_t ld_q, const float* q_scale,
     return Dot::broadcast(x);
   };
   if (prefetch)
-    _mm_prefetch(reinterpret_cast<const char*>(k_scale + kPrefetchBytes / d4), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(k_scale + kPrefetchBytes / d4), _MM_HINT_T1);
   std::int64_t c = 0;
   for (; c + 8 <= d4; c += 8) {
     const auto k0 = Dot::keys(load(c)), k1 = Dot::keys(load(c + 4));
