@@ -690,14 +690,25 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
         return ValueTiles<P, (MR + 1) / 2, 2 * NV, Values>(
             std::make_index_sequence<(MR + 1) / 2 * 2 * NV>());
     }();
+    // int8 values of a one-row block (multi-head attention) where P::kInt8RowWhole: the one-row
+    // tile of fp32 values, so each value row is read whole rather than in narrow strips.
+    constexpr bool kRowWhole = kScaled && P::kInt8RowWhole;
+    static constexpr auto kRowTiles = [] {
+      if constexpr (!kRowWhole)
+        return kTiles;
+      else
+        return ValueTiles<P, 1, P::kNvD, Values>(std::make_index_sequence<P::kNvD>());
+    }();
     const bool tall = !kScaled && rows < kQueryLanesRows;
+    const bool row_whole = kRowWhole && rows == 1;
     const std::int64_t n_vec = d_v / L;
     const bool wide = kWide && tall && n_vec == 2 * NV;
-    const ValueTileFn<Values>* tiles = wide   ? kWideTiles.data()
-                                       : tall ? kTallTiles.data()
-                                              : kTiles.data();
-    const std::int64_t tile_rows = wide ? (MR + 1) / 2 : tall ? MR + 1 : MR;
-    const std::int64_t tile_vecs = wide ? 2 * NV : NV;
+    const ValueTileFn<Values>* tiles = wide        ? kWideTiles.data()
+                                       : tall      ? kTallTiles.data()
+                                       : row_whole ? kRowTiles.data()
+                                                   : kTiles.data();
+    const std::int64_t tile_rows = wide ? (MR + 1) / 2 : tall ? MR + 1 : row_whole ? 1 : MR;
+    const std::int64_t tile_vecs = wide ? 2 * NV : row_whole ? P::kNvD : NV;
     // Per strip of NV vectors, the first row group reads the chunk's values from memory, the
     // others from L1. A block of few row groups has each prefetch as it reads (PassAhead). A block
     // of many (kQueryLanesRows rows or more) spends most of a chunk's time in the groups that read
