@@ -58,7 +58,8 @@ struct Gemm {
 };
 
 // A prefetch into L2 rather than L1 (x86's prefetcht1, Arm's PLDL2KEEP): for data requested far
-// enough ahead that, brought into L1, it would evict what is being read there.
+// enough ahead that, brought into L1, it would evict what is being read there, or whose request
+// would hold an L1 miss buffer the loads need (the decode's streams).
 HWY_INLINE void PrefetchToL2(const void* p) { __builtin_prefetch(p, 0, 2); }
 
 // Prefetches the cache lines of n elements from p into L2 (the decode path's streams over K and
