@@ -49,7 +49,7 @@ struct HwyLanes {
   // read front to back rather than in strips (int8 values take kMrO x kNvO: AccumulateValues).
   static constexpr int kMrD = 3, kNvD = 8;
   // A one-row block's int8 values keep the 1 x 4 strips of kMrO x kNvO: 1 x 8 measured slower
-  // (docs/perf-log/2026-11-30-decode-prefetch-l2.md).
+  // on AVX-512 (docs/perf-log/2026-11-30-decode-prefetch-l2.md); the Arm targets alike, untimed.
   static constexpr bool kInt8RowWhole = false;
   // Decode O^T += V^T P^T along the query lanes (ValueStripOf): accumulators of a strip, beside
   // up to 4 vectors of weights and a broadcast value.
