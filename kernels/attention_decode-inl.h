@@ -48,6 +48,7 @@
 
 #include "attention_tiles-inl.h"
 #include "decode_blocks.hpp"
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "kv_formats.hpp"
 
@@ -237,7 +238,7 @@ HWY_INLINE void ScoreChunkOf(const float* q, std::int64_t ld_q, const E* k, std:
         const auto column = [&](auto u) HWY_ATTR __attribute__((always_inline)) {
           constexpr std::size_t kU = decltype(u)::value;
           if constexpr (StartsLine<P>(kU, sizeof(E)))
-            if (ahead > 0) PrefetchToL2(k + ahead * ld_k + std::int64_t(kU) * L);
+            if (ahead > 0) prefetch_to_l2(k + ahead * ld_k + std::int64_t(kU) * L);
           const auto x = HoldIf<(sizeof...(R) > 1)>(WideLoad(k + std::int64_t(kU) * L));
           ((acc = P::MulAdd(QueryVector<P, R, C, kU>(q, ld_q, qv...), x, acc)), ...);
         };
@@ -783,7 +784,7 @@ HWY_INLINE void ValueStripOf(const float* p_t, const float* v, std::int64_t ld_v
        ...);
     for (std::int64_t j = 0; j < kc; ++j) {
       if constexpr (kToL2)
-        PrefetchToL2(pf + j * pf_step);
+        prefetch_to_l2(pf + j * pf_step);
       else
         hwy::Prefetch(pf + j * pf_step);
       [&](auto... weights) HWY_ATTR __attribute__((always_inline)) {

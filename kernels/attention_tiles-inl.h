@@ -25,7 +25,6 @@
 #include <span>
 #include <utility>
 
-#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "query_blocks.hpp"
 #include "sdpa/aligned.hpp"
@@ -57,18 +56,13 @@ struct Gemm {
   std::span<const float> next = {};
 };
 
-// A prefetch into L2 rather than L1 (x86's prefetcht1, Arm's PLDL2KEEP): for data requested far
-// enough ahead that, brought into L1, it would evict what is being read there, or whose request
-// would hold an L1 miss buffer the loads need (the decode's streams).
-HWY_INLINE void PrefetchToL2(const void* p) { __builtin_prefetch(p, 0, 2); }
-
 // Prefetches the cache lines of n elements from p into L2 (the decode path's streams over K and
 // V, far enough ahead for L2: docs/perf-log/2026-11-30-decode-prefetch-l2.md).
 template <class E>
 HWY_INLINE void PrefetchAhead(const E* p, std::int64_t n) {
   const char* bytes = reinterpret_cast<const char*>(p);
   for (std::int64_t b = 0; b < n * std::int64_t(sizeof(E)); b += std::int64_t(kCacheLine))
-    PrefetchToL2(bytes + b);
+    prefetch_to_l2(bytes + b);
 }
 
 // The register tile: MR x NV vectors of C held in registers over kc steps of k; each step loads
@@ -100,7 +94,7 @@ void MicroTileOf(const Gemm& g, const float* b, std::int64_t ldb, std::int64_t i
     if constexpr (P::kDepthUnroll > 1) {
       static_assert(P::kDepthUnroll == 4);
       const auto step = [&](std::int64_t p) HWY_ATTR __attribute__((always_inline)) {
-        if constexpr (kPrefetch) PrefetchToL2(pf + p * pf_step);
+        if constexpr (kPrefetch) prefetch_to_l2(pf + p * pf_step);
         ((acc = P::MulAdd(P::Set(a[kRow[I] * g.a_row]), P::Load(bp + kVec[I] * L), acc)), ...);
         a += g.a_col;
         bp += ldb;
@@ -109,7 +103,7 @@ void MicroTileOf(const Gemm& g, const float* b, std::int64_t ldb, std::int64_t i
       for (std::int64_t p = 0; p < kc; ++p) step(p);
     } else {
       for (std::int64_t p = 0; p < kc; ++p) {
-        if constexpr (kPrefetch) PrefetchToL2(pf + p * pf_step);
+        if constexpr (kPrefetch) prefetch_to_l2(pf + p * pf_step);
         ((acc = P::MulAdd(P::Set(a[kRow[I] * g.a_row]), P::Load(bp + kVec[I] * L), acc)), ...);
         a += g.a_col;
         bp += ldb;
@@ -175,7 +169,7 @@ void RunGemm(const Gemm& g) {
         if constexpr (P::kPrefetchNext)
           for (const char* end = next + std::min(next_share, next_end - next); next < end;
                next += kLine)
-            PrefetchToL2(next);
+            prefetch_to_l2(next);
         kTiles[(mr - 1) * NV + (nv - 1)](g, b, ldb, i0, v0, k0, kc, init);
       }
     }

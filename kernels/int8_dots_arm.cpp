@@ -66,12 +66,12 @@ SDPA_DOTPROD_TARGET void block_scores(const std::int8_t* q, std::int64_t ld_q, c
 #pragma GCC unroll 4
     for (int v = 0; v < kKeyVectors; ++v) sum[r][v] = vdupq_n_s32(0);
   // The keys' scales are a stream of their own: those kPrefetchBytes of K on are asked for too.
-  if (Whole) __builtin_prefetch(k_scale + kPrefetchBytes / d4, 0, 2);  // into L2, as on x86
+  if (Whole) prefetch_to_l2(k_scale + kPrefetchBytes / d4);
   for (std::int64_t c = 0; c < d4; c += 4) {
     // Depth quad c / 4 of the block's keys starts at k + c nb: one line (64 bytes) of a whole
     // block, and the line kPrefetchBytes on is asked for.
     const std::int8_t* quad = k + c * nb;
-    if (Whole) __builtin_prefetch(quad + kPrefetchBytes, 0, 2);
+    if (Whole) prefetch_to_l2(quad + kPrefetchBytes);
     int8x16_t keys[kKeyVectors];
 #pragma GCC unroll 4
     for (int v = 0; v < kKeyVectors; ++v) keys[v] = key_vector<Whole>(quad, nb, v);

@@ -28,7 +28,7 @@ void part_scores(const std::int8_t* q, std::int64_t ld_q, const float* q_scale,
   const auto part = Dot::part(n);
   const auto load = [&](std::int64_t c) {
     const std::int8_t* p = k + c * nb;
-    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T1);
+    if (prefetch) prefetch_to_l2(p + kPrefetchBytes);
     return whole ? Dot::load(p) : Dot::load(p, part);
   };
   const auto quad = [&](int r, std::int64_t c) {
@@ -36,8 +36,7 @@ void part_scores(const std::int8_t* q, std::int64_t ld_q, const float* q_scale,
     std::memcpy(&x, q + r * ld_q + c, sizeof x);
     return Dot::broadcast(x);
   };
-  if (prefetch)
-    _mm_prefetch(reinterpret_cast<const char*>(k_scale + kPrefetchBytes / d4), _MM_HINT_T1);
+  if (prefetch) prefetch_to_l2(k_scale + kPrefetchBytes / d4);
   std::int64_t c = 0;
   for (; c + 8 <= d4; c += 8) {
     const auto k0 = Dot::keys(load(c)), k1 = Dot::keys(load(c + 4));

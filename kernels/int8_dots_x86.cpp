@@ -63,15 +63,12 @@ SDPA_VNNI_TARGET void block_scores(const std::int8_t* q, std::int64_t ld_q, cons
     return _mm512_set1_epi32(x);
   };
   // The keys' scales are a stream of their own: those kPrefetchBytes of K on are asked for too.
-  // Every request is into L2, as the decode passes' (attention_tiles-inl.h, PrefetchAhead).
-  if (nb == kInt8KeyBlock)
-    _mm_prefetch(reinterpret_cast<const char*>(k_scale + kPrefetchBytes / d4), _MM_HINT_T1);
+  if (nb == kInt8KeyBlock) prefetch_to_l2(k_scale + kPrefetchBytes / d4);
   std::int64_t c = 0;
   for (; c + 8 <= d4; c += 8) {
     // One line of K per quad; the two lines kPrefetchBytes on are asked for (whole blocks only).
     if (nb == kInt8KeyBlock)
-      for (const std::int64_t quad : {c, c + 4})
-        _mm_prefetch(reinterpret_cast<const char*>(k + quad * nb) + kPrefetchBytes, _MM_HINT_T1);
+      for (const std::int64_t quad : {c, c + 4}) prefetch_to_l2(k + quad * nb + kPrefetchBytes);
     const __m512i k0 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(bytes, k + c * nb), flip);
     const __m512i k1 = _mm512_xor_si512(_mm512_maskz_loadu_epi8(bytes, k + (c + 4) * nb), flip);
 #pragma GCC unroll 8
