@@ -48,11 +48,23 @@ inline constexpr std::int64_t kBf16Block = 48;
 void bf16_dot_scores(const std::uint32_t* k, std::int64_t ldk, std::int64_t nk,
                      const std::uint32_t* q, std::int64_t pairs, const float* scale, float* scores);
 
-// acc[i][c] = init + sum over key pairs p of the products of w[p][i] and v[p][c], i <
-// kBf16Block, c < ld (a multiple of 16). init is 0 without row_scale, else row_scale[i] *
-// acc[i][c]. w: [pairs][kBf16Block] words (the tile's weights), v: [pairs][ld] words.
-void bf16_dot_accumulate(const std::uint32_t* w, std::int64_t pairs, const std::uint32_t* v,
-                         std::int64_t ld, float* acc, const float* row_scale);
+// C (rows x ld floats, ldc apart) = init + A B over `pairs` depth pairs: c[r][x] gains the
+// products of A's word of row r and pair p, a[r * a_row + p * a_pair], and b[p * ldb + x]; ld a
+// multiple of 16. init: zero, C as it is (kLoad), or row_scale[r] * C (kScaled). The forward's
+// O = alpha O + P V (A = P^T's row pairs, a_row 1, a_pair kBf16Block) and the backward's three
+// gradient products, whose A is laid out either way.
+struct Bf16Product {
+  enum class Init { kZero, kLoad, kScaled };
+  const std::uint32_t* a = nullptr;
+  std::int64_t a_row = 1, a_pair = kBf16Block, rows = kBf16Block, pairs = 0;
+  const std::uint32_t* b = nullptr;
+  std::int64_t ldb = 0;
+  float* c = nullptr;
+  std::int64_t ldc = 0, ld = 0;
+  Init init = Init::kZero;
+  const float* row_scale = nullptr;  // kScaled's factors, one per row
+};
+void bf16_dot_rows(const Bf16Product& g);
 
 // Rows of `cols` floats, ld_x apart, rounded to bf16 by vcvtne2ps2bf16 (bf16_round_bits'
 // rounding) and packed in pairs: rows 2j and 2j + 1 become word row j of n words (n a multiple of

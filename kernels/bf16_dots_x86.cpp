@@ -50,30 +50,31 @@ SDPA_BF16_TARGET void scores_tile(const std::uint32_t* k, std::int64_t ldk, cons
   }
 }
 
-// kMrO query rows x NV vectors of outputs: 24 accumulators at NV = 4.
+// MR rows x NV vectors of C: 24 accumulators at MR = 6, NV = 4, plus NV vectors of B and a
+// broadcast of 32 zmm registers.
 constexpr int kMrO = 6;
-static_assert(kBf16Block % kMrO == 0);
 
-template <int NV>
-SDPA_BF16_TARGET void accumulate_tile(const std::uint32_t* w, std::int64_t pairs,
-                                      const std::uint32_t* v, std::int64_t ld, float* acc_out,
-                                      const float* row_scale) {
-  __m512 acc[kMrO][NV];
-  for (int r = 0; r < kMrO; ++r)
-    for (int c = 0; c < NV; ++c)
-      acc[r][c] = row_scale ? _mm512_mul_ps(_mm512_set1_ps(row_scale[r]),
-                                            _mm512_loadu_ps(acc_out + r * ld + c * kLanes))
-                            : _mm512_setzero_ps();
-  for (std::int64_t p = 0; p < pairs; ++p) {
-    __m512i b[NV];
-    for (int c = 0; c < NV; ++c) b[c] = _mm512_loadu_si512(v + p * ld + c * kLanes);
-    for (int r = 0; r < kMrO; ++r) {
-      const __m512i a = _mm512_set1_epi32(static_cast<int>(w[p * kBf16Block + r]));
-      for (int c = 0; c < NV; ++c) acc[r][c] = dot(acc[r][c], a, b[c]);
+template <int MR, int NV>
+SDPA_BF16_TARGET void rows_tile(const Bf16Product& g, const std::uint32_t* a,
+                                const std::uint32_t* b, float* c, const float* row_scale) {
+  __m512 acc[MR][NV];
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v)
+      acc[r][v] = g.init == Bf16Product::Init::kZero ? _mm512_setzero_ps()
+                  : g.init == Bf16Product::Init::kLoad
+                      ? _mm512_loadu_ps(c + r * g.ldc + v * kLanes)
+                      : _mm512_mul_ps(_mm512_set1_ps(row_scale[r]),
+                                      _mm512_loadu_ps(c + r * g.ldc + v * kLanes));
+  for (std::int64_t p = 0; p < g.pairs; ++p) {
+    __m512i bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_si512(b + p * g.ldb + v * kLanes);
+    for (int r = 0; r < MR; ++r) {
+      const __m512i x = _mm512_set1_epi32(static_cast<int>(a[r * g.a_row + p * g.a_pair]));
+      for (int v = 0; v < NV; ++v) acc[r][v] = dot(acc[r][v], x, bv[v]);
     }
   }
-  for (int r = 0; r < kMrO; ++r)
-    for (int c = 0; c < NV; ++c) _mm512_storeu_ps(acc_out + r * ld + c * kLanes, acc[r][c]);
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + r * g.ldc + v * kLanes, acc[r][v]);
 }
 
 bool cpu_has_bf16() {
@@ -106,20 +107,26 @@ void bf16_dot_scores(const std::uint32_t* k, std::int64_t ldk, std::int64_t nk,
   }
 }
 
-void bf16_dot_accumulate(const std::uint32_t* w, std::int64_t pairs, const std::uint32_t* v,
-                         std::int64_t ld, float* acc, const float* row_scale) {
-  using Tile = void (*)(const std::uint32_t*, std::int64_t, const std::uint32_t*, std::int64_t,
-                        float*, const float*);
-  static constexpr Tile kTiles[] = {accumulate_tile<1>, accumulate_tile<2>, accumulate_tile<3>,
-                                    accumulate_tile<4>};
-  constexpr std::int64_t kNv = 4;
-  const std::int64_t vecs = ld / kLanes;
-  // A strip of kNv vectors of V (pairs x 64 words) stays in L1 while every row tile passes.
-  for (std::int64_t c = 0; c < vecs; c += kNv) {
-    const std::int64_t nv = vecs - c < kNv ? vecs - c : kNv;
-    for (std::int64_t i = 0; i < kBf16Block; i += kMrO)
-      kTiles[nv - 1](w + i, pairs, v + c * kLanes, ld, acc + i * ld + c * kLanes,
-                     row_scale ? row_scale + i : nullptr);
+void bf16_dot_rows(const Bf16Product& g) {
+  using Tile = void (*)(const Bf16Product&, const std::uint32_t*, const std::uint32_t*, float*,
+                        const float*);
+  constexpr int kNv = 4;
+  static constexpr Tile kTiles[kMrO][kNv] = {
+      {rows_tile<1, 1>, rows_tile<1, 2>, rows_tile<1, 3>, rows_tile<1, 4>},
+      {rows_tile<2, 1>, rows_tile<2, 2>, rows_tile<2, 3>, rows_tile<2, 4>},
+      {rows_tile<3, 1>, rows_tile<3, 2>, rows_tile<3, 3>, rows_tile<3, 4>},
+      {rows_tile<4, 1>, rows_tile<4, 2>, rows_tile<4, 3>, rows_tile<4, 4>},
+      {rows_tile<5, 1>, rows_tile<5, 2>, rows_tile<5, 3>, rows_tile<5, 4>},
+      {rows_tile<6, 1>, rows_tile<6, 2>, rows_tile<6, 3>, rows_tile<6, 4>}};
+  const std::int64_t vecs = g.ld / kLanes;
+  // A strip of kNv vectors of B (pairs x 64 words) stays in L1 while every row tile passes.
+  for (std::int64_t v = 0; v < vecs; v += kNv) {
+    const std::int64_t nv = vecs - v < kNv ? vecs - v : kNv;
+    for (std::int64_t r = 0; r < g.rows; r += kMrO) {
+      const std::int64_t mr = g.rows - r < kMrO ? g.rows - r : kMrO;
+      kTiles[mr - 1][nv - 1](g, g.a + r * g.a_row, g.b + v * kLanes, g.c + r * g.ldc + v * kLanes,
+                             g.row_scale ? g.row_scale + r : nullptr);
+    }
   }
 }
 
@@ -192,10 +199,7 @@ void bf16_dot_scores(const std::uint32_t*, std::int64_t, std::int64_t, const std
                      std::int64_t, const float*, float*) {
   std::abort();
 }
-void bf16_dot_accumulate(const std::uint32_t*, std::int64_t, const std::uint32_t*, std::int64_t,
-                         float*, const float*) {
-  std::abort();
-}
+void bf16_dot_rows(const Bf16Product&) { std::abort(); }
 void bf16_pack_row_pairs(const float*, std::int64_t, std::int64_t, std::int64_t, std::uint32_t*,
                          std::int64_t) {
   std::abort();

@@ -25,6 +25,8 @@
 // work item is one key tile, the last of a range cut into smaller pieces (TileQueue): a range's
 // pieces run one after another, on any thread.
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -34,6 +36,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bf16.hpp"
 #include "query_blocks.hpp"
 #include "registry_entries.hpp"
 #include "sdpa/kernels.hpp"
@@ -100,12 +103,14 @@ struct PackedQueries {
 // Where block `index` lies in a PackedQueries: written by PackQueryBlock, read by the tiles.
 struct QueryTiles {
   QueryTiles(PackedQueries& p, std::int64_t index)
-      : q_t(p.q_t.get() + index * p.d_k * kB),
+      : index(index),
+        q_t(p.q_t.get() + index * p.d_k * kB),
         do_t(p.do_t.get() + index * p.d_v * kB),
         shift(p.shift.get() + index * kB),
         delta(p.delta.get() + index * kB),
         temperature(p.temperature.get() + index * kB),
         position(p.position.get() + index * kB) {}
+  std::int64_t index;  // of the block among all heads' blocks
   float *q_t, *do_t, *shift, *delta, *temperature, *position;
 };
 
@@ -172,7 +177,7 @@ struct QueryParts {
 // One thread's scratch: one tile, the dK and dV accumulators, and rows of B padded to whole
 // vectors (Gemm's b_pack) when d_k or d_v needs it.
 struct BackwardScratch {
-  BackwardScratch(std::int64_t ld_k, std::int64_t ld_v, bool softcap)
+  BackwardScratch(std::int64_t ld_k, std::int64_t ld_v, bool softcap, std::int64_t words)
       : p_t(kKeyBlock * kB),
         ds_t(kKeyBlock * kB),
         cap_slope(softcap ? kKeyBlock * kB : 0),
@@ -180,7 +185,8 @@ struct BackwardScratch {
         d_value(kKeyBlock * ld_v),
         b_pack(std::max(kKeyBlock, kB) * std::max(ld_k, ld_v)),
         ds_sumsq(kB),
-        ds_max_abs(kB) {}
+        ds_max_abs(kB),
+        words(std::size_t(words)) {}
   std::vector<float> p_t;        // [kKeyBlock][kB] S^T, then P^T
   std::vector<float> ds_t;       // [kKeyBlock][kB] dP^T, then dS^T
   std::vector<float> cap_slope;  // with a soft-cap, [kKeyBlock][kB]: 1 - tanh^2 of S^T / cap
@@ -189,6 +195,7 @@ struct BackwardScratch {
   std::vector<float> b_pack;
   // Probes of a query block, in double like every probe.
   std::vector<double> ds_sumsq, ds_max_abs;
+  std::vector<std::uint32_t> words;  // the products' own operands of a tile (G::kTileWords)
 };
 
 // The logits of a tile of scaled scores S^T (in place): the soft-cap c tanh(s / c), whose
@@ -222,37 +229,19 @@ void ModifyScores(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles
 // P^T and dS^T of the key tile [key0, key0 + nk) against one query block; `masked`: the tile
 // has keys some row of the block cannot see. With `by_temperature`, dS^T's rows are multiplied
 // by their temperatures for the products (the gradient probes take dS at the scaled scores).
-template <class P>
-void ScoreGradientTile(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& qt,
-                       std::int64_t key0, std::int64_t nk, bool masked, bool by_temperature,
-                       BackwardScratch& w) {
+// G computes the two products (S^T into w.p_t, dP^T into w.ds_t).
+template <class P, class G>
+void ScoreGradientTile(const G& g, const BackwardArgs& a, const QueryBlock& blk,
+                       const QueryTiles& qt, std::int64_t key0, std::int64_t nk, bool masked,
+                       bool by_temperature, BackwardScratch& w) {
   using V = typename P::V;
   constexpr std::int64_t L = P::kLanes;
   const Shape& s = a.shape;
-  const Gemm scores{.m = nk,
-                    .n_vec = kB / L,
-                    .k = s.d_k,
-                    .a = a.k + (s.kv_head(blk.head) * s.n_kv + key0) * s.d_k,
-                    .a_row = s.d_k,
-                    .a_col = 1,
-                    .b = qt.q_t,
-                    .ldb = kB,
-                    .b_cols = kB,
-                    .c = w.p_t.data(),
-                    .ldc = kB,
-                    .next = {qt.do_t, std::size_t(s.d_v * kB)}};
-  RunGemm<P, P::kMrS, P::kNvS>(scores);
+  g.Scores(a, blk, qt, key0, nk, w);
   const bool capped = a.score_mod.softcap > 0;
   if (capped || !a.score_mod.alibi_slopes.empty()) ModifyScores<P>(a, blk, qt, key0, nk, w);
   if (masked) mask_tile(s, a.mask, blk, key0, nk, w.p_t.data());
-  Gemm d_probs = scores;
-  d_probs.k = s.d_v;
-  d_probs.a = a.v + (s.kv_head(blk.head) * s.n_kv + key0) * s.d_v;
-  d_probs.a_row = s.d_v;
-  d_probs.b = qt.do_t;
-  d_probs.c = w.ds_t.data();
-  d_probs.next = {a.d_out + blk.row0(s) * s.d_v, std::size_t(blk.rows * s.d_v)};
-  RunGemm<P, P::kMrS, P::kNvS>(d_probs);
+  g.DProbs(a, blk, qt, key0, nk, w);
   const bool scaled = by_temperature && !a.score_mod.temperature.empty();
   for (std::int64_t g = 0; g < kB; g += L) {
     const V shift = P::Load(qt.shift + g), delta = P::Load(qt.delta + g);
@@ -310,6 +299,226 @@ void StoreRows(const float* acc, std::int64_t ld, std::int64_t rows, std::int64_
     for (std::int64_t c = 0; c < cols; ++c) out[i * cols + c] = factor * acc[i * ld + c];
 }
 
+// The backward's products in fp32 through the forward's register tiles: B of S^T is the block's
+// scaled Q^T, so nothing is scaled after. Each requests what the next one reads toward L2 (Gemm's
+// next, on AVX2): the block's packed dO^T, its rows of dO, of Q and of the dQ part, then the
+// next block's packed Q^T. The tile's K and V stay in L2 while the blocks stream from L3
+// (docs/perf-log/2026-11-29-backward-next-operand.md).
+template <class P>
+struct Fp32Gradients {
+  static constexpr std::int64_t kTileWords = 0;
+  void PackBlock(const BackwardArgs&, const QueryBlock&, std::int64_t) const {}
+  // w.p_t = S^T = K_tile q_t of the tile's keys.
+  void Scores(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& qt, std::int64_t key0,
+              std::int64_t nk, BackwardScratch& w) const {
+    const Shape& s = a.shape;
+    RunGemm<P, P::kMrS, P::kNvS>(TileGemm(a.k + (s.kv_head(blk.head) * s.n_kv + key0) * s.d_k,
+                                          s.d_k, nk, qt.q_t, w.p_t.data(),
+                                          {qt.do_t, std::size_t(s.d_v * kB)}));
+  }
+  // w.ds_t = dP^T = V_tile dO^T.
+  void DProbs(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& qt, std::int64_t key0,
+              std::int64_t nk, BackwardScratch& w) const {
+    const Shape& s = a.shape;
+    RunGemm<P, P::kMrS, P::kNvS>(
+        TileGemm(a.v + (s.kv_head(blk.head) * s.n_kv + key0) * s.d_v, s.d_v, nk, qt.do_t,
+                 w.ds_t.data(), {a.d_out + blk.row0(s) * s.d_v, std::size_t(blk.rows * s.d_v)}));
+  }
+  // dV += P^T dO and dK / scale += dS^T Q for the tile's keys, and the block's rows of the dQ
+  // part (/ scale) gain dS K: zeroed first where `starts`. `next_block`: the next block's Q^T.
+  void Gradients(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& /*qt*/,
+                 std::int64_t key0, std::int64_t nk, float* part, bool starts,
+                 std::span<const float> next_block, std::int64_t ld_k, std::int64_t ld_v,
+                 BackwardScratch& w) const {
+    const Shape& s = a.shape;
+    const std::int64_t r0 = blk.row0(s);
+    const float* q = a.q + r0 * s.d_k;
+    const float* k = a.k + s.kv_head(blk.head) * s.n_kv * s.d_k;
+    Accumulate<P>(nk, blk.rows, w.p_t.data(), kB, 1, a.d_out + r0 * s.d_v, s.d_v, s.d_v,
+                  w.b_pack.data(), w.d_value.data(), ld_v, {q, std::size_t(blk.rows * s.d_k)});
+    Accumulate<P>(nk, blk.rows, w.ds_t.data(), kB, 1, q, s.d_k, s.d_k, w.b_pack.data(),
+                  w.d_key.data(), ld_k, {part, std::size_t(blk.rows * ld_k)});
+    Accumulate<P>(blk.rows, nk, w.ds_t.data(), 1, kB, k + key0 * s.d_k, s.d_k, s.d_k,
+                  w.b_pack.data(), part, ld_k, next_block,
+                  starts ? Gemm::Init::kZero : Gemm::Init::kLoad);
+  }
+
+ private:
+  // C = A_tile B for the nk rows of A (d floats each) against a packed block B ([d][kB]).
+  static Gemm TileGemm(const float* a, std::int64_t d, std::int64_t nk, const float* b, float* c,
+                       std::span<const float> next) {
+    return {.m = nk,
+            .n_vec = kB / P::kLanes,
+            .k = d,
+            .a = a,
+            .a_row = d,
+            .a_col = 1,
+            .b = b,
+            .ldb = kB,
+            .b_cols = kB,
+            .c = c,
+            .ldc = kB,
+            .next = next};
+  }
+};
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// The backward of flash-bf16's native entry (flash_bf16.cpp): Q, K, V and dO rounded to bf16,
+// the five products vdpbf16ps micro-kernels (bf16.hpp) on bf16 pairs summed in fp32, and P and
+// dS rounded to bf16 before the products that take them, as FlashAttention-2's bf16 backward
+// does; the probabilities, dS and the rest in fp32, as flash's. S^T is the forward's to the bit
+// (the same pairs in the same order, each row's scale applied as the sums are stored), so P
+// agrees with the forward's lse. Each operand is laid out once per call (K, V) or per block
+// (Q, dO) as its product reads it: words of two bf16 values, the lower index in the low half.
+class Bf16Gradients {
+ public:
+  // Per thread: a tile's P^T and dS^T as words of column pairs, dS^T as words of row pairs.
+  static constexpr std::int64_t kTileWords = 3 * kKeyBlock * kB / 2;
+
+  explicit Bf16Gradients(const BackwardArgs& a)
+      : pk_(round_up(a.shape.d_k, 2) / 2),
+        pv_(round_up(a.shape.d_v, 2) / 2),
+        ld_k_(round_up(a.shape.d_k, HwyLanes::kLanes)),
+        ld_v_(round_up(a.shape.d_v, HwyLanes::kLanes)),
+        blocks_(a.shape.batch_heads * query_blocks_per_head(a.shape)),
+        q_(Rounded(a.q, a.shape.q_elements(), a.threads)),
+        k_(Rounded(a.k, a.shape.k_elements(), a.threads)),
+        v_(Rounded(a.v, a.shape.v_elements(), a.threads)),
+        d_out_(Rounded(a.d_out, a.shape.out_elements(), a.threads)),
+        k_words_(std::size_t(a.shape.kv_batch_heads() * a.shape.n_kv * pk_)),
+        v_words_(std::size_t(a.shape.kv_batch_heads() * a.shape.n_kv * pv_)),
+        k_pairs_(std::size_t(a.shape.kv_batch_heads() * round_up(a.shape.n_kv, 2) / 2 * ld_k_)),
+        q_pairs_(std::size_t(blocks_ * pk_ * kB)),
+        do_pairs_(std::size_t(blocks_ * pv_ * kB)),
+        q_rows_(std::size_t(blocks_ * kB / 2 * ld_k_)),
+        do_rows_(std::size_t(blocks_ * kB / 2 * ld_v_)),
+        scale_(std::size_t(blocks_ * kB)),
+        args_(a) {
+    args_.q = q_.data(), args_.k = k_.data(), args_.v = v_.data(), args_.d_out = d_out_.data();
+    const Shape& s = a.shape;
+    const std::int64_t pairs_per_head = round_up(s.n_kv, 2) / 2;
+#pragma omp parallel for num_threads(a.threads) schedule(static)
+    for (std::int64_t r = 0; r < s.kv_batch_heads() * s.n_kv; ++r) {
+      ColumnPairs(k_.data() + r * s.d_k, s.d_k, 1, k_words_.data() + r * pk_);
+      ColumnPairs(v_.data() + r * s.d_v, s.d_v, 1, v_words_.data() + r * pv_);
+      if (r % s.n_kv % 2 == 0)  // keys 2j and 2j + 1 of a head: word row j of its K pairs
+        RowPairs(k_.data() + r * s.d_k, s.d_k, std::min<std::int64_t>(2, s.n_kv - r % s.n_kv),
+                 k_pairs_.data() + (r / s.n_kv * pairs_per_head + r % s.n_kv / 2) * ld_k_);
+    }
+  }
+  // The call's arguments with Q, K, V and dO rounded: what the rest of the backward reads.
+  const BackwardArgs& args() const { return args_; }
+
+  // Block b's Q^T and dO^T as words of depth pairs ([pairs][kB], S^T's and dP^T's B), its rows
+  // of Q and dO as words of row pairs ([kB / 2][ld], dK's and dV's B), and its rows' scales.
+  void PackBlock(const BackwardArgs& a, const QueryBlock& blk, std::int64_t b) {
+    const Shape& s = a.shape;
+    const std::int64_t r0 = blk.row0(s);
+    for (std::int64_t i = 0; i < blk.rows; ++i) {
+      scale_[std::size_t(b * kB + i)] =
+          row_logits(s, a.score_mod, a.scale, blk.head, blk.first_row + i).scale;
+      ColumnPairs(a.q + (r0 + i) * s.d_k, s.d_k, kB, q_pairs_.data() + b * pk_ * kB + i);
+      ColumnPairs(a.d_out + (r0 + i) * s.d_v, s.d_v, kB, do_pairs_.data() + b * pv_ * kB + i);
+    }
+    for (std::int64_t i = 0; i < blk.rows; i += 2) {
+      const std::int64_t rows = std::min<std::int64_t>(2, blk.rows - i);
+      RowPairs(a.q + (r0 + i) * s.d_k, s.d_k, rows, q_rows_.data() + (b * kB + i) / 2 * ld_k_);
+      RowPairs(a.d_out + (r0 + i) * s.d_v, s.d_v, rows, do_rows_.data() + (b * kB + i) / 2 * ld_v_);
+    }
+  }
+  void Scores(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& qt, std::int64_t key0,
+              std::int64_t nk, BackwardScratch& w) const {
+    const std::int64_t first = a.shape.kv_head(blk.head) * a.shape.n_kv + key0;
+    bf16_dot_scores(k_words_.data() + first * pk_, pk_, nk, q_pairs_.data() + qt.index * pk_ * kB,
+                    pk_, scale_.data() + qt.index * kB, w.p_t.data());
+  }
+  void DProbs(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& qt, std::int64_t key0,
+              std::int64_t nk, BackwardScratch& w) const {
+    static constexpr auto kOnes = [] {
+      std::array<float, kB> x{};
+      x.fill(1.0f);
+      return x;
+    }();
+    const std::int64_t first = a.shape.kv_head(blk.head) * a.shape.n_kv + key0;
+    bf16_dot_scores(v_words_.data() + first * pv_, pv_, nk, do_pairs_.data() + qt.index * pv_ * kB,
+                    pv_, kOnes.data(), w.ds_t.data());
+  }
+  // Fp32Gradients::Gradients' three products, P^T and dS^T rounded first.
+  void Gradients(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& qt,
+                 std::int64_t key0, std::int64_t nk, float* part, bool starts,
+                 std::span<const float> /*next_block*/, std::int64_t ld_k, std::int64_t ld_v,
+                 BackwardScratch& w) const {
+    std::uint32_t* p_words = w.words.data();  // [nk][kB / 2]
+    std::uint32_t* ds_words = p_words + kKeyBlock * kB / 2;
+    std::uint32_t* ds_pairs = ds_words + kKeyBlock * kB / 2;  // [nk / 2][kB]
+    bf16_round_native(w.p_t.data(), reinterpret_cast<std::uint16_t*>(p_words), nk * kB);
+    bf16_round_native(w.ds_t.data(), reinterpret_cast<std::uint16_t*>(ds_words), nk * kB);
+    bf16_pack_row_pairs(w.ds_t.data(), kB, kB, nk, ds_pairs, kB);
+    // dV += P^T dO and dK += dS^T Q: A's rows are the tile's keys, its pairs the block's rows.
+    const auto by_key = [&](const std::uint32_t* a_words, const std::uint32_t* b, std::int64_t ld,
+                            float* c) {
+      bf16_dot_rows({.a = a_words,
+                     .a_row = kB / 2,
+                     .a_pair = 1,
+                     .rows = nk,
+                     .pairs = round_up(blk.rows, 2) / 2,
+                     .b = b,
+                     .ldb = ld,
+                     .c = c,
+                     .ldc = ld,
+                     .ld = ld,
+                     .init = Bf16Product::Init::kLoad});
+    };
+    by_key(p_words, do_rows_.data() + qt.index * kB / 2 * ld_v_, ld_v, w.d_value.data());
+    by_key(ds_words, q_rows_.data() + qt.index * kB / 2 * ld_k_, ld_k, w.d_key.data());
+    // The part += dS K: A's rows are the block's, its pairs the tile's keys.
+    const std::int64_t kv = a.shape.kv_head(blk.head), per_head = round_up(a.shape.n_kv, 2) / 2;
+    bf16_dot_rows({.a = ds_pairs,
+                   .rows = blk.rows,
+                   .pairs = round_up(nk, 2) / 2,
+                   .b = k_pairs_.data() + (kv * per_head + key0 / 2) * ld_k_,
+                   .ldb = ld_k,
+                   .c = part,
+                   .ldc = ld_k,
+                   .ld = ld_k,
+                   .init = starts ? Bf16Product::Init::kZero : Bf16Product::Init::kLoad});
+  }
+
+ private:
+  static AlignedVector<float> Rounded(const float* x, std::int64_t n, int threads) {
+    AlignedVector<float> y(static_cast<std::size_t>(n));
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) y[std::size_t(i)] = bf16_round(x[i]);
+    return y;
+  }
+  // A word of two rounded values, the first in the low half.
+  static std::uint32_t Word(float low, float high) {
+    return std::bit_cast<std::uint32_t>(low) >> 16 |
+           (std::bit_cast<std::uint32_t>(high) & 0xffff0000u);
+  }
+  // A row of n rounded values as words of column pairs, `stride` words apart (an odd n's last
+  // pairs with zero).
+  static void ColumnPairs(const float* x, std::int64_t n, std::int64_t stride,
+                          std::uint32_t* words) {
+    for (std::int64_t c = 0; c < n; c += 2)
+      words[c / 2 * stride] = Word(x[c], c + 1 < n ? x[c + 1] : 0.0f);
+  }
+  // One or two rows of n rounded values (n apart) as one row of words of row pairs.
+  static void RowPairs(const float* x, std::int64_t n, std::int64_t rows, std::uint32_t* words) {
+    for (std::int64_t c = 0; c < n; ++c) words[c] = Word(x[c], rows > 1 ? x[n + c] : 0.0f);
+  }
+
+  std::int64_t pk_, pv_;      // words of a row of K and of V: d_k and d_v rounded up to even, / 2
+  std::int64_t ld_k_, ld_v_;  // words of a row of pairs: d_k and d_v rounded up to whole vectors
+  std::int64_t blocks_;
+  AlignedVector<float> q_, k_, v_, d_out_;  // the call's, rounded
+  AlignedVector<std::uint32_t> k_words_, v_words_, k_pairs_;
+  AlignedVector<std::uint32_t> q_pairs_, do_pairs_, q_rows_, do_rows_;  // per block
+  AlignedVector<float> scale_;                                          // per block
+  BackwardArgs args_;
+};
+#endif
+
 // The work item: the nk <= kKeyBlock keys from key0 of range r of K/V head `kv` (a tile or a
 // piece of one). They meet every query block of the group's query heads that sees them, in
 // order (the heads are consecutive, head-major); their dK and dV are summed over them, and each
@@ -318,32 +527,20 @@ void StoreRows(const float* acc, std::int64_t ld, std::int64_t rows, std::int64_
 // Cutting a tile into pieces changes no bit: dK, dV and the scores are per key, and the pieces
 // continue the products' sums over keys into the dQ part in the same order (Gemm adds p = 0,
 // 1, ... into each element, and a float stored and loaded again is the same float).
-// Each of a block's five products requests what the next one reads toward L2 (Gemm's next, on
-// AVX2): the block's packed dO^T, its rows of dO, of Q and of the dQ part, then the next block's
-// packed Q^T. The tile's K and V stay in L2 while the blocks stream from L3
-// (docs/perf-log/2026-11-29-backward-next-operand.md).
-template <class P>
-void KeyTileGradients(const BackwardArgs& a, PackedQueries& packed, std::int64_t kv, std::int64_t r,
-                      std::int64_t key0, std::int64_t nk, float* d_query_part, std::int64_t ld_k,
-                      std::int64_t ld_v, BackwardScratch& w) {
+template <class P, class G>
+void KeyTileGradients(const G& g, const BackwardArgs& a, PackedQueries& packed, std::int64_t kv,
+                      std::int64_t r, std::int64_t key0, std::int64_t nk, float* d_query_part,
+                      std::int64_t ld_k, std::int64_t ld_v, BackwardScratch& w) {
   const Shape& s = a.shape;
   const std::int64_t per_group = s.group * query_blocks_per_head(s);
-  const float* k = a.k + kv * s.n_kv * s.d_k;
   std::fill(w.d_key.begin(), w.d_key.end(), 0.0f);
   std::fill(w.d_value.begin(), w.d_value.end(), 0.0f);
   for (std::int64_t b = kv * per_group; b < (kv + 1) * per_group; ++b) {
     const QueryBlock blk = query_block(s, b);
     const BlockKeys keys(s, a.mask, blk);
     if (!keys.sees(key0, key0 + nk)) continue;  // masked
-    ScoreGradientTile<P>(a, blk, QueryTiles(packed, b), key0, nk, keys.masks(key0, key0 + nk), true,
-                         w);
-    const std::int64_t r0 = blk.row0(s);
-    const float* q = a.q + r0 * s.d_k;
-    float* part = d_query_part + r0 * ld_k;
-    Accumulate<P>(nk, blk.rows, w.p_t.data(), kB, 1, a.d_out + r0 * s.d_v, s.d_v, s.d_v,
-                  w.b_pack.data(), w.d_value.data(), ld_v, {q, std::size_t(blk.rows * s.d_k)});
-    Accumulate<P>(nk, blk.rows, w.ds_t.data(), kB, 1, q, s.d_k, s.d_k, w.b_pack.data(),
-                  w.d_key.data(), ld_k, {part, std::size_t(blk.rows * ld_k)});
+    const QueryTiles qt(packed, b);
+    ScoreGradientTile<P>(g, a, blk, qt, key0, nk, keys.masks(key0, key0 + nk), true, w);
     // The first piece of the range the block sees (the range's first, or the one holding the
     // block's first key): there its rows of the part start.
     const bool starts = key0 == range_first_key(s, r) || key0 <= keys.first.begin;
@@ -351,9 +548,8 @@ void KeyTileGradients(const BackwardArgs& a, PackedQueries& packed, std::int64_t
         b + 1 < (kv + 1) * per_group
             ? std::span<const float>(QueryTiles(packed, b + 1).q_t, std::size_t(s.d_k * kB))
             : std::span<const float>();
-    Accumulate<P>(blk.rows, nk, w.ds_t.data(), 1, kB, k + key0 * s.d_k, s.d_k, s.d_k,
-                  w.b_pack.data(), part, ld_k, next_block,
-                  starts ? Gemm::Init::kZero : Gemm::Init::kLoad);
+    g.Gradients(a, blk, qt, key0, nk, d_query_part + blk.row0(s) * ld_k, starts, next_block, ld_k,
+                ld_v, w);
   }
   const std::int64_t first = kv * s.n_kv + key0;
   StoreRows(w.d_key.data(), ld_k, nk, s.d_k, a.scale, a.d_k + first * s.d_k);
@@ -488,8 +684,8 @@ void ProbeTileSums(const QueryBlock& blk, std::int64_t nk, BackwardScratch& w) {
 // one walk over its key tiles for the sums and the largest |dS|, and, since participation
 // needs that largest first, a second walk that counts (rather than keep a row of dS per query,
 // O(n_kv) each). Only a call with a probe sink pays for these walks.
-template <class P>
-void ProbeBlock(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& qt,
+template <class P, class G>
+void ProbeBlock(const G& g, const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& qt,
                 BackwardScratch& w) {
   const Shape& s = a.shape;
   GradProbes& probes = *a.probes;
@@ -499,7 +695,7 @@ void ProbeBlock(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& 
   const KeyRange seen{keys.first.begin, keys.sees(0, s.n_kv) ? keys.last.end : keys.first.begin};
   for (std::int64_t key0 = seen.begin; key0 < seen.end; key0 += kKeyBlock) {
     const std::int64_t nk = std::min(kKeyBlock, seen.end - key0);
-    ScoreGradientTile<P>(a, blk, qt, key0, nk, keys.masks(key0, key0 + nk), false, w);
+    ScoreGradientTile<P>(g, a, blk, qt, key0, nk, keys.masks(key0, key0 + nk), false, w);
     ProbeTileSums(blk, nk, w);
   }
   const std::int64_t r0 = blk.row0(s);
@@ -511,7 +707,7 @@ void ProbeBlock(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& 
   }
   for (std::int64_t key0 = seen.begin; key0 < seen.end; key0 += kKeyBlock) {
     const std::int64_t nk = std::min(kKeyBlock, seen.end - key0);
-    ScoreGradientTile<P>(a, blk, qt, key0, nk, keys.masks(key0, key0 + nk), false, w);
+    ScoreGradientTile<P>(g, a, blk, qt, key0, nk, keys.masks(key0, key0 + nk), false, w);
     for (std::int64_t j = 0; j < nk; ++j)
       for (std::int64_t i = 0; i < blk.rows; ++i)  // masked keys have dS = 0: never counted
         probes.participating[r0 + i] +=
@@ -519,8 +715,8 @@ void ProbeBlock(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& 
   }
 }
 
-template <class P>
-void TiledBackward(const BackwardArgs& a) {
+template <class P, class G>
+void TiledBackward(const BackwardArgs& a, G& g) {
   static_assert(kB % P::kLanes == 0, "a query block is whole vectors");
   const Shape& s = a.shape;
   const std::int64_t ld_k = round_up(s.d_k, P::kLanes), ld_v = round_up(s.d_v, P::kLanes);
@@ -535,20 +731,22 @@ void TiledBackward(const BackwardArgs& a) {
 #pragma omp parallel num_threads(a.threads)
   {
 #pragma omp for schedule(dynamic, 1)
-    for (std::int64_t b = 0; b < query_blocks; ++b)
+    for (std::int64_t b = 0; b < query_blocks; ++b) {
       packed.sink_gradient[std::size_t(b)] =
           PackQueryBlock(a, query_block(s, b), QueryTiles(packed, b));
-    BackwardScratch w(ld_k, ld_v, a.score_mod.softcap > 0);
+      g.PackBlock(a, query_block(s, b), b);
+    }
+    BackwardScratch w(ld_k, ld_v, a.score_mod.softcap > 0, G::kTileWords);
     for (auto tile = queue.next(std::nullopt); tile; tile = queue.next(tile)) {
       const std::int64_t r = tile->item % ranges;
-      KeyTileGradients<P>(a, packed, tile->item / ranges, r, tile->key0, tile->keys, parts.part(r),
-                          ld_k, ld_v, w);
+      KeyTileGradients<P>(g, a, packed, tile->item / ranges, r, tile->key0, tile->keys,
+                          parts.part(r), ld_k, ld_v, w);
     }
 #pragma omp barrier  // every part complete before the sums read them
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t b = 0; b < query_blocks; ++b) {
       SumQueryParts(a, query_block(s, b), parts);
-      if (a.probes) ProbeBlock<P>(a, query_block(s, b), QueryTiles(packed, b), w);
+      if (a.probes) ProbeBlock<P>(g, a, query_block(s, b), QueryTiles(packed, b), w);
     }
   }
   if (a.d_sinks) {  // in block order, whatever the threads: the same bits on any count
@@ -561,7 +759,17 @@ void TiledBackward(const BackwardArgs& a) {
   }
 }
 
-void FlashBackward(const BackwardArgs& a) { TiledBackward<HwyLanes>(a); }
+void FlashBackward(const BackwardArgs& a) {
+  Fp32Gradients<HwyLanes> g;
+  TiledBackward<HwyLanes>(a, g);
+}
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+void Bf16NativeBackward(const BackwardArgs& a) {
+  Bf16Gradients g(a);
+  TiledBackward<HwyLanes>(g.args(), g);
+}
+#endif
 
 }  // namespace sdpa::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -579,6 +787,17 @@ BackwardFn flash_backward_fn(std::string_view isa) {
   return nullptr;
 }
 
+BackwardFn flash_bf16_native_backward(std::int64_t target) {
+#if HWY_TARGETS & HWY_AVX3_DL
+  if (target == HWY_AVX3_DL) return &N_AVX3_DL::Bf16NativeBackward;
+#endif
+#if HWY_TARGETS & HWY_AVX3
+  if (target == HWY_AVX3) return &N_AVX3::Bf16NativeBackward;
+#endif
+  (void)target;
+  return nullptr;
+}
+
 double flash_backward_workspace_bytes(const Shape& s, int threads) {
   const double blocks = double(s.batch_heads * query_blocks_per_head(s));
   // PackedQueries: Q^T, dO^T and four floats per row, a double per block.
@@ -592,6 +811,24 @@ double flash_backward_workspace_bytes(const Shape& s, int threads) {
                                 std::max(keys, queries) * std::max(ld_k, ld_v) + 4 * queries);
   return sizeof(float) * (packed + parts + double(threads) * scratch) +
          HWY_NAMESPACE::TileQueue::bytes(s);
+}
+
+double flash_bf16_backward_workspace_bytes(const Shape& s, int threads) {
+  // Bf16Gradients: Q, K, V and dO rounded; K and V as words of column pairs, K as words of row
+  // pairs; per block Q^T and dO^T as words of depth pairs, Q and dO as words of row pairs, the
+  // rows' scales; per thread a tile's words.
+  const std::int64_t pk = round_up(s.d_k, 2) / 2, pv = round_up(s.d_v, 2) / 2;
+  const std::int64_t ld_k = round_up(s.d_k, kMaxLanes), ld_v = round_up(s.d_v, kMaxLanes);
+  const double blocks = double(s.batch_heads * query_blocks_per_head(s));
+  const double rounded =
+      double(s.q_elements() + s.k_elements() + s.v_elements() + s.out_elements());
+  const double kv_words =
+      double(s.kv_batch_heads() * (s.n_kv * (pk + pv) + round_up(s.n_kv, 2) / 2 * ld_k));
+  const double block_words =
+      blocks * double((pk + pv) * kQueryBlock + kQueryBlock / 2 * (ld_k + ld_v) + kQueryBlock);
+  const double tile_words = double(threads * HWY_NAMESPACE::kKeyBlock * kQueryBlock * 3 / 2);
+  return flash_backward_workspace_bytes(s, threads) +
+         4.0 * (rounded + kv_words + block_words + tile_words);
 }
 
 }  // namespace sdpa::detail

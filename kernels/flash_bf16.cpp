@@ -238,7 +238,15 @@ struct DotProducts {
     const std::uint32_t* p = bf16_pack_row_pairs(w.scores, nk, kQueryBlock);
     const auto* v = reinterpret_cast<const std::uint32_t*>(a.v) +
                     (s.kv_head(blk.head) * round_up(s.n_kv, 2) + key0 / 2) * ld_acc;
-    bf16_dot_accumulate(p, round_up(nk, 2) / 2, v, ld_acc, w.acc, first ? nullptr : w.rescale);
+    bf16_dot_rows({.a = p,
+                   .pairs = round_up(nk, 2) / 2,
+                   .b = v,
+                   .ldb = ld_acc,
+                   .c = w.acc,
+                   .ldc = ld_acc,
+                   .ld = ld_acc,
+                   .init = first ? Bf16Product::Init::kZero : Bf16Product::Init::kScaled,
+                   .row_scale = w.rescale});
   }
 };
 #endif
@@ -281,9 +289,10 @@ ForwardFn native_forward(std::int64_t target) {
 }
 }  // namespace
 
-// The inputs rounded (Q and K with d_k rounded up to even, V with n_kv rounded up to even in
-// rows of up to d_v rounded up to whole vectors), and per thread the block's scratch.
-double flash_bf16_workspace(const Shape& s, Pass, int threads) {
+// Forward: the inputs rounded (Q and K with d_k rounded up to even, V with n_kv rounded up to
+// even in rows of up to d_v rounded up to whole vectors), and per thread the block's scratch.
+double flash_bf16_workspace(const Shape& s, Pass pass, int threads) {
+  if (pass == Pass::backward) return flash_bf16_backward_workspace_bytes(s, threads);
   Shape prepared = s;
   prepared.d_k = round_up(s.d_k, 2);
   const std::int64_t ld_v = round_up(s.d_v, kMaxLanes);
@@ -303,9 +312,12 @@ std::vector<Kernel> flash_bf16_kernels() {
   const ForwardFn native =
       bf16_native_available() ? native_forward(targets.front().target) : nullptr;
   // The best entry is the native one where the CPU has it.
-  if (native)
+  if (native) {
     put_native_first(entries, "avx512-bf16", std::string(what) + ", vdpbf16ps (avx512-bf16)",
                      native);
+    // flash_backward.cpp: the same micro-kernels serve the backward's products.
+    entries[0].backward = entries[1].backward = flash_bf16_native_backward(targets.front().target);
+  }
   return entries;
 }
 

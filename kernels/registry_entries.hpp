@@ -4,6 +4,7 @@
 // whose instruction set it has).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,4 +35,9 @@ BackwardFn flash_backward_fn(std::string_view isa);
 // (Q and dO in blocks of whole query tiles), one part of dQ per key range, and each thread's
 // tile scratch.
 double flash_backward_workspace_bytes(const Shape& shape, int threads);
+// flash-bf16's native backward (vdpbf16ps) compiled for Highway target `target`, null where
+// that target has none; and what it allocates beyond flash's backward: its operands rounded and
+// laid out as its products read them.
+BackwardFn flash_bf16_native_backward(std::int64_t target);
+double flash_bf16_backward_workspace_bytes(const Shape& shape, int threads);
 }  // namespace sdpa::detail

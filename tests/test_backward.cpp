@@ -12,6 +12,7 @@
 #include "kernels_under_test.hpp"
 #include "run_report.hpp"
 #include "sdpa/kernels.hpp"
+#include "sdpa/precision.hpp"
 
 namespace {
 
@@ -57,35 +58,66 @@ Run forward_backward(const sdpa::Kernel& kernel, const sdpa::Shape& s, const std
 // The backward's rounding bound per gradient entry, derived as the forward's
 // (tests/attention_catalogue.hpp: first order in u = 2^-24, worst-case sums of n terms (n - 1) u
 // in any order, times kSafety = 2) through the steps every backward takes (FlashAttention-2's),
-// from the fp64 quantities of the fp32 inputs. Per row i (n_i visible keys, n'_i outcomes with
-// the sink) and visible key j, with the catalogue's logit z_ij, its own error f_ij, E_ij and the
-// soft-cap's derivative t_ij, and c_i the row's scale (times its temperature):
+// from the fp64 quantities of the fp32 inputs. A precision that rounds (bf16) rounds each operand
+// of the backward's products (q, k, v, dO, and P and dS before theirs) by w relative
+// (OperandRounding; 0 for fp32): a product of two rounded operands, off by a relative before, is
+// off by g(a) = rho + (1 + rho) a, rho = 2 w + w^2 (g(a) = a for fp32); its logits, O and lse as
+// the forward's Rounding says (in f_ij, E_ij and its value). Per row i (n_i visible keys, n'_i
+// outcomes with the sink) and visible key j, with the catalogue's logit z_ij, its own error f_ij,
+// E_ij and the soft-cap's derivative t_ij, and c_i the row's scale (times its temperature):
 //   the forward's lse within L_i = Ebar_i + (n'_i + 4 + |lse_i|) u;
 //   P_ij = e^(z_ij - lse_i), relative error rel_ij = E_ij + L_i + (|z_ij - lse_i| + 4) u
 //     (the logit's, lse's, the argument's rounding and exp's ULPs);
-//   dP_ij = dO_i.v_j within u (d_v + 2) sum_c |dO_ic v_jc|;
-//   D_i = dO_i.O_i within u (d_v + 2) sum_c |dO_ic O_ic| + sum_c |dO_ic| eO_ic, with the forward's
-//     eO_ic <= (4 Emax_i + (2 n'_i + 8) u) sum_j P_ij |v_jc| (its bound, |v_jc - O_ic| <= 2 of
-//     that);
+//   dP_ij = dO_i.v_j within g((d_v + 2) u) sum_c |dO_ic v_jc|;
+//   D_i = dO_i.O_i (O the forward's, not rounded again) within (w + (1 + w) (d_v + 2) u)
+//     sum_c |dO_ic O_ic| + (1 + w) sum_c |dO_ic| eO_ic, with the forward's
+//     eO_ic <= (4 Emax_i + value + (2 n'_i + 8) u) sum_j P_ij |v_jc| (its bound, |v_jc - O_ic| <=
+//     2 of that);
 //   dS_ij = P_ij (dP_ij - D_i) within eS_ij = P_ij [(rel_ij + 2 u) |dP_ij - D_i| + e(dP) + e(D)];
-//   through the soft-cap, dS'_ij = t_ij dS_ij, t computed from the computed cap (within f_ij):
-//     within eS'_ij = t_ij eS_ij + |dS_ij| (2 |cap_ij| f_ij / softcap^2 + 3 u) + u |dS'_ij|;
-//   dV_jc = sum_i P_ij dO_ic within sum_i P_ij |dO_ic| (rel_ij + (N_j + 2) u), N_j the rows (of
+//   through the soft-cap, dS'_ij = t_ij dS_ij, t = 1 - (cap / softcap)^2 from the computed cap
+//     (within f_ij) off by dt_ij = (2 |cap_ij| + f_ij) f_ij / softcap^2 + 3 u: within
+//     eS'_ij = t_ij eS_ij + dt_ij (|dS_ij| + eS_ij) + u |dS'_ij| (fp32 leaves the second-order
+//     f_ij^2 and dt_ij eS_ij to kSafety; bf16's f_ij is not small beside a tiny soft-cap);
+//   the probes see dS'_ij before its rounding: max_j eS'_ij, (sum_j eS'_ij^2)^(1/2);
+//   dV_jc = sum_i P_ij dO_ic within sum_i P_ij |dO_ic| g(rel_ij + (N_j + 2) u), N_j the rows (of
 //     the group's heads) that see key j;
-//   dQ_ic = c_i sum_j dS'_ij k_jc within |c_i| sum_j (eS'_ij |k_jc| + (n_i + 2 + T) u |dS'_ij
-//   k_jc|),
+//   dQ_ic = c_i sum_j dS'_ij k_jc within
+//     |c_i| sum_j ((1 + rho) eS'_ij |k_jc| + g((n_i + 2 + T) u) |dS'_ij k_jc|),
 //     T = 1 with a temperature (c_i rounded);
-//   dK_jc = sum_i c_i dS'_ij q_ic within sum_i |c_i| (eS'_ij |q_ic| + (N_j + 2 + T) u |dS'_ij
-//   q_ic|); a sink's gradient -sum_i p_sink,i D_i over the R rows that read it, within
+//   dK_jc = sum_i c_i dS'_ij q_ic within
+//     sum_i |c_i| ((1 + rho) eS'_ij |q_ic| + g((N_j + 2 + T) u) |dS'_ij q_ic|);
+//   a sink's gradient -sum_i p_sink,i D_i over the R rows that read it, within
 //     sum_i p_sink,i (rel_sink,i |D_i| + e(D_i)) + (R + 2) u sum_i p_sink,i |D_i|.
+// kSafety covers the second-order terms while the first-order ones are small: as the forward's
+// rounding precisions, the bound needs max_j E_ij + Ebar_i <= 1/2 (BackwardBound::first_order).
 struct BackwardBound {
   std::vector<double> d_q, d_k, d_v, d_sinks;
   std::vector<double> ds_max, ds_norm;  // per row: max_j eS'_ij and (sum_j eS'_ij^2)^(1/2)
+  // Per row: keys whose |dS'_ij| lies within its bound of the participation threshold.
+  std::vector<std::int64_t> near_threshold;
+  double first_order = 0;  // max_j E_ij + Ebar_i over the rows: the bound needs it <= 1/2
 };
 
+// Where a backward rounds beyond its forward (catalogue::rounding_of, whose relative terms only
+// the bound takes): each operand of its products by w relative (the derivation above). Null for a
+// precision without a backward bound.
+struct OperandRounding {
+  double w = 0;
+};
+const OperandRounding* operand_rounding(const std::string& precision) {
+  static const OperandRounding fp32{}, bf16{0x1p-8};
+  if (precision == "fp32") return &fp32;
+  if (precision == "bf16") return &bf16;
+  return nullptr;
+}
+
 BackwardBound backward_bound(const catalogue::Case& c, const catalogue::Inputs& in,
-                             const std::vector<float>& d_out) {
+                             const std::vector<float>& d_out, const catalogue::Rounding& forward,
+                             const OperandRounding& operands) {
   constexpr double u = 0x1p-24, kSafety = 2;
+  const double w = operands.w, rho = 2 * w + w * w;
+  const auto g = [rho](double a) { return rho + (1 + rho) * a; };  // exactly a for fp32
+  const double second = w > 0 ? 1 : 0;  // the second-order terms fp32 leaves to kSafety
   const sdpa::Shape& s = c.shape;
   const sdpa::Mask mask = c.mask();
   const std::vector<float>&q = in.q, &k = in.k, &v = in.v;
@@ -94,7 +126,8 @@ BackwardBound backward_bound(const catalogue::Case& c, const catalogue::Inputs& 
                   std::vector<double>(v.size(), 0),
                   std::vector<double>(c.sinks.size(), 0),
                   std::vector<double>(std::size_t(s.rows()), 0),
-                  std::vector<double>(std::size_t(s.rows()), 0)};
+                  std::vector<double>(std::size_t(s.rows()), 0),
+                  std::vector<std::int64_t>(std::size_t(s.rows()), 0)};
   // N_j: rows of a K/V head's group that see key j (the same for every group); R: rows per sink.
   std::vector<double> seen_by(std::size_t(s.n_kv), 0), sink_rows(c.sinks.size(), 0),
       sink_abs(c.sinks.size(), 0);
@@ -109,7 +142,7 @@ BackwardBound backward_bound(const catalogue::Case& c, const catalogue::Inputs& 
   for (std::int64_t r = 0; r < s.rows(); ++r) {
     const std::int64_t kv = s.kv_head(r / s.n_q), i = r % s.n_q;
     double lse = 0;
-    const std::vector<catalogue::Outcome> row = catalogue::row_outcomes(c, in, r, {}, &lse);
+    const std::vector<catalogue::Outcome> row = catalogue::row_outcomes(c, in, r, forward, &lse);
     const double n = double(mask.visible(s, i).size()), nn = double(row.size());
     if (n == 0) continue;  // no key: no gradient, and the sink's is p_sink D_i = 0 exactly
     const double cs = std::abs(double(c.scale_value()) *
@@ -120,6 +153,7 @@ BackwardBound backward_bound(const catalogue::Case& c, const catalogue::Inputs& 
     const float* vh = v.data() + kv * s.n_kv * s.d_v;
     double e_bar = 0, e_max = 0;
     for (const auto& x : row) e_bar += x.p * x.e, e_max = std::max(e_max, x.e);
+    b.first_order = std::max(b.first_order, e_max + e_bar);
     const double lse_err = e_bar + u * (nn + 4 + std::abs(lse));
     std::fill(o.begin(), o.end(), 0.0), std::fill(mass.begin(), mass.end(), 0.0);
     for (const auto& x : row)
@@ -130,8 +164,9 @@ BackwardBound backward_bound(const catalogue::Case& c, const catalogue::Inputs& 
     double d = 0, e_d = 0;
     for (std::int64_t cc = 0; cc < s.d_v; ++cc) {
       d += double(doi[cc]) * o[cc];
-      e_d += u * (s.d_v + 2) * std::abs(doi[cc] * o[cc]) +
-             std::abs(double(doi[cc])) * (4 * e_max + u * (2 * nn + 8)) * mass[cc];
+      e_d += (w + (1 + w) * (u * (s.d_v + 2))) * std::abs(doi[cc] * o[cc]) +
+             (1 + w) * std::abs(double(doi[cc])) * (4 * e_max + forward.value + u * (2 * nn + 8)) *
+                 mass[cc];
     }
     dp.assign(row.size(), 0), rel.assign(row.size(), 0), es.assign(row.size(), 0);
     dsc.assign(row.size(), 0);
@@ -151,31 +186,42 @@ BackwardBound backward_bound(const catalogue::Case& c, const catalogue::Inputs& 
       }
       const double ds = oc.p * (dp[x] - d);
       const double e_ds =
-          oc.p * ((rel[x] + 2 * u) * std::abs(dp[x] - d) + u * (s.d_v + 2) * abs_dp + e_d);
+          oc.p * ((rel[x] + 2 * u) * std::abs(dp[x] - d) + g(u * (s.d_v + 2)) * abs_dp + e_d);
+      const double cap2 = double(c.softcap) * c.softcap;
       const double dt =
-          c.softcap > 0 ? 2 * std::abs(oc.capped) * oc.f / (double(c.softcap) * c.softcap) + 3 * u
-                        : 0;
+          c.softcap > 0 ? (2 * std::abs(oc.capped) + second * oc.f) * oc.f / cap2 + 3 * u : 0;
       dsc[x] = ds * oc.t;
-      es[x] = oc.t * e_ds + std::abs(ds) * dt + u * std::abs(dsc[x]);
+      es[x] = oc.t * e_ds + (std::abs(ds) + second * e_ds) * dt + u * std::abs(dsc[x]);
       b.ds_max[r] = std::max(b.ds_max[r], es[x]);
       b.ds_norm[r] += es[x] * es[x];
     }
     b.ds_norm[r] = std::sqrt(b.ds_norm[r]);
+    // A key counts as participating where |dS'_ij| > 1e-3 max_j |dS'_ij|: the computed and the
+    // reference count may differ on the keys whose |dS'_ij| lies within eS'_ij, and the
+    // threshold's own move, of the reference threshold.
+    double ds_ref_max = 0;
+    for (std::size_t x = 0; x < row.size(); ++x)
+      if (row[x].key >= 0) ds_ref_max = std::max(ds_ref_max, std::abs(dsc[x]));
+    constexpr double kThreshold = sdpa::kParticipationThreshold;
+    for (std::size_t x = 0; x < row.size(); ++x)
+      b.near_threshold[r] +=
+          row[x].key >= 0 && std::abs(std::abs(dsc[x]) - kThreshold * ds_ref_max) <=
+                                 kSafety * (es[x] + kThreshold * b.ds_max[r]);
     for (std::size_t x = 0; x < row.size(); ++x) {
       const std::int64_t j = row[x].key;
       if (j < 0) continue;
       const double nj = seen_by[std::size_t(j)];
       for (std::int64_t cc = 0; cc < s.d_k; ++cc) {
         b.d_q[r * s.d_k + cc] +=
-            cs * (es[x] * std::abs(kh[j * s.d_k + cc]) +
-                  (n + 2 + temperature) * u * std::abs(dsc[x] * kh[j * s.d_k + cc]));
+            cs * ((1 + rho) * es[x] * std::abs(kh[j * s.d_k + cc]) +
+                  g((n + 2 + temperature) * u) * std::abs(dsc[x] * kh[j * s.d_k + cc]));
         b.d_k[(kv * s.n_kv + j) * s.d_k + cc] +=
-            cs *
-            (es[x] * std::abs(qi[cc]) + (nj + 2 + temperature) * u * std::abs(dsc[x] * qi[cc]));
+            cs * ((1 + rho) * es[x] * std::abs(qi[cc]) +
+                  g((nj + 2 + temperature) * u) * std::abs(dsc[x] * qi[cc]));
       }
       for (std::int64_t cc = 0; cc < s.d_v; ++cc)
         b.d_v[(kv * s.n_kv + j) * s.d_v + cc] +=
-            row[x].p * std::abs(double(doi[cc])) * (rel[x] + (nj + 2) * u);
+            row[x].p * std::abs(double(doi[cc])) * g(rel[x] + (nj + 2) * u);
     }
   }
   for (std::size_t h = 0; h < c.sinks.size(); ++h)
@@ -198,19 +244,26 @@ double loss(const Case& c, const std::vector<double>& q, const std::vector<doubl
 }
 
 // A kernel's forward and backward within backward_bound of the fp64 reference's gradients (and
-// its probes within the bound of the reference kernel's), on the case's inputs.
-void check_backward(const sdpa::Kernel& kernel, const Case& c) {
+// its probes within the bound of the reference kernel's), on the case's inputs. False, checking
+// nothing, where the kernel's precision cannot resolve the case's logits (the bound's first-order
+// condition fails); a precision without a backward bound fails.
+bool check_backward(const sdpa::Kernel& kernel, const Case& c) {
   const sdpa::Shape& s = c.shape;
   INFO(kernel.name, " on ", catalogue::describe(c));
+  const catalogue::Rounding* forward = catalogue::rounding_of(kernel.precision);
+  const OperandRounding* operands = operand_rounding(kernel.precision);
+  if (forward == nullptr || operands == nullptr)
+    FAIL(kernel.name, ": no backward bound for precision ", kernel.precision);
   const catalogue::Inputs in = catalogue::random_inputs(s, c.input_std, c.seed);
   const std::vector<float> d_out = catalogue::upstream_gradient(s, c.seed);
+  const BackwardBound bound = backward_bound(c, in, d_out, *forward, *operands);
+  if (!(bound.first_order <= 0.5)) return false;
   const auto ref = sdpa::reference_attention_backward(
       s, catalogue::widen(in.q), catalogue::widen(in.k), catalogue::widen(in.v),
       catalogue::widen(d_out), c.scale_value(), c.mask(), c.mod());
   sdpa::GradProbes probes(s.rows());
   const Run got = forward_backward(kernel, s, in.q, in.k, in.v, d_out, c.scale_value(), c.mask(),
                                    c.mod(), c.threads, &probes);
-  const BackwardBound bound = backward_bound(c, in, d_out);
   const auto worst_ratio = [](const std::vector<float>& got, const std::vector<double>& want,
                               const std::vector<double>& tol) {
     double worst = 0;
@@ -231,7 +284,8 @@ void check_backward(const sdpa::Kernel& kernel, const Case& c) {
   // root of the sum of squares) by at most (sum_j eS'_ij^2)^(1/2), by the triangle inequality.
   // Participation may differ by a key whose |dS'| sits within that rounding of the 1e-3
   // threshold (a row whose dS is zero in exact arithmetic, one visible key, counts its rounding
-  // residue as one).
+  // residue as one); with rounded operands, by every key within its bound of the threshold
+  // (BackwardBound::near_threshold; at bf16's bound, often many of a row's keys).
   sdpa::GradProbes ref_probes(s.rows());
   forward_backward(*sdpa::find_kernel("reference"), s, in.q, in.k, in.v, d_out, c.scale_value(),
                    c.mask(), c.mod(), 1, &ref_probes);
@@ -242,8 +296,23 @@ void check_backward(const sdpa::Kernel& kernel, const Case& c) {
     CHECK(std::abs(probes.ds_max_abs[r] - ref_probes.ds_max_abs[r]) <= bound.ds_max[r]);
     CHECK(std::abs(std::sqrt(probes.ds_sumsq[r]) - std::sqrt(ref_probes.ds_sumsq[r])) <=
           bound.ds_norm[r]);
-    CHECK(std::abs(probes.participating[r] - ref_probes.participating[r]) <= 1);
+    CHECK(std::abs(probes.participating[r] - ref_probes.participating[r]) <=
+          (operands->w > 0 ? std::max<std::int64_t>(1, bound.near_threshold[r]) : 1));
   }
+  return true;
+}
+
+// The checks a test case left out, by why, listed as NOT RUN.
+void note_not_checked(const std::map<std::string, int>& left_out, std::size_t cases,
+                      const std::string& what) {
+  for (const auto& [why, n] : left_out)
+    note_not_run(why + " (" + std::to_string(n) + " of " + std::to_string(cases) + " " + what +
+                 ")");
+}
+
+// Why a kernel's backward checks nothing on a case its precision cannot resolve.
+std::string unresolved(const sdpa::Kernel& kernel) {
+  return kernel.name + " backward: " + kernel.precision + " cannot resolve the logits of a case";
 }
 
 }  // namespace
@@ -335,18 +404,21 @@ TEST_CASE("every backward agrees with the fp64 reference on awkward shapes") {
       {.shape = {1, 600, 700, 8, 4}, .causal = true, .scale = 0.3},
       {.shape = {4, 30, 650, 8, 8, 2}, .scale = 0.2},
   };
+  // A precision that cannot resolve a shape's logits is listed as NOT RUN.
+  std::map<std::string, int> unchecked;
   std::uint32_t seed = 60;
   for (const sdpa::Kernel& kernel : kernels_under_test()) {
     if (!kernel.backward) continue;
     for (Case c : cases) {
       c.seed = seed++, c.threads = 2;
-      check_backward(kernel, c);
+      if (!check_backward(kernel, c)) ++unchecked[unresolved(kernel)];
     }
   }
+  note_not_checked(unchecked, cases.size(), "awkward shapes");
 }
 
 TEST_CASE("every backward agrees with the fp64 reference on the catalogue of masks and modifiers") {
-  // What a backward refuses (none today) is listed as NOT RUN.
+  // What a backward refuses (none today), or its precision cannot resolve, is listed as NOT RUN.
   std::map<std::string, int> refused;
   const auto cases = catalogue::cases();
   std::int64_t checked = 0;
@@ -357,15 +429,131 @@ TEST_CASE("every backward agrees with the fp64 reference on the catalogue of mas
         ++refused[kernel.name + " backward: " + why];
         continue;
       }
-      check_backward(kernel, c);
+      if (!check_backward(kernel, c)) {
+        ++refused[unresolved(kernel)];
+        continue;
+      }
       ++checked;
     }
   }
-  for (const auto& [what, n] : refused)
-    note_not_run(what + " (" + std::to_string(n) + " of " + std::to_string(cases.size()) +
-                 " catalogue cases)");
+  note_not_checked(refused, cases.size(), "catalogue cases");
   MESSAGE("catalogue: ", cases.size(), " cases, ", checked, " backward x case checks");
   CHECK(checked > 0);
+}
+
+// FlashAttention's test rule for the bf16 backward: its error against the fp64 reference within
+// twice that of the plain composition that rounds at the same places (the header of
+// kernels/flash_backward.cpp's Bf16Gradients), computed naively in fp32: q, k, v, dO rounded,
+// scores summed in key order and scaled, softmax, O from P rounded, dP, D = dO.O, dS = P (dP - D),
+// dV from P rounded, dQ and dK from dS rounded. The derived bound above holds too but is loose
+// beside bf16's errors; this one fails a kernel that loses what bf16 keeps.
+struct Gradients {
+  std::vector<float> dq, dk, dv;
+};
+Gradients plain_bf16_backward(const Case& c, const catalogue::Inputs& in,
+                              const std::vector<float>& d_out) {
+  const auto round = sdpa::stored_formats("bf16")->q.round;
+  const sdpa::Shape& s = c.shape;
+  const float scale = float(c.scale_value());
+  Gradients g{std::vector<float>(in.q.size(), 0.0f), std::vector<float>(in.k.size(), 0.0f),
+              std::vector<float>(in.v.size(), 0.0f)};
+  std::vector<float> p, dp;
+  for (std::int64_t r = 0; r < s.rows(); ++r) {
+    const std::int64_t kv = s.kv_head(r / s.n_q), n = c.mask().visible(s, r % s.n_q).end;
+    if (n == 0) continue;
+    const auto q = [&](std::int64_t x) { return round(in.q[r * s.d_k + x]); };
+    const auto k = [&](std::int64_t j, std::int64_t x) {
+      return round(in.k[(kv * s.n_kv + j) * s.d_k + x]);
+    };
+    const auto v = [&](std::int64_t j, std::int64_t x) {
+      return round(in.v[(kv * s.n_kv + j) * s.d_v + x]);
+    };
+    const auto d_o = [&](std::int64_t x) { return round(d_out[r * s.d_v + x]); };
+    p.assign(std::size_t(n), 0.0f), dp.assign(std::size_t(n), 0.0f);
+    for (std::int64_t j = 0; j < n; ++j) {
+      float acc = 0;
+      for (std::int64_t x = 0; x < s.d_k; ++x) acc += q(x) * k(j, x);
+      p[j] = scale * acc;
+    }
+    const float m = *std::max_element(p.begin(), p.end());
+    float l = 0;
+    for (float& x : p) l += x = std::exp(x - m);
+    for (float& x : p) x /= l;
+    float d = 0;
+    for (std::int64_t x = 0; x < s.d_v; ++x) {
+      float o = 0;
+      for (std::int64_t j = 0; j < n; ++j) o += round(p[j]) * v(j, x);
+      d += d_o(x) * o;
+    }
+    for (std::int64_t j = 0; j < n; ++j) {
+      for (std::int64_t x = 0; x < s.d_v; ++x) dp[j] += d_o(x) * v(j, x);
+      const float ds = round(p[j] * (dp[j] - d));
+      for (std::int64_t x = 0; x < s.d_v; ++x)
+        g.dv[(kv * s.n_kv + j) * s.d_v + x] += round(p[j]) * d_o(x);
+      for (std::int64_t x = 0; x < s.d_k; ++x) {
+        g.dq[r * s.d_k + x] += scale * ds * k(j, x);
+        g.dk[(kv * s.n_kv + j) * s.d_k + x] += scale * ds * q(x);
+      }
+    }
+  }
+  return g;
+}
+
+double max_error(const std::vector<float>& got, const std::vector<double>& want) {
+  double worst = 0;
+  for (std::size_t x = 0; x < got.size(); ++x)
+    worst = std::max(worst, std::abs(double(got[x]) - want[x]));
+  return worst;
+}
+
+TEST_CASE("the bf16 backward within twice the plain composition's error") {
+  // Odd depths and key counts (pairs padded), grouped heads, several query blocks, key tiles and
+  // ranges, causal blocks that see part of a tile.
+  const std::vector<Case> cases = {
+      {.shape = {1, 1, 7, 8, 3}, .scale = 0.35},
+      {.shape = {2, 17, 17, 64, 80}, .causal = true, .scale = 0.125},
+      {.shape = {6, 17, 33, 16, 8, 3}, .causal = true, .scale = 0.25},
+      {.shape = {1, 40, 127, 128, 64}, .scale = 0.0884},
+      {.shape = {2, 130, 301, 65, 33, 2}, .causal = true, .scale = 0.12},
+      {.shape = {16, 1, 200, 32, 16, 8}, .causal = true, .scale = 0.2},
+  };
+  std::int64_t checked = 0;
+  std::uint32_t seed = 90;
+  for (const sdpa::Kernel& kernel : kernels_under_test()) {
+    if (!kernel.backward || kernel.precision != "bf16") continue;
+    for (Case c : cases) {
+      c.seed = seed++;
+      INFO(kernel.name, " on ", catalogue::describe(c));
+      const sdpa::Shape& s = c.shape;
+      const catalogue::Inputs in = catalogue::random_inputs(s, 1, c.seed);
+      const std::vector<float> d_out = catalogue::upstream_gradient(s, c.seed);
+      const auto ref = sdpa::reference_attention_backward(
+          s, catalogue::widen(in.q), catalogue::widen(in.k), catalogue::widen(in.v),
+          catalogue::widen(d_out), c.scale_value(), c.mask());
+      const Gradients plain = plain_bf16_backward(c, in, d_out);
+      const Run got = forward_backward(kernel, s, in.q, in.k, in.v, d_out, c.scale_value(),
+                                       c.causal, 2, nullptr);
+      const struct {
+        const char* name;
+        const std::vector<float>&got, &plain;
+        const std::vector<double>& ref;
+      } grads[] = {{"dQ", got.dq, plain.dq, ref.d_q},
+                   {"dK", got.dk, plain.dk, ref.d_k},
+                   {"dV", got.dv, plain.dv, ref.d_v}};
+      for (const auto& x : grads) {
+        const double error = max_error(x.got, x.ref), plain_error = max_error(x.plain, x.ref);
+        CHECK_MESSAGE(plain_error > 0,
+                      std::string(x.name));  // bf16 rounds: a zero error tests nothing
+        CHECK_MESSAGE(error <= 2 * plain_error, std::string(x.name), " max error ", error,
+                      " vs the plain composition's ", plain_error);
+      }
+      ++checked;
+    }
+  }
+  if (checked == 0)
+    note_not_run(
+        "the bf16 backward against the plain composition: no bf16 kernel "
+        "with a backward here (flash-bf16@avx512-bf16 needs AVX512_BF16)");
 }
 
 TEST_CASE("every backward is bit-identical on 1, 2 and 3 threads") {

@@ -45,6 +45,7 @@ MUTATIONS=(
   "int8-pairs-sign|kernels/int8_dots_pairs-inl.h|Vec::sign8(q, k.sign)|q|test_low_precision -tc=*int8*"
   "int8-zmm-sign|kernels/int8_dots_x86.cpp|_mm512_mask_sub_epi8(x, _mm512_movepi8_mask(s), zero(), x)|x|test_low_precision -tc=*int8*|avx512bw"
   "bf16-pair-order|kernels/bf16_dots_x86.cpp|_mm512_cvtne2ps_pbh(high, _mm512_maskz_loadu_ps(in, r0 + c))|_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(in, r0 + c), high)|test_low_precision -tc=*bf16*|avx512_bf16"
+  "bf16-backward-pairs|kernels/flash_backward.cpp|.pairs = round_up(blk.rows, 2) / 2,|.pairs = blk.rows / 2,|test_backward -tc=*bf16?backward*|avx512_bf16"
   "int8-roofs|kernels/registry.cpp|? roof_isa() : fp32, fp32, share}|? roof_isa() : fp32, roof_isa(), share}|test_timing -tc=*int8?decode*"
   "mixed-peak|kernels/registry.cpp|double(shape.d_k) / double(shape.d_k + shape.d_v)|0.5|test_timing -tc=*int8?decode*"
 )

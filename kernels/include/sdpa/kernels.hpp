@@ -219,11 +219,12 @@ struct Kernel {
   // Number format of the arithmetic (docs/design.md,
   // "Conventions for inference shapes and precision"): "fp32", or "bf16" (Q, K, V
   // rounded to bf16 on entry, bf16 products accumulated in fp32, softmax in fp32, P rounded to
-  // bf16 before P V), "kv-fp16" and "kv-bf16" (K and V stored in fp16 or bf16, everything else
-  // fp32: Kernel::store_kv), "kv-int8" (K and V stored as int8 with an fp32 scale per token and
-  // K/V head, Q rounded the same way per row at the call, integer Q K^T, fp32 softmax and P V),
-  // "kv-q8_0" and "kv-q4_0" (K and V stored in ggml's block formats: 32 values share an fp16
-  // scale). Every entry takes and returns fp32 tensors.
+  // bf16 before P V; a backward rounds dO too, and P and dS before their products), "kv-fp16" and
+  // "kv-bf16" (K and V stored in fp16 or bf16, everything else fp32: Kernel::store_kv), "kv-int8"
+  // (K and V stored as int8 with an fp32 scale per token and K/V head, Q rounded the same way per
+  // row at the call, integer Q K^T, fp32 softmax and P V), "kv-q8_0" and "kv-q4_0" (K and V stored
+  // in ggml's block formats: 32 values share an fp16 scale). Every entry takes and returns fp32
+  // tensors.
   std::string precision = "fp32";
   std::string description;  // one line for `sdpa-bench list`
   ForwardFn forward = nullptr;
