@@ -14,6 +14,9 @@
 
 #include <bit>
 #include <cstdint>
+#include <utility>
+
+#include "sdpa/kernels.hpp"
 
 namespace sdpa::detail {
 
@@ -85,6 +88,30 @@ inline std::uint32_t* bf16_pack_row_pairs(float* rows, std::int64_t count, std::
 // `steps` steps; returns a value that depends on every chain. Each step of a chain is 32
 // multiply-adds, 64 FLOPs.
 float bf16_dot_chains(std::int64_t steps);
+
+// Where flash-bf16's backward (flash_backward.cpp's Bf16Gradients) lays out its operands in one
+// buffer kept per calling thread: each array's offset in floats (or 32-bit words), on a cache
+// line, and the floats in all. ld_k, ld_v: the words of a row of pairs (whole vectors).
+struct Bf16BackwardLayout {
+  Bf16BackwardLayout(const Shape& s, std::int64_t ld_k, std::int64_t ld_v, std::int64_t blocks) {
+    std::int64_t at = 0;
+    const auto take = [&at](std::int64_t n) { return std::exchange(at, at + (n + 15) / 16 * 16); };
+    const std::int64_t pk = (s.d_k + 1) / 2, pv = (s.d_v + 1) / 2, heads = s.kv_batch_heads();
+    q = take(s.q_elements()), k = take(s.k_elements()), v = take(s.v_elements());
+    d_out = take(s.out_elements());
+    k_words = take(heads * s.n_kv * pk), v_words = take(heads * s.n_kv * pv);
+    k_pairs = take(heads * ((s.n_kv + 1) / 2) * ld_k);
+    q_pairs = take(blocks * pk * kBf16Block), do_pairs = take(blocks * pv * kBf16Block);
+    q_rows = take(blocks * kBf16Block / 2 * ld_k), do_rows = take(blocks * kBf16Block / 2 * ld_v);
+    scale = take(blocks * kBf16Block);
+    floats = at;
+  }
+  std::int64_t q, k, v, d_out;             // the call's, rounded
+  std::int64_t k_words, v_words, k_pairs;  // K and V as words of column pairs, K of row pairs
+  std::int64_t q_pairs, do_pairs, q_rows, do_rows;  // per query block, Q and dO likewise
+  std::int64_t scale;                               // per query block, its rows' scales
+  std::int64_t floats;
+};
 
 // Rounds n values to bf16 with vcvtneps2bf16, in order (the native path's K, as words of
 // column pairs; the test that checks bf16_round against it).

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "bf16.hpp"
+#include "cached_scratch.hpp"
 #include "query_blocks.hpp"
 #include "registry_entries.hpp"
 #include "sdpa/kernels.hpp"
@@ -380,30 +381,22 @@ class Bf16Gradients {
         pv_(round_up(a.shape.d_v, 2) / 2),
         ld_k_(round_up(a.shape.d_k, HwyLanes::kLanes)),
         ld_v_(round_up(a.shape.d_v, HwyLanes::kLanes)),
-        blocks_(a.shape.batch_heads * query_blocks_per_head(a.shape)),
-        q_(Rounded(a.q, a.shape.q_elements(), a.threads)),
-        k_(Rounded(a.k, a.shape.k_elements(), a.threads)),
-        v_(Rounded(a.v, a.shape.v_elements(), a.threads)),
-        d_out_(Rounded(a.d_out, a.shape.out_elements(), a.threads)),
-        k_words_(std::size_t(a.shape.kv_batch_heads() * a.shape.n_kv * pk_)),
-        v_words_(std::size_t(a.shape.kv_batch_heads() * a.shape.n_kv * pv_)),
-        k_pairs_(std::size_t(a.shape.kv_batch_heads() * round_up(a.shape.n_kv, 2) / 2 * ld_k_)),
-        q_pairs_(std::size_t(blocks_ * pk_ * kB)),
-        do_pairs_(std::size_t(blocks_ * pv_ * kB)),
-        q_rows_(std::size_t(blocks_ * kB / 2 * ld_k_)),
-        do_rows_(std::size_t(blocks_ * kB / 2 * ld_v_)),
-        scale_(std::size_t(blocks_ * kB)),
+        at_(a.shape, ld_k_, ld_v_, a.shape.batch_heads * query_blocks_per_head(a.shape)),
+        kept_(Kept(at_.floats)),
         args_(a) {
-    args_.q = q_.data(), args_.k = k_.data(), args_.v = v_.data(), args_.d_out = d_out_.data();
     const Shape& s = a.shape;
+    args_.q = Rounded(a.q, s.q_elements(), at_.q, a.threads);
+    args_.k = Rounded(a.k, s.k_elements(), at_.k, a.threads);
+    args_.v = Rounded(a.v, s.v_elements(), at_.v, a.threads);
+    args_.d_out = Rounded(a.d_out, s.out_elements(), at_.d_out, a.threads);
     const std::int64_t pairs_per_head = round_up(s.n_kv, 2) / 2;
 #pragma omp parallel for num_threads(a.threads) schedule(static)
     for (std::int64_t r = 0; r < s.kv_batch_heads() * s.n_kv; ++r) {
-      ColumnPairs(k_.data() + r * s.d_k, s.d_k, 1, k_words_.data() + r * pk_);
-      ColumnPairs(v_.data() + r * s.d_v, s.d_v, 1, v_words_.data() + r * pv_);
+      ColumnPairs(args_.k + r * s.d_k, s.d_k, 1, words(at_.k_words) + r * pk_);
+      ColumnPairs(args_.v + r * s.d_v, s.d_v, 1, words(at_.v_words) + r * pv_);
       if (r % s.n_kv % 2 == 0)  // keys 2j and 2j + 1 of a head: word row j of its K pairs
-        RowPairs(k_.data() + r * s.d_k, s.d_k, std::min<std::int64_t>(2, s.n_kv - r % s.n_kv),
-                 k_pairs_.data() + (r / s.n_kv * pairs_per_head + r % s.n_kv / 2) * ld_k_);
+        RowPairs(args_.k + r * s.d_k, s.d_k, std::min<std::int64_t>(2, s.n_kv - r % s.n_kv), ld_k_,
+                 words(at_.k_pairs) + (r / s.n_kv * pairs_per_head + r % s.n_kv / 2) * ld_k_);
     }
   }
   // The call's arguments with Q, K, V and dO rounded: what the rest of the backward reads.
@@ -411,26 +404,33 @@ class Bf16Gradients {
 
   // Block b's Q^T and dO^T as words of depth pairs ([pairs][kB], S^T's and dP^T's B), its rows
   // of Q and dO as words of row pairs ([kB / 2][ld], dK's and dV's B), and its rows' scales.
-  void PackBlock(const BackwardArgs& a, const QueryBlock& blk, std::int64_t b) {
+  void PackBlock(const BackwardArgs& a, const QueryBlock& blk, std::int64_t b) const {
     const Shape& s = a.shape;
     const std::int64_t r0 = blk.row0(s);
+    std::uint32_t* q_pairs = words(at_.q_pairs) + b * pk_ * kB;
+    std::uint32_t* do_pairs = words(at_.do_pairs) + b * pv_ * kB;
+    float* scale = kept_ + at_.scale + b * kB;
+    std::fill_n(q_pairs, pk_ * kB, 0u), std::fill_n(do_pairs, pv_ * kB, 0u);  // rows past the block
+    std::fill_n(scale, kB, 0.0f);
     for (std::int64_t i = 0; i < blk.rows; ++i) {
-      scale_[std::size_t(b * kB + i)] =
-          row_logits(s, a.score_mod, a.scale, blk.head, blk.first_row + i).scale;
-      ColumnPairs(a.q + (r0 + i) * s.d_k, s.d_k, kB, q_pairs_.data() + b * pk_ * kB + i);
-      ColumnPairs(a.d_out + (r0 + i) * s.d_v, s.d_v, kB, do_pairs_.data() + b * pv_ * kB + i);
+      scale[i] = row_logits(s, a.score_mod, a.scale, blk.head, blk.first_row + i).scale;
+      ColumnPairs(a.q + (r0 + i) * s.d_k, s.d_k, kB, q_pairs + i);
+      ColumnPairs(a.d_out + (r0 + i) * s.d_v, s.d_v, kB, do_pairs + i);
     }
     for (std::int64_t i = 0; i < blk.rows; i += 2) {
       const std::int64_t rows = std::min<std::int64_t>(2, blk.rows - i);
-      RowPairs(a.q + (r0 + i) * s.d_k, s.d_k, rows, q_rows_.data() + (b * kB + i) / 2 * ld_k_);
-      RowPairs(a.d_out + (r0 + i) * s.d_v, s.d_v, rows, do_rows_.data() + (b * kB + i) / 2 * ld_v_);
+      RowPairs(a.q + (r0 + i) * s.d_k, s.d_k, rows, ld_k_,
+               words(at_.q_rows) + (b * kB + i) / 2 * ld_k_);
+      RowPairs(a.d_out + (r0 + i) * s.d_v, s.d_v, rows, ld_v_,
+               words(at_.do_rows) + (b * kB + i) / 2 * ld_v_);
     }
   }
   void Scores(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& qt, std::int64_t key0,
               std::int64_t nk, BackwardScratch& w) const {
     const std::int64_t first = a.shape.kv_head(blk.head) * a.shape.n_kv + key0;
-    bf16_dot_scores(k_words_.data() + first * pk_, pk_, nk, q_pairs_.data() + qt.index * pk_ * kB,
-                    pk_, scale_.data() + qt.index * kB, w.p_t.data());
+    bf16_dot_scores(words(at_.k_words) + first * pk_, pk_, nk,
+                    words(at_.q_pairs) + qt.index * pk_ * kB, pk_,
+                    kept_ + at_.scale + qt.index * kB, w.p_t.data());
   }
   void DProbs(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& qt, std::int64_t key0,
               std::int64_t nk, BackwardScratch& w) const {
@@ -440,8 +440,8 @@ class Bf16Gradients {
       return x;
     }();
     const std::int64_t first = a.shape.kv_head(blk.head) * a.shape.n_kv + key0;
-    bf16_dot_scores(v_words_.data() + first * pv_, pv_, nk, do_pairs_.data() + qt.index * pv_ * kB,
-                    pv_, kOnes.data(), w.ds_t.data());
+    bf16_dot_scores(words(at_.v_words) + first * pv_, pv_, nk,
+                    words(at_.do_pairs) + qt.index * pv_ * kB, pv_, kOnes.data(), w.ds_t.data());
   }
   // Fp32Gradients::Gradients' three products, P^T and dS^T rounded first.
   void Gradients(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& qt,
@@ -469,14 +469,14 @@ class Bf16Gradients {
                      .ld = ld,
                      .init = Bf16Product::Init::kLoad});
     };
-    by_key(p_words, do_rows_.data() + qt.index * kB / 2 * ld_v_, ld_v, w.d_value.data());
-    by_key(ds_words, q_rows_.data() + qt.index * kB / 2 * ld_k_, ld_k, w.d_key.data());
+    by_key(p_words, words(at_.do_rows) + qt.index * kB / 2 * ld_v_, ld_v, w.d_value.data());
+    by_key(ds_words, words(at_.q_rows) + qt.index * kB / 2 * ld_k_, ld_k, w.d_key.data());
     // The part += dS K: A's rows are the block's, its pairs the tile's keys.
     const std::int64_t kv = a.shape.kv_head(blk.head), per_head = round_up(a.shape.n_kv, 2) / 2;
     bf16_dot_rows({.a = ds_pairs,
                    .rows = blk.rows,
                    .pairs = round_up(nk, 2) / 2,
-                   .b = k_pairs_.data() + (kv * per_head + key0 / 2) * ld_k_,
+                   .b = words(at_.k_pairs) + (kv * per_head + key0 / 2) * ld_k_,
                    .ldb = ld_k,
                    .c = part,
                    .ldc = ld_k,
@@ -485,10 +485,20 @@ class Bf16Gradients {
   }
 
  private:
-  static AlignedVector<float> Rounded(const float* x, std::int64_t n, int threads) {
-    AlignedVector<float> y(static_cast<std::size_t>(n));
+  // One buffer per calling thread, kept between calls (cached_scratch.hpp): fresh pages on
+  // every call cost most of a small call's time.
+  static float* Kept(std::int64_t n) {
+    thread_local CachedScratch t_kept;
+    return t_kept.floats(n);
+  }
+  std::uint32_t* words(std::int64_t offset) const {
+    return reinterpret_cast<std::uint32_t*>(kept_ + offset);
+  }
+  // x rounded to bf16 into the kept buffer at `offset`.
+  const float* Rounded(const float* x, std::int64_t n, std::int64_t offset, int threads) const {
+    float* y = kept_ + offset;
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) y[std::size_t(i)] = bf16_round(x[i]);
+    for (std::int64_t i = 0; i < n; ++i) y[i] = bf16_round(x[i]);
     return y;
   }
   // A word of two rounded values, the first in the low half.
@@ -503,18 +513,18 @@ class Bf16Gradients {
     for (std::int64_t c = 0; c < n; c += 2)
       words[c / 2 * stride] = Word(x[c], c + 1 < n ? x[c + 1] : 0.0f);
   }
-  // One or two rows of n rounded values (n apart) as one row of words of row pairs.
-  static void RowPairs(const float* x, std::int64_t n, std::int64_t rows, std::uint32_t* words) {
+  // One or two rows of n rounded values (n apart) as one row of ld words of row pairs (zeros
+  // past n).
+  static void RowPairs(const float* x, std::int64_t n, std::int64_t rows, std::int64_t ld,
+                       std::uint32_t* words) {
     for (std::int64_t c = 0; c < n; ++c) words[c] = Word(x[c], rows > 1 ? x[n + c] : 0.0f);
+    std::fill(words + n, words + ld, 0u);
   }
 
   std::int64_t pk_, pv_;      // words of a row of K and of V: d_k and d_v rounded up to even, / 2
   std::int64_t ld_k_, ld_v_;  // words of a row of pairs: d_k and d_v rounded up to whole vectors
-  std::int64_t blocks_;
-  AlignedVector<float> q_, k_, v_, d_out_;  // the call's, rounded
-  AlignedVector<std::uint32_t> k_words_, v_words_, k_pairs_;
-  AlignedVector<std::uint32_t> q_pairs_, do_pairs_, q_rows_, do_rows_;  // per block
-  AlignedVector<float> scale_;                                          // per block
+  Bf16BackwardLayout at_;     // where each array lies in kept_
+  float* kept_;
   BackwardArgs args_;
 };
 #endif
@@ -716,7 +726,7 @@ void ProbeBlock(const G& g, const BackwardArgs& a, const QueryBlock& blk, const 
 }
 
 template <class P, class G>
-void TiledBackward(const BackwardArgs& a, G& g) {
+void TiledBackward(const BackwardArgs& a, const G& g) {
   static_assert(kB % P::kLanes == 0, "a query block is whole vectors");
   const Shape& s = a.shape;
   const std::int64_t ld_k = round_up(s.d_k, P::kLanes), ld_v = round_up(s.d_v, P::kLanes);
@@ -759,14 +769,11 @@ void TiledBackward(const BackwardArgs& a, G& g) {
   }
 }
 
-void FlashBackward(const BackwardArgs& a) {
-  Fp32Gradients<HwyLanes> g;
-  TiledBackward<HwyLanes>(a, g);
-}
+void FlashBackward(const BackwardArgs& a) { TiledBackward<HwyLanes>(a, Fp32Gradients<HwyLanes>()); }
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 void Bf16NativeBackward(const BackwardArgs& a) {
-  Bf16Gradients g(a);
+  const Bf16Gradients g(a);
   TiledBackward<HwyLanes>(g.args(), g);
 }
 #endif
@@ -814,21 +821,11 @@ double flash_backward_workspace_bytes(const Shape& s, int threads) {
 }
 
 double flash_bf16_backward_workspace_bytes(const Shape& s, int threads) {
-  // Bf16Gradients: Q, K, V and dO rounded; K and V as words of column pairs, K as words of row
-  // pairs; per block Q^T and dO^T as words of depth pairs, Q and dO as words of row pairs, the
-  // rows' scales; per thread a tile's words.
-  const std::int64_t pk = round_up(s.d_k, 2) / 2, pv = round_up(s.d_v, 2) / 2;
-  const std::int64_t ld_k = round_up(s.d_k, kMaxLanes), ld_v = round_up(s.d_v, kMaxLanes);
-  const double blocks = double(s.batch_heads * query_blocks_per_head(s));
-  const double rounded =
-      double(s.q_elements() + s.k_elements() + s.v_elements() + s.out_elements());
-  const double kv_words =
-      double(s.kv_batch_heads() * (s.n_kv * (pk + pv) + round_up(s.n_kv, 2) / 2 * ld_k));
-  const double block_words =
-      blocks * double((pk + pv) * kQueryBlock + kQueryBlock / 2 * (ld_k + ld_v) + kQueryBlock);
+  // Bf16Gradients' kept buffer (Bf16BackwardLayout), and per thread a tile's words.
+  const Bf16BackwardLayout kept(s, round_up(s.d_k, kMaxLanes), round_up(s.d_v, kMaxLanes),
+                                s.batch_heads * query_blocks_per_head(s));
   const double tile_words = double(threads * HWY_NAMESPACE::kKeyBlock * kQueryBlock * 3 / 2);
-  return flash_backward_workspace_bytes(s, threads) +
-         4.0 * (rounded + kv_words + block_words + tile_words);
+  return flash_backward_workspace_bytes(s, threads) + 4.0 * (double(kept.floats) + tile_words);
 }
 
 }  // namespace sdpa::detail
