@@ -97,7 +97,6 @@ struct Bf16BackwardLayout {
     std::int64_t at = 0;
     const auto take = [&at](std::int64_t n) { return std::exchange(at, at + (n + 15) / 16 * 16); };
     const std::int64_t pk = (s.d_k + 1) / 2, pv = (s.d_v + 1) / 2, heads = s.kv_batch_heads();
-    q = take(s.q_elements()), k = take(s.k_elements()), v = take(s.v_elements());
     d_out = take(s.out_elements());
     k_words = take(heads * s.n_kv * pk), v_words = take(heads * s.n_kv * pv);
     k_pairs = take(heads * ((s.n_kv + 1) / 2) * ld_k);
@@ -106,15 +105,15 @@ struct Bf16BackwardLayout {
     scale = take(blocks * kBf16Block);
     floats = at;
   }
-  std::int64_t q, k, v, d_out;             // the call's, rounded
-  std::int64_t k_words, v_words, k_pairs;  // K and V as words of column pairs, K of row pairs
+  std::int64_t d_out;                               // the call's dO, rounded
+  std::int64_t k_words, v_words, k_pairs;           // K, V as words of column pairs, K of row pairs
   std::int64_t q_pairs, do_pairs, q_rows, do_rows;  // per query block, Q and dO likewise
   std::int64_t scale;                               // per query block, its rows' scales
   std::int64_t floats;
 };
 
-// Rounds n values to bf16 with vcvtneps2bf16, in order (the native path's K, as words of
-// column pairs; the test that checks bf16_round against it).
+// Rounds n values to bf16 with vcvtneps2bf16, in order (the native forward's K, as words of
+// column pairs; the native backward's P and dS; the test that checks bf16_round against it).
 void bf16_round_native(const float* x, std::uint16_t* y, std::int64_t n);
 
 }  // namespace sdpa::detail

@@ -9,8 +9,9 @@
 // soft-cap and its derivative cap' = 1 - tanh^2, ALiBi's constant bias; lse holds the sink), and
 // three products use the tile: dV += P^T dO and dK += scale dS^T (t Q) for its keys,
 // dQ += scale (t dS) K for its queries, t the rows' temperatures. A sink's gradient is
-// -sum_i p_sink,i D_i. Every product is the forward's Gemm (attention_tiles-inl.h), compiled
-// per Highway target like the forward, so flash@avx2's backward runs AVX2.
+// -sum_i p_sink,i D_i. The five products are a policy's: Fp32Gradients runs the forward's Gemm
+// (attention_tiles-inl.h), compiled per Highway target like the forward, so flash@avx2's
+// backward runs AVX2; Bf16Gradients, flash-bf16's native backward, vdpbf16ps micro-kernels.
 //
 // One pass: five tile products per (key tile, query block), two for the probabilities and three
 // for the gradients, against the forward's two (the 2.5 forwards of the FLOP convention). The
@@ -68,6 +69,9 @@ constexpr std::int64_t kKeyRanges = 4;
 // last pieces end, so a thread that finishes first waits for at most one piece of its partner.
 // Smaller pieces stream the query blocks more often per FLOP, so only the last tile is cut.
 constexpr std::int64_t kTailKeys = kKeyBlock / 2;
+// Bf16Gradients' words per thread: a tile's P^T and dS^T as words of column pairs, dS^T as words
+// of row pairs.
+constexpr std::int64_t kBf16TileWords = 3 * kKeyBlock * kB / 2;
 
 std::int64_t key_tiles(const Shape& s) { return (s.n_kv + kKeyBlock - 1) / kKeyBlock; }
 std::int64_t key_ranges(const Shape& s) { return std::min(key_tiles(s), kKeyRanges); }
@@ -232,17 +236,17 @@ void ModifyScores(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles
 // by their temperatures for the products (the gradient probes take dS at the scaled scores).
 // G computes the two products (S^T into w.p_t, dP^T into w.ds_t).
 template <class P, class G>
-void ScoreGradientTile(const G& g, const BackwardArgs& a, const QueryBlock& blk,
+void ScoreGradientTile(const G& products, const BackwardArgs& a, const QueryBlock& blk,
                        const QueryTiles& qt, std::int64_t key0, std::int64_t nk, bool masked,
                        bool by_temperature, BackwardScratch& w) {
   using V = typename P::V;
   constexpr std::int64_t L = P::kLanes;
   const Shape& s = a.shape;
-  g.Scores(a, blk, qt, key0, nk, w);
+  products.Scores(a, blk, qt, key0, nk, w);
   const bool capped = a.score_mod.softcap > 0;
   if (capped || !a.score_mod.alibi_slopes.empty()) ModifyScores<P>(a, blk, qt, key0, nk, w);
   if (masked) mask_tile(s, a.mask, blk, key0, nk, w.p_t.data());
-  g.DProbs(a, blk, qt, key0, nk, w);
+  products.DProbs(a, blk, qt, key0, nk, w);
   const bool scaled = by_temperature && !a.score_mod.temperature.empty();
   for (std::int64_t g = 0; g < kB; g += L) {
     const V shift = P::Load(qt.shift + g), delta = P::Load(qt.delta + g);
@@ -372,9 +376,12 @@ struct Fp32Gradients {
 // agrees with the forward's lse. Each operand is laid out once per call (K, V) or per block
 // (Q, dO) as its product reads it: words of two bf16 values, the lower index in the low half.
 class Bf16Gradients {
+  // Its blocks are the micro-kernels' (bf16.hpp), its rows of pairs whole zmm registers, as
+  // TiledBackward's accumulators (ld_k_, ld_v_ are its ld_k, ld_v).
+  static_assert(kB == kBf16Block && HwyLanes::kLanes == 16);
+
  public:
-  // Per thread: a tile's P^T and dS^T as words of column pairs, dS^T as words of row pairs.
-  static constexpr std::int64_t kTileWords = 3 * kKeyBlock * kB / 2;
+  static constexpr std::int64_t kTileWords = kBf16TileWords;
 
   explicit Bf16Gradients(const BackwardArgs& a)
       : pk_(round_up(a.shape.d_k, 2) / 2),
@@ -385,21 +392,18 @@ class Bf16Gradients {
         kept_(Kept(at_.floats)),
         args_(a) {
     const Shape& s = a.shape;
-    args_.q = Rounded(a.q, s.q_elements(), at_.q, a.threads);
-    args_.k = Rounded(a.k, s.k_elements(), at_.k, a.threads);
-    args_.v = Rounded(a.v, s.v_elements(), at_.v, a.threads);
     args_.d_out = Rounded(a.d_out, s.out_elements(), at_.d_out, a.threads);
     const std::int64_t pairs_per_head = round_up(s.n_kv, 2) / 2;
 #pragma omp parallel for num_threads(a.threads) schedule(static)
     for (std::int64_t r = 0; r < s.kv_batch_heads() * s.n_kv; ++r) {
-      ColumnPairs(args_.k + r * s.d_k, s.d_k, 1, words(at_.k_words) + r * pk_);
-      ColumnPairs(args_.v + r * s.d_v, s.d_v, 1, words(at_.v_words) + r * pv_);
+      ColumnPairs(a.k + r * s.d_k, s.d_k, 1, words(at_.k_words) + r * pk_);
+      ColumnPairs(a.v + r * s.d_v, s.d_v, 1, words(at_.v_words) + r * pv_);
       if (r % s.n_kv % 2 == 0)  // keys 2j and 2j + 1 of a head: word row j of its K pairs
-        RowPairs(args_.k + r * s.d_k, s.d_k, std::min<std::int64_t>(2, s.n_kv - r % s.n_kv), ld_k_,
+        RowPairs(a.k + r * s.d_k, s.d_k, std::min<std::int64_t>(2, s.n_kv - r % s.n_kv), ld_k_,
                  words(at_.k_pairs) + (r / s.n_kv * pairs_per_head + r % s.n_kv / 2) * ld_k_);
     }
   }
-  // The call's arguments with Q, K, V and dO rounded: what the rest of the backward reads.
+  // The call's arguments with dO rounded: D = dO . O (PackQueryBlock) and PackBlock read it.
   const BackwardArgs& args() const { return args_; }
 
   // Block b's Q^T and dO^T as words of depth pairs ([pairs][kB], S^T's and dP^T's B), its rows
@@ -446,8 +450,8 @@ class Bf16Gradients {
   // Fp32Gradients::Gradients' three products, P^T and dS^T rounded first.
   void Gradients(const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& qt,
                  std::int64_t key0, std::int64_t nk, float* part, bool starts,
-                 std::span<const float> /*next_block*/, std::int64_t ld_k, std::int64_t ld_v,
-                 BackwardScratch& w) const {
+                 std::span<const float> /*next_block*/, std::int64_t /*ld_k*/,
+                 std::int64_t /*ld_v*/, BackwardScratch& w) const {
     std::uint32_t* p_words = w.words.data();  // [nk][kB / 2]
     std::uint32_t* ds_words = p_words + kKeyBlock * kB / 2;
     std::uint32_t* ds_pairs = ds_words + kKeyBlock * kB / 2;  // [nk / 2][kB]
@@ -469,18 +473,18 @@ class Bf16Gradients {
                      .ld = ld,
                      .init = Bf16Product::Init::kLoad});
     };
-    by_key(p_words, words(at_.do_rows) + qt.index * kB / 2 * ld_v_, ld_v, w.d_value.data());
-    by_key(ds_words, words(at_.q_rows) + qt.index * kB / 2 * ld_k_, ld_k, w.d_key.data());
+    by_key(p_words, words(at_.do_rows) + qt.index * kB / 2 * ld_v_, ld_v_, w.d_value.data());
+    by_key(ds_words, words(at_.q_rows) + qt.index * kB / 2 * ld_k_, ld_k_, w.d_key.data());
     // The part += dS K: A's rows are the block's, its pairs the tile's keys.
     const std::int64_t kv = a.shape.kv_head(blk.head), per_head = round_up(a.shape.n_kv, 2) / 2;
     bf16_dot_rows({.a = ds_pairs,
                    .rows = blk.rows,
                    .pairs = round_up(nk, 2) / 2,
                    .b = words(at_.k_pairs) + (kv * per_head + key0 / 2) * ld_k_,
-                   .ldb = ld_k,
+                   .ldb = ld_k_,
                    .c = part,
-                   .ldc = ld_k,
-                   .ld = ld_k,
+                   .ldc = ld_k_,
+                   .ld = ld_k_,
                    .init = starts ? Bf16Product::Init::kZero : Bf16Product::Init::kLoad});
   }
 
@@ -501,20 +505,18 @@ class Bf16Gradients {
     for (std::int64_t i = 0; i < n; ++i) y[i] = bf16_round(x[i]);
     return y;
   }
-  // A word of two rounded values, the first in the low half.
+  // A word of two values rounded to bf16, the first in the low half.
   static std::uint32_t Word(float low, float high) {
-    return std::bit_cast<std::uint32_t>(low) >> 16 |
-           (std::bit_cast<std::uint32_t>(high) & 0xffff0000u);
+    return bf16_round_bits(low) >> 16 | bf16_round_bits(high);
   }
-  // A row of n rounded values as words of column pairs, `stride` words apart (an odd n's last
-  // pairs with zero).
+  // A row of n values as words of column pairs, `stride` words apart (an odd n's last pairs
+  // with zero).
   static void ColumnPairs(const float* x, std::int64_t n, std::int64_t stride,
                           std::uint32_t* words) {
     for (std::int64_t c = 0; c < n; c += 2)
       words[c / 2 * stride] = Word(x[c], c + 1 < n ? x[c + 1] : 0.0f);
   }
-  // One or two rows of n rounded values (n apart) as one row of ld words of row pairs (zeros
-  // past n).
+  // One or two rows of n values (n apart) as one row of ld words of row pairs (zeros past n).
   static void RowPairs(const float* x, std::int64_t n, std::int64_t rows, std::int64_t ld,
                        std::uint32_t* words) {
     for (std::int64_t c = 0; c < n; ++c) words[c] = Word(x[c], rows > 1 ? x[n + c] : 0.0f);
@@ -538,9 +540,10 @@ class Bf16Gradients {
 // continue the products' sums over keys into the dQ part in the same order (Gemm adds p = 0,
 // 1, ... into each element, and a float stored and loaded again is the same float).
 template <class P, class G>
-void KeyTileGradients(const G& g, const BackwardArgs& a, PackedQueries& packed, std::int64_t kv,
-                      std::int64_t r, std::int64_t key0, std::int64_t nk, float* d_query_part,
-                      std::int64_t ld_k, std::int64_t ld_v, BackwardScratch& w) {
+void KeyTileGradients(const G& products, const BackwardArgs& a, PackedQueries& packed,
+                      std::int64_t kv, std::int64_t r, std::int64_t key0, std::int64_t nk,
+                      float* d_query_part, std::int64_t ld_k, std::int64_t ld_v,
+                      BackwardScratch& w) {
   const Shape& s = a.shape;
   const std::int64_t per_group = s.group * query_blocks_per_head(s);
   std::fill(w.d_key.begin(), w.d_key.end(), 0.0f);
@@ -550,7 +553,7 @@ void KeyTileGradients(const G& g, const BackwardArgs& a, PackedQueries& packed, 
     const BlockKeys keys(s, a.mask, blk);
     if (!keys.sees(key0, key0 + nk)) continue;  // masked
     const QueryTiles qt(packed, b);
-    ScoreGradientTile<P>(g, a, blk, qt, key0, nk, keys.masks(key0, key0 + nk), true, w);
+    ScoreGradientTile<P>(products, a, blk, qt, key0, nk, keys.masks(key0, key0 + nk), true, w);
     // The first piece of the range the block sees (the range's first, or the one holding the
     // block's first key): there its rows of the part start.
     const bool starts = key0 == range_first_key(s, r) || key0 <= keys.first.begin;
@@ -558,8 +561,8 @@ void KeyTileGradients(const G& g, const BackwardArgs& a, PackedQueries& packed, 
         b + 1 < (kv + 1) * per_group
             ? std::span<const float>(QueryTiles(packed, b + 1).q_t, std::size_t(s.d_k * kB))
             : std::span<const float>();
-    g.Gradients(a, blk, qt, key0, nk, d_query_part + blk.row0(s) * ld_k, starts, next_block, ld_k,
-                ld_v, w);
+    products.Gradients(a, blk, qt, key0, nk, d_query_part + blk.row0(s) * ld_k, starts, next_block,
+                       ld_k, ld_v, w);
   }
   const std::int64_t first = kv * s.n_kv + key0;
   StoreRows(w.d_key.data(), ld_k, nk, s.d_k, a.scale, a.d_k + first * s.d_k);
@@ -695,8 +698,8 @@ void ProbeTileSums(const QueryBlock& blk, std::int64_t nk, BackwardScratch& w) {
 // needs that largest first, a second walk that counts (rather than keep a row of dS per query,
 // O(n_kv) each). Only a call with a probe sink pays for these walks.
 template <class P, class G>
-void ProbeBlock(const G& g, const BackwardArgs& a, const QueryBlock& blk, const QueryTiles& qt,
-                BackwardScratch& w) {
+void ProbeBlock(const G& products, const BackwardArgs& a, const QueryBlock& blk,
+                const QueryTiles& qt, BackwardScratch& w) {
   const Shape& s = a.shape;
   GradProbes& probes = *a.probes;
   std::fill(w.ds_sumsq.begin(), w.ds_sumsq.end(), 0.0);
@@ -705,7 +708,7 @@ void ProbeBlock(const G& g, const BackwardArgs& a, const QueryBlock& blk, const 
   const KeyRange seen{keys.first.begin, keys.sees(0, s.n_kv) ? keys.last.end : keys.first.begin};
   for (std::int64_t key0 = seen.begin; key0 < seen.end; key0 += kKeyBlock) {
     const std::int64_t nk = std::min(kKeyBlock, seen.end - key0);
-    ScoreGradientTile<P>(g, a, blk, qt, key0, nk, keys.masks(key0, key0 + nk), false, w);
+    ScoreGradientTile<P>(products, a, blk, qt, key0, nk, keys.masks(key0, key0 + nk), false, w);
     ProbeTileSums(blk, nk, w);
   }
   const std::int64_t r0 = blk.row0(s);
@@ -717,7 +720,7 @@ void ProbeBlock(const G& g, const BackwardArgs& a, const QueryBlock& blk, const 
   }
   for (std::int64_t key0 = seen.begin; key0 < seen.end; key0 += kKeyBlock) {
     const std::int64_t nk = std::min(kKeyBlock, seen.end - key0);
-    ScoreGradientTile<P>(g, a, blk, qt, key0, nk, keys.masks(key0, key0 + nk), false, w);
+    ScoreGradientTile<P>(products, a, blk, qt, key0, nk, keys.masks(key0, key0 + nk), false, w);
     for (std::int64_t j = 0; j < nk; ++j)
       for (std::int64_t i = 0; i < blk.rows; ++i)  // masked keys have dS = 0: never counted
         probes.participating[r0 + i] +=
@@ -726,7 +729,7 @@ void ProbeBlock(const G& g, const BackwardArgs& a, const QueryBlock& blk, const 
 }
 
 template <class P, class G>
-void TiledBackward(const BackwardArgs& a, const G& g) {
+void TiledBackward(const BackwardArgs& a, const G& products) {
   static_assert(kB % P::kLanes == 0, "a query block is whole vectors");
   const Shape& s = a.shape;
   const std::int64_t ld_k = round_up(s.d_k, P::kLanes), ld_v = round_up(s.d_v, P::kLanes);
@@ -744,19 +747,19 @@ void TiledBackward(const BackwardArgs& a, const G& g) {
     for (std::int64_t b = 0; b < query_blocks; ++b) {
       packed.sink_gradient[std::size_t(b)] =
           PackQueryBlock(a, query_block(s, b), QueryTiles(packed, b));
-      g.PackBlock(a, query_block(s, b), b);
+      products.PackBlock(a, query_block(s, b), b);
     }
     BackwardScratch w(ld_k, ld_v, a.score_mod.softcap > 0, G::kTileWords);
     for (auto tile = queue.next(std::nullopt); tile; tile = queue.next(tile)) {
       const std::int64_t r = tile->item % ranges;
-      KeyTileGradients<P>(g, a, packed, tile->item / ranges, r, tile->key0, tile->keys,
+      KeyTileGradients<P>(products, a, packed, tile->item / ranges, r, tile->key0, tile->keys,
                           parts.part(r), ld_k, ld_v, w);
     }
 #pragma omp barrier  // every part complete before the sums read them
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t b = 0; b < query_blocks; ++b) {
       SumQueryParts(a, query_block(s, b), parts);
-      if (a.probes) ProbeBlock<P>(g, a, query_block(s, b), QueryTiles(packed, b), w);
+      if (a.probes) ProbeBlock<P>(products, a, query_block(s, b), QueryTiles(packed, b), w);
     }
   }
   if (a.d_sinks) {  // in block order, whatever the threads: the same bits on any count
@@ -773,8 +776,8 @@ void FlashBackward(const BackwardArgs& a) { TiledBackward<HwyLanes>(a, Fp32Gradi
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 void Bf16NativeBackward(const BackwardArgs& a) {
-  const Bf16Gradients g(a);
-  TiledBackward<HwyLanes>(g.args(), g);
+  const Bf16Gradients products(a);
+  TiledBackward<HwyLanes>(products.args(), products);
 }
 #endif
 
@@ -821,11 +824,11 @@ double flash_backward_workspace_bytes(const Shape& s, int threads) {
 }
 
 double flash_bf16_backward_workspace_bytes(const Shape& s, int threads) {
-  // Bf16Gradients' kept buffer (Bf16BackwardLayout), and per thread a tile's words.
+  // flash's, Bf16Gradients' kept buffer (Bf16BackwardLayout) and per thread a tile's words.
   const Bf16BackwardLayout kept(s, round_up(s.d_k, kMaxLanes), round_up(s.d_v, kMaxLanes),
                                 s.batch_heads * query_blocks_per_head(s));
-  const double tile_words = double(threads * HWY_NAMESPACE::kKeyBlock * kQueryBlock * 3 / 2);
-  return flash_backward_workspace_bytes(s, threads) + 4.0 * (double(kept.floats) + tile_words);
+  const double words = double(kept.floats + threads * HWY_NAMESPACE::kBf16TileWords);
+  return flash_backward_workspace_bytes(s, threads) + sizeof(float) * words;
 }
 
 }  // namespace sdpa::detail

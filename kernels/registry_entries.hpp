@@ -36,8 +36,8 @@ BackwardFn flash_backward_fn(std::string_view isa);
 // tile scratch.
 double flash_backward_workspace_bytes(const Shape& shape, int threads);
 // flash-bf16's native backward (vdpbf16ps) compiled for Highway target `target`, null where
-// that target has none; and what it allocates beyond flash's backward: its operands rounded and
-// laid out as its products read them.
+// that target has none; and what it allocates in all: flash's backward's, and its operands laid
+// out as its products read them.
 BackwardFn flash_bf16_native_backward(std::int64_t target);
 double flash_bf16_backward_workspace_bytes(const Shape& shape, int threads);
 }  // namespace sdpa::detail

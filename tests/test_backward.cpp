@@ -444,9 +444,9 @@ TEST_CASE("every backward agrees with the fp64 reference on the catalogue of mas
 // FlashAttention's test rule for the bf16 backward: its error against the fp64 reference within
 // twice that of the plain composition that rounds at the same places (the header of
 // kernels/flash_backward.cpp's Bf16Gradients), computed naively in fp32: q, k, v, dO rounded,
-// scores summed in key order and scaled, softmax, O from P rounded, dP, D = dO.O, dS = P (dP - D),
-// dV from P rounded, dQ and dK from dS rounded. The derived bound above holds too but is loose
-// beside bf16's errors; this one fails a kernel that loses what bf16 keeps.
+// scores summed in depth order and scaled, softmax, O from P rounded, dP, D = dO.O,
+// dS = P (dP - D), dV from P rounded, dQ and dK from dS rounded. The derived bound above holds
+// too but is loose beside bf16's errors; this one fails a kernel that loses what bf16 keeps.
 struct Gradients {
   std::vector<float> dq, dk, dv;
 };
@@ -532,7 +532,7 @@ TEST_CASE("the bf16 backward within twice the plain composition's error") {
           catalogue::widen(d_out), c.scale_value(), c.mask());
       const Gradients plain = plain_bf16_backward(c, in, d_out);
       const Run got = forward_backward(kernel, s, in.q, in.k, in.v, d_out, c.scale_value(),
-                                       c.causal, 2, nullptr);
+                                       c.mask(), c.mod(), 2, nullptr);
       const struct {
         const char* name;
         const std::vector<float>&got, &plain;
