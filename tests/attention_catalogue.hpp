@@ -162,6 +162,14 @@ inline double max_abs(const float* x, std::int64_t n) {
   return m;
 }
 
+// The largest |got - want| over the elements.
+inline double max_error(const std::vector<float>& got, const std::vector<double>& want) {
+  double worst = 0;
+  for (std::size_t x = 0; x < got.size(); ++x)
+    worst = std::max(worst, std::abs(double(got[x]) - want[x]));
+  return worst;
+}
+
 // One bound per precision: where each rounds its operands (kernels/bf16.hpp, kv_formats.hpp,
 // kv_int8.hpp); null for a precision the catalogue has no bound for. fp16 rounds below its smallest
 // normal 2^-14 to multiples of 2^-24, off by up to 2^-25 (a N(0, 1) input lands there about 5 times

@@ -499,13 +499,6 @@ Gradients plain_bf16_backward(const Case& c, const catalogue::Inputs& in,
   return g;
 }
 
-double max_error(const std::vector<float>& got, const std::vector<double>& want) {
-  double worst = 0;
-  for (std::size_t x = 0; x < got.size(); ++x)
-    worst = std::max(worst, std::abs(double(got[x]) - want[x]));
-  return worst;
-}
-
 TEST_CASE("the bf16 backward within twice the plain composition's error") {
   // Odd depths and key counts (pairs padded), grouped heads, several query blocks, key tiles and
   // ranges, causal blocks that see part of a tile.
@@ -541,7 +534,8 @@ TEST_CASE("the bf16 backward within twice the plain composition's error") {
                    {"dK", got.dk, plain.dk, ref.d_k},
                    {"dV", got.dv, plain.dv, ref.d_v}};
       for (const auto& x : grads) {
-        const double error = max_error(x.got, x.ref), plain_error = max_error(x.plain, x.ref);
+        const double error = catalogue::max_error(x.got, x.ref),
+                     plain_error = catalogue::max_error(x.plain, x.ref);
         CHECK_MESSAGE(plain_error > 0,
                       std::string(x.name));  // bf16 rounds: a zero error tests nothing
         CHECK_MESSAGE(error <= 2 * plain_error, std::string(x.name), " max error ", error,

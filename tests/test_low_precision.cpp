@@ -58,6 +58,7 @@ std::vector<const sdpa::Kernel*> bf16_kernels() {
 
 using catalogue::Case;  // the kernel tests' one catalogue and input generator
 using catalogue::describe;
+using catalogue::max_error;
 
 struct Problem {
   Case c;
@@ -248,13 +249,6 @@ std::vector<float> plain_composition(const Problem& pr) {
     }
   }
   return out;
-}
-
-double max_error(const std::vector<float>& got, const std::vector<double>& want) {
-  double worst = 0;
-  for (std::size_t x = 0; x < got.size(); ++x)
-    worst = std::max(worst, std::abs(double(got[x]) - want[x]));
-  return worst;
 }
 
 WorstRatio g_worst_ratio{"err / tolerance of the bf16, K/V storage and int8 kernels"};
