@@ -27,24 +27,32 @@ SDPA_BF16_TARGET inline __m512 dot(__m512 acc, __m512i a, __m512i b) {
 
 // MR keys x the block's 3 query vectors: 24 accumulators at MR = 8, plus 3 query vectors and
 // a broadcast of 32 zmm registers. Each step is one depth pair; the sums are scaled as they are
-// stored, rather than in a pass of their own over the tile.
+// stored, rather than in a pass of their own over the tile. Here and in rows_tile every loop over
+// the register tile is unrolled, so that the sums stay in registers (GCC otherwise zeroed them on
+// the stack, and stored and reloaded them around the depth loop).
 template <int MR>
 SDPA_BF16_TARGET void scores_tile(const std::uint32_t* k, std::int64_t ldk, const std::uint32_t* q,
                                   std::int64_t pairs, const float* scale, float* scores) {
   __m512 acc[MR][kBlockVecs];
-  for (auto& row : acc)
-    for (auto& x : row) x = _mm512_setzero_ps();
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 3
+    for (int v = 0; v < kBlockVecs; ++v) acc[r][v] = _mm512_setzero_ps();
   for (std::int64_t p = 0; p < pairs; ++p) {
     __m512i b[kBlockVecs];
-    for (std::int64_t v = 0; v < kBlockVecs; ++v)
-      b[v] = _mm512_loadu_si512(q + p * kBf16Block + v * kLanes);
+#pragma GCC unroll 3
+    for (int v = 0; v < kBlockVecs; ++v) b[v] = _mm512_loadu_si512(q + p * kBf16Block + v * kLanes);
+#pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       const __m512i a = _mm512_set1_epi32(static_cast<int>(k[r * ldk + p]));
-      for (std::int64_t v = 0; v < kBlockVecs; ++v) acc[r][v] = dot(acc[r][v], a, b[v]);
+#pragma GCC unroll 3
+      for (int v = 0; v < kBlockVecs; ++v) acc[r][v] = dot(acc[r][v], a, b[v]);
     }
   }
-  for (std::int64_t v = 0; v < kBlockVecs; ++v) {
+#pragma GCC unroll 3
+  for (int v = 0; v < kBlockVecs; ++v) {
     const __m512 s = _mm512_loadu_ps(scale + v * kLanes);
+#pragma GCC unroll 8
     for (int r = 0; r < MR; ++r)
       _mm512_storeu_ps(scores + r * kBf16Block + v * kLanes, _mm512_mul_ps(s, acc[r][v]));
   }
@@ -57,23 +65,30 @@ constexpr int kMrO = 6;
 template <int MR, int NV>
 SDPA_BF16_TARGET void rows_tile(const Bf16Product& g, const std::uint32_t* a,
                                 const std::uint32_t* b, float* c, const float* row_scale) {
+  using enum Bf16Product::Init;
   __m512 acc[MR][NV];
+#pragma GCC unroll 6
   for (int r = 0; r < MR; ++r)
-    for (int v = 0; v < NV; ++v)
-      acc[r][v] = g.init == Bf16Product::Init::kZero ? _mm512_setzero_ps()
-                  : g.init == Bf16Product::Init::kLoad
-                      ? _mm512_loadu_ps(c + r * g.ldc + v * kLanes)
-                      : _mm512_mul_ps(_mm512_set1_ps(row_scale[r]),
-                                      _mm512_loadu_ps(c + r * g.ldc + v * kLanes));
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      acc[r][v] =
+          g.init == kZero ? _mm512_setzero_ps() : _mm512_loadu_ps(c + r * g.ldc + v * kLanes);
+      if (g.init == kScaled) acc[r][v] = _mm512_mul_ps(_mm512_set1_ps(row_scale[r]), acc[r][v]);
+    }
   for (std::int64_t p = 0; p < g.pairs; ++p) {
     __m512i bv[NV];
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_si512(b + p * g.ldb + v * kLanes);
+#pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) {
       const __m512i x = _mm512_set1_epi32(static_cast<int>(a[r * g.a_row + p * g.a_pair]));
+#pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = dot(acc[r][v], x, bv[v]);
     }
   }
+#pragma GCC unroll 6
   for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + r * g.ldc + v * kLanes, acc[r][v]);
 }
 
