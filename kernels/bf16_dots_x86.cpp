@@ -28,11 +28,13 @@ SDPA_BF16_TARGET inline __m512 dot(__m512 acc, __m512i a, __m512i b) {
 // MR keys x the block's 3 query vectors: 24 accumulators at MR = 8, plus 3 query vectors and
 // a broadcast of 32 zmm registers. Each step is one depth pair; the sums are scaled as they are
 // stored, rather than in a pass of their own over the tile. Here and in rows_tile every loop over
-// the register tile is unrolled, so that the sums stay in registers (GCC otherwise zeroed them on
-// the stack, and stored and reloaded them around the depth loop).
+// the register tile is unrolled (the pragmas' counts are the largest tile's), so that the sums
+// stay in registers: GCC otherwise zeroed them on the stack, and stored and reloaded them around
+// the depth loop (docs/perf-log/2026-11-30-bf16-tiles-in-registers.md).
 template <int MR>
 SDPA_BF16_TARGET void scores_tile(const std::uint32_t* k, std::int64_t ldk, const std::uint32_t* q,
                                   std::int64_t pairs, const float* scale, float* scores) {
+  static_assert(MR <= 8 && kBlockVecs == 3);
   __m512 acc[MR][kBlockVecs];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
@@ -65,6 +67,7 @@ constexpr int kMrO = 6;
 template <int MR, int NV>
 SDPA_BF16_TARGET void rows_tile(const Bf16Product& g, const std::uint32_t* a,
                                 const std::uint32_t* b, float* c, const float* row_scale) {
+  static_assert(MR <= kMrO && NV <= 4);
   using enum Bf16Product::Init;
   __m512 acc[MR][NV];
 #pragma GCC unroll 6

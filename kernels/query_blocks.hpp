@@ -29,7 +29,8 @@ inline std::int64_t round_up(std::int64_t x, std::int64_t multiple) {
 // enough ahead that, brought into L1, it would evict what is being read there, or whose request
 // would hold an L1 miss buffer the loads need (the decode's streams over K and V, int8 dots
 // included: docs/perf-log/2026-11-30-decode-prefetch-l2.md). Always inlined: GCC found a plain
-// inline one free of side effects and deleted its calls from the Highway targets' code.
+// inline one free of side effects and deleted its calls from the Highway targets' code
+// (docs/perf-log/2026-11-30-prefetch-calls-deleted.md).
 [[gnu::always_inline]] inline void prefetch_to_l2(const void* p) { __builtin_prefetch(p, 0, 2); }
 
 struct QueryBlock {
