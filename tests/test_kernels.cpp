@@ -8,11 +8,14 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -771,4 +774,72 @@ TEST_CASE("the soft-cap's vectorised tanh is within its documented accuracy") {
     MESSAGE("tanh on ", t.isa, ": max error ", worst, " ULP (at x = ", at, ")");
     CHECK(worst <= kMaxUlp);
   }
+}
+
+namespace {
+
+// This test program's own code, kernels included, as `objdump -d` prints it (names demangled);
+// empty without objdump.
+std::string own_disassembly() {
+  // The path, not /proc/self/exe: in objdump's process that names objdump.
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  REQUIRE(self.find('\'') == std::string::npos);
+  const std::string command = "objdump -d --no-show-raw-insn -C '" + self + "' 2>/dev/null";
+  std::string text;
+  if (FILE* p = popen(command.c_str(), "r")) {
+    std::vector<char> buffer(1 << 16);
+    for (std::size_t n; (n = std::fread(buffer.data(), 1, buffer.size(), p)) > 0;)
+      text.append(buffer.data(), n);
+    pclose(p);
+  }
+  return text;
+}
+
+bool x86_with_objdump() {
+#if defined(__x86_64__)
+  return std::system("command -v objdump >/dev/null 2>&1") == 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+// A prefetch changes no result, so no other test sees one go: from 78869f3 GCC deleted the calls
+// of an ordinary inline prefetch_to_l2 from every Highway target's code, and the 4-query decode
+// step ran 2.3x slower (docs/perf-log/2026-11-30-prefetch-calls-deleted.md). Each register tile
+// built to prefetch (MicroTile<..., true>: the decode GEMM's) must hold a prefetcht1, in its
+// own code or in the function it jumps to (GCC may leave it a tail call of MicroTileOf).
+TEST_CASE("every prefetching register tile holds its prefetch instruction" *
+          run_if(x86_with_objdump(),
+                 "the kernels' prefetch instructions: needs x86-64 and objdump")) {
+  struct Code {
+    bool prefetches = false;
+    std::string tail_call;  // the function a jmp leaves for, if any
+  };
+  std::map<std::string, Code> functions;
+  Code* code = nullptr;
+  std::istringstream lines(own_disassembly());
+  for (std::string line; std::getline(lines, line);) {
+    const std::size_t name = line.find('<');
+    if (line.ends_with(">:") && name != std::string::npos) {  // "<address> <function>:"
+      code = &functions[line.substr(name + 1, line.size() - name - 3)];
+    } else if (code && line.find("prefetcht1") != std::string::npos) {
+      code->prefetches = true;
+    } else if (code && line.find("jmp ") != std::string::npos && name != std::string::npos &&
+               line.ends_with(">") && line.find("+0x", name) == std::string::npos) {
+      code->tail_call = line.substr(name + 1, line.size() - name - 2);
+    }
+  }
+  int tiles = 0;
+  for (const auto& [function, own] : functions) {
+    if (function.find("::MicroTile<") == std::string::npos ||
+        function.find(", true>(") == std::string::npos)
+      continue;
+    ++tiles;
+    const Code& body = own.tail_call.empty() ? own : functions[own.tail_call];
+    CHECK_MESSAGE(body.prefetches, function, " has no prefetcht1");
+  }
+  MESSAGE(tiles, " prefetching register tiles disassembled");
+  CHECK(tiles > 0);
 }

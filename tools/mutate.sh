@@ -48,6 +48,7 @@ MUTATIONS=(
   "bf16-backward-pairs|kernels/flash_backward.cpp|.pairs = round_up(blk.rows, 2) / 2,|.pairs = blk.rows / 2,|test_backward -tc=*bf16?backward*|avx512_bf16"
   "int8-roofs|kernels/registry.cpp|? roof_isa() : fp32, fp32, share}|? roof_isa() : fp32, roof_isa(), share}|test_timing -tc=*int8?decode*"
   "mixed-peak|kernels/registry.cpp|double(shape.d_k) / double(shape.d_k + shape.d_v)|0.5|test_timing -tc=*int8?decode*"
+  "prefetch-inline|kernels/query_blocks.hpp|[[gnu::always_inline]] inline void prefetch_to_l2|inline void prefetch_to_l2|test_kernels -tc=*prefetch*"
 )
 
 field() { cut -d'|' -f"$2" <<<"$1"; }
