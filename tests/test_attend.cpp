@@ -4,11 +4,13 @@
 
 #include <cmath>
 
+#include "attention_catalogue.hpp"
 #include "cli_runner.hpp"
 #include "sdpa/kernels.hpp"
 #include "sdpa/npy.hpp"
 #include "sdpa/rng.hpp"
 
+using catalogue::max_error;
 using sdpa::testing::run_cli;
 using sdpa::testing::TempDir;
 
@@ -22,12 +24,6 @@ sdpa::npy::Array normals(const std::vector<std::int64_t>& shape, std::uint32_t s
   sdpa::PhiloxStream rng({.seed = 3, .cell = stream});
   sdpa::fill_normal<float>(rng, a.data);
   return a;
-}
-
-double max_error(const std::vector<float>& got, const std::vector<double>& want) {
-  double e = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) e = std::max(e, std::abs(got[i] - want[i]));
-  return e;
 }
 
 std::vector<double> widened(const sdpa::npy::Array& a) { return {a.data.begin(), a.data.end()}; }
