@@ -30,6 +30,15 @@ std::string first_line(const std::string& path) {
   return line;
 }
 
+// Linux's transparent huge page mode, the bracketed word of sysfs's "always [madvise] never";
+// "" without one. Under "madvise" the suite's buffers take 4 KiB pages, and a decode streaming
+// K and V from memory pays a TLB miss per 4 KiB (docs/perf-log/2026-11-30-int8-avx2-host-modes.md).
+std::string transparent_hugepages() {
+  const std::string line = first_line("/sys/kernel/mm/transparent_hugepage/enabled");
+  const auto open = line.find('['), close = line.find(']', open);
+  return close == std::string::npos ? "" : line.substr(open + 1, close - open - 1);
+}
+
 // "key : value" lines of /proc/cpuinfo for the first processor.
 std::string cpuinfo(const std::string& key) {
   std::ifstream in("/proc/cpuinfo");
@@ -174,6 +183,7 @@ json machine_fingerprint() {
                   {"caches", caches()},
                   {"memory_bytes", meminfo_bytes("MemTotal")},
                   {"frequency_governor", or_null(frequency_governor())},
+                  {"transparent_hugepages", or_null(transparent_hugepages())},
                   {"hypervisor", or_null(cpu::hypervisor())},
                   {"os", os_name()},
                   {"kernel", std::string(u.sysname) + " " + u.release}};

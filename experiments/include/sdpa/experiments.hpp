@@ -180,7 +180,7 @@ std::string timing_message(std::string message);
 // ---- machine and build --------------------------------------------------------------------
 
 // CPU (model, vendor, family, model, stepping, microarchitecture), cores, ISA extensions,
-// caches, memory, frequency governor, hypervisor, OS
+// caches, memory, frequency governor, transparent huge pages, hypervisor, OS
 json machine_fingerprint();
 json suite_info();                            // version, git commit, build type, compiler and flags
 std::string machine_id(const json& machine);  // e.g. "amd-epyc-zen-4-avx512-2c"
