@@ -31,8 +31,9 @@ std::string first_line(const std::string& path) {
 }
 
 // Linux's transparent huge page mode, the bracketed word of sysfs's "always [madvise] never";
-// "" without one. Under "madvise" the suite's buffers take 4 KiB pages, and a decode streaming
-// K and V from memory pays a TLB miss per 4 KiB (docs/perf-log/2026-11-30-int8-avx2-host-modes.md).
+// "" without one (no file: no '['). Under "madvise" the suite's buffers take 4 KiB pages, on
+// which a decode streaming K and V from memory measured slower
+// (docs/perf-log/2026-11-30-int8-avx2-host-modes.md).
 std::string transparent_hugepages() {
   const std::string line = first_line("/sys/kernel/mm/transparent_hugepage/enabled");
   const auto open = line.find('['), close = line.find(']', open);
