@@ -124,6 +124,8 @@ Table machines_table(const std::vector<Machine>& machines, const std::vector<Res
   row("logical cores", [&](const Machine& m) { return text(first_machine(m), "logical_cores"); });
   row("data caches", [&](const Machine& m) { return data_caches(first_machine(m)); });
   row("hypervisor", [&](const Machine& m) { return text(first_machine(m), "hypervisor"); });
+  row("transparent huge pages",
+      [&](const Machine& m) { return text(first_machine(m), "transparent_hugepages"); });
   row("compiler", [&](const Machine& m) {
     const json& suite = results[m.files.front()].doc.value("suite", json::object());
     return text(suite, "compiler") + " " + text(suite, "flags");
@@ -194,7 +196,9 @@ Table machines_table(const std::vector<Machine>& machines, const std::vector<Res
       "whose K and V fit in the last level is read from it, not from memory. Peaks: the "
       "multiply-add throughput each ISA's kernels were measured to reach (machine.peak: fp32 "
       "FMAs, or the bf16 or int8 dot products of the dot-product ISAs); triad: the STREAM-like "
-      "bandwidth measured beside each, its range over the ISAs' runs. A dirty tree: built with "
+      "bandwidth measured beside each, its range over the ISAs' runs. Transparent huge pages: "
+      "Linux's mode (always, madvise or never; - where not recorded), which can change the time of "
+      "the cells that read K and V from memory. A dirty tree: built with "
       "uncommitted changes, so the commit does not name the code that ran.";
   return t;
 }
