@@ -251,13 +251,57 @@ HWY_INLINE void ScoreChunkOf(const float* q, std::int64_t ld_q, const E* k, std:
   (P::Load(q + std::int64_t(I / C) * ld_q + std::int64_t(I % C) * L)...);
 }
 
+// ScoreChunkOf two keys a step, for several rows all read from L1 (AVX2's whole key rows of a
+// grouped head: kScoreKeys): each query vector is loaded once for keys t and t + 1, so R rows
+// run 2 R independent multiply-add chains rather than R, whose latency held 16-bit keys' scores
+// to half the FMA rate (docs/perf-log/2026-12-01-avx2-decode-16-bit.md). One row (multi-head
+// attention) keeps one key a step. Each key's sums in the same order: the same bits.
+template <class P, std::size_t C, class E, std::size_t... R, std::size_t... U>
+HWY_INLINE void ScoreChunkPairsOf(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
+                                  bool first, std::int64_t ahead, float* dots,
+                                  std::index_sequence<R...>, std::index_sequence<U...>) {
+  constexpr std::int64_t L = P::kLanes;
+  static_assert(L % 2 == 0);
+  for (std::int64_t t = 0; t < L; t += 2, k += 2 * ld_k) {
+    [&](auto... acc) HWY_ATTR __attribute__((always_inline)) {
+      [&](auto... acc2) HWY_ATTR __attribute__((always_inline)) {
+        const auto column = [&](auto u) HWY_ATTR __attribute__((always_inline)) {
+          constexpr std::int64_t kU = decltype(u)::value;
+          if constexpr (StartsLine<P>(kU, sizeof(E)))
+            if (ahead > 0) {
+              prefetch_to_l2(k + ahead * ld_k + kU * L);
+              prefetch_to_l2(k + (ahead + 1) * ld_k + kU * L);
+            }
+          const auto x = InRegister(WideLoad(k + kU * L));
+          const auto x2 = InRegister(WideLoad(k + ld_k + kU * L));
+          const auto both = [&](auto qr, auto& a, auto& a2) HWY_ATTR
+              __attribute__((always_inline)) {
+            a = P::MulAdd(qr, x, a);
+            a2 = P::MulAdd(qr, x2, a2);
+          };
+          (both(InRegister(P::Load(q + std::int64_t(R) * ld_q + kU * L)), acc, acc2), ...);
+        };
+        (column(std::integral_constant<std::int64_t, std::int64_t(U)>()), ...);
+        (P::Store(acc, dots + std::int64_t(R) * L * L + t * L), ...);
+        (P::Store(acc2, dots + std::int64_t(R) * L * L + (t + 1) * L), ...);
+      }
+      ((first ? P::Zero() : P::Load(dots + std::int64_t(R) * L * L + (t + 1) * L))...);
+    }
+    ((first ? P::Zero() : P::Load(dots + std::int64_t(R) * L * L + t * L))...);
+  }
+}
+
 // ScoreChunkOf with the first InRegisters of the R rows held in registers (P::kScoreRows).
 template <class P, std::int64_t R, std::int64_t C,
           std::int64_t InRegisters = std::min<std::int64_t>(R, P::kScoreRows), class E>
 HWY_INLINE void ScoreChunk(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
                            bool first, std::int64_t ahead, float* dots) {
-  ScoreChunkOf<P, C>(q, ld_q, k, ld_k, first, ahead, dots, std::make_index_sequence<R>(),
-                     std::make_index_sequence<C>(), std::make_index_sequence<InRegisters * C>());
+  if constexpr (InRegisters == 0 && R > 1 && P::kScoreKeys == 2)
+    ScoreChunkPairsOf<P, C>(q, ld_q, k, ld_k, first, ahead, dots, std::make_index_sequence<R>(),
+                            std::make_index_sequence<C>());
+  else
+    ScoreChunkOf<P, C>(q, ld_q, k, ld_k, first, ahead, dots, std::make_index_sequence<R>(),
+                       std::make_index_sequence<C>(), std::make_index_sequence<InRegisters * C>());
 }
 
 // The last d_vecs % kScoreChunk vectors of d: one instantiation per count.
@@ -653,9 +697,13 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
   // extension and a conversion, once TileValues has moved the rows' scales into P), once per row
   // group, so they take the prefill's taller tile (kMrO x kNvO: 6 x 4, in two strips of
   // d_v = 128), which widens them once for up to 6 rows; the same products in the same order
-  // (docs/perf-log/2026-11-25-decode-one-thread-profile.md).
+  // (docs/perf-log/2026-11-25-decode-one-thread-profile.md). So do 16-bit values where
+  // P::kTall16BitValues (AVX2, whose kMrD + 1 rows are 2:
+  // docs/perf-log/2026-12-01-avx2-decode-16-bit.md).
   constexpr bool kScaled = !kElementRows<Rows>;
-  constexpr int MR = kScaled ? P::kMrO : P::kMrD, NV = kScaled ? P::kNvO : P::kNvD;
+  constexpr bool kWidenOnce = kScaled || (P::kTall16BitValues && std::is_pointer_v<Rows> &&
+                                          sizeof(std::remove_pointer_t<Rows>) == 2);
+  constexpr int MR = kWidenOnce ? P::kMrO : P::kMrD, NV = kWidenOnce ? P::kNvO : P::kNvD;
   constexpr std::int64_t L = P::kLanes;
   const Gemm::Init init = first ? Gemm::Init::kZero : Gemm::Init::kLoadScaled;
   if (d_v % L == 0) {
@@ -673,7 +721,7 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
     // same rule, untimed (qemu). Larger blocks spend most of their time in the groups that read
     // L1, where the spills cost. The same products in the same order: the same bits.
     static constexpr auto kTallTiles = [] {
-      if constexpr (kScaled)
+      if constexpr (kWidenOnce)
         return kTiles;
       else
         return ValueTiles<P, MR + 1, NV, Values>(std::make_index_sequence<(MR + 1) * NV>());
@@ -683,7 +731,7 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
     // to back in one pass rather than in two halves (with the scores' whole rows, GroupScores).
     // On 16 registers the wide tile would be one row (1 x 16 for 2 x 8), which measured slower,
     // so those targets keep the tall tiles (docs/perf-log/2026-11-26-decode-prefetch.md).
-    constexpr bool kWide = !kScaled && (MR + 1) / 2 >= 2;
+    constexpr bool kWide = !kWidenOnce && (MR + 1) / 2 >= 2;
     static constexpr auto kWideTiles = [] {
       if constexpr (!kWide)
         return kTiles;
@@ -691,16 +739,16 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
         return ValueTiles<P, (MR + 1) / 2, 2 * NV, Values>(
             std::make_index_sequence<(MR + 1) / 2 * 2 * NV>());
     }();
-    // int8 values of a one-row block (multi-head attention) where P::kInt8RowWhole: the one-row
+    // Such values of a one-row block (multi-head attention) where P::kOneRowWhole: the one-row
     // tile of fp32 values, so each value row is read whole rather than in narrow strips.
-    constexpr bool kRowWhole = kScaled && P::kInt8RowWhole;
+    constexpr bool kRowWhole = kWidenOnce && P::kOneRowWhole;
     static constexpr auto kRowTiles = [] {
       if constexpr (!kRowWhole)
         return kTiles;
       else
         return ValueTiles<P, 1, P::kNvD, Values>(std::make_index_sequence<P::kNvD>());
     }();
-    const bool tall = !kScaled && rows < kQueryLanesRows;
+    const bool tall = !kWidenOnce && rows < kQueryLanesRows;
     const bool row_whole = kRowWhole && rows == 1;
     const std::int64_t n_vec = d_v / L;
     const bool wide = kWide && tall && n_vec == 2 * NV;

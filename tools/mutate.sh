@@ -40,6 +40,7 @@ MUTATIONS=(
   "decode-merge|kernels/attention_decode-inl.h|row.sum += weight * part.sum[i];|row.sum += part.sum[i];|test_kernels"
   "window|kernels/mask.cpp|r.begin = std::max(r.begin, p - window_left);|r.begin = std::max(r.begin, p - window_left + 1);|test_mask"
   "score-whole|kernels/attention_decode-inl.h|ScoreChunk<P, R, P::kScoreWholeVecs, 0>(|ScoreChunk<P, R, P::kScoreWholeVecs - 1, 0>(|test_kernels -tc=*grouped-query?and?decode*"
+  "score-pairs|kernels/attention_decode-inl.h|const auto x2 = InRegister(WideLoad(k + ld_k + kU * L));|const auto x2 = InRegister(WideLoad(k + kU * L));|test_kernels -tc=*grouped-query?and?decode*|avx2"
   "strip-widen|kernels/attention_decode-inl.h|WidenRows(v + j0 * d_v, chunk.k, d_v, d_v, w.v_pack, g.ld_acc)|WidenRows(v + j0 * d_v, chunk.k - 1, d_v, d_v, w.v_pack, g.ld_acc)|test_low_precision -tc=*K/V?storage?kernels?are?within*"
   "f16-widen|kernels/attention_decode-inl.h|hn::Or(hn::Or(hn::BitCast(du, scaled), special), sign)|hn::Or(hn::BitCast(du, scaled), sign)|test_low_precision -tc=*binary16*"
   "int8-pairs-sign|kernels/int8_dots_pairs-inl.h|Vec::sign8(q, k.sign)|q|test_low_precision -tc=*int8*"
