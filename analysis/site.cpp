@@ -197,9 +197,9 @@ Table machines_table(const std::vector<Machine>& machines, const std::vector<Res
       "multiply-add throughput each ISA's kernels were measured to reach (machine.peak: fp32 "
       "FMAs, or the bf16 or int8 dot products of the dot-product ISAs); triad: the STREAM-like "
       "bandwidth measured beside each, its range over the ISAs' runs. Transparent huge pages: "
-      "Linux's mode (always, madvise or never; - where not recorded), which can change the time of "
-      "the cells that read K and V from memory. A dirty tree: built with "
-      "uncommitted changes, so the commit does not name the code that ran.";
+      "Linux's mode (always, madvise or never; - where not recorded), which can change the time "
+      "of the cells that read K and V from memory. A dirty tree: built with uncommitted "
+      "changes, so the commit does not name the code that ran.";
   return t;
 }
 

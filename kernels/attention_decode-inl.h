@@ -221,11 +221,11 @@ HWY_INLINE typename P::V QueryVector(const float* q, std::int64_t ld_q, Q... qv)
 // core had in flight (docs/perf-log/2026-11-26-decode-streams-on-one-core.md). Each key row is
 // read front to back by a plain loop over keys; unrolling over keys instead, to keep all L sums
 // in registers, made GCC hoist the L x C key addresses into stack slots and reload one per
-// multiply-add. `ahead` > 0: each vector that starts a cache line prefetches the same line of
-// the key `ahead` rows on, so the prefetches are spread among the multiply-adds rather than
-// issued together before each key (docs/perf-log/2026-11-26-row-pass-prefetch.md); into L2, so
-// they hold none of the L1 miss buffers the loads need
-// (docs/perf-log/2026-11-30-decode-prefetch-l2.md).
+// multiply-add (two keys a step do not: ScoreChunkPairsOf). `ahead` > 0: each vector that starts a
+// cache line prefetches the same line of the key `ahead` rows on, so the prefetches are spread
+// among the multiply-adds rather than issued together before each key
+// (docs/perf-log/2026-11-26-row-pass-prefetch.md); into L2, so they hold none of the L1 miss
+// buffers the loads need (docs/perf-log/2026-11-30-decode-prefetch-l2.md).
 template <class P, std::size_t C, class E, std::size_t... R, std::size_t... U, std::size_t... I>
 HWY_INLINE void ScoreChunkOf(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
                              bool first, std::int64_t ahead, float* dots, std::index_sequence<R...>,
@@ -251,17 +251,14 @@ HWY_INLINE void ScoreChunkOf(const float* q, std::int64_t ld_q, const E* k, std:
   (P::Load(q + std::int64_t(I / C) * ld_q + std::int64_t(I % C) * L)...);
 }
 
-// ScoreChunkOf two keys a step, for several rows all read from L1 (AVX2's whole key rows of a
-// grouped head: kScoreKeys): each query vector is loaded once for keys t and t + 1, so R rows
-// run 2 R independent multiply-add chains rather than R, whose latency held 16-bit keys' scores
-// to half the FMA rate (docs/perf-log/2026-12-01-avx2-decode-16-bit.md). One row (multi-head
-// attention) keeps one key a step. Each key's sums in the same order: the same bits.
+// ScoreChunkOf for rows all read from L1, two keys a step (P::kScorePairs): each query vector
+// serves keys t and t + 1, so 2 R sums run at once. Each key's sums in their order: the same bits.
 template <class P, std::size_t C, class E, std::size_t... R, std::size_t... U>
 HWY_INLINE void ScoreChunkPairsOf(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
                                   bool first, std::int64_t ahead, float* dots,
                                   std::index_sequence<R...>, std::index_sequence<U...>) {
   constexpr std::int64_t L = P::kLanes;
-  static_assert(L % 2 == 0);
+  static_assert(L % 2 == 0 && 2 * sizeof...(R) + 3 <= 16);  // sums, two keys, a query vector
   for (std::int64_t t = 0; t < L; t += 2, k += 2 * ld_k) {
     [&](auto... acc) HWY_ATTR __attribute__((always_inline)) {
       [&](auto... acc2) HWY_ATTR __attribute__((always_inline)) {
@@ -291,12 +288,13 @@ HWY_INLINE void ScoreChunkPairsOf(const float* q, std::int64_t ld_q, const E* k,
   }
 }
 
-// ScoreChunkOf with the first InRegisters of the R rows held in registers (P::kScoreRows).
+// ScoreChunkOf with the first InRegisters of the R rows held in registers (P::kScoreRows); with
+// none and several rows, ScoreChunkPairsOf where P::kScorePairs (one row keeps one key a step).
 template <class P, std::int64_t R, std::int64_t C,
           std::int64_t InRegisters = std::min<std::int64_t>(R, P::kScoreRows), class E>
 HWY_INLINE void ScoreChunk(const float* q, std::int64_t ld_q, const E* k, std::int64_t ld_k,
                            bool first, std::int64_t ahead, float* dots) {
-  if constexpr (InRegisters == 0 && R > 1 && P::kScoreKeys == 2)
+  if constexpr (InRegisters == 0 && R > 1 && P::kScorePairs)
     ScoreChunkPairsOf<P, C>(q, ld_q, k, ld_k, first, ahead, dots, std::make_index_sequence<R>(),
                             std::make_index_sequence<C>());
   else
@@ -692,12 +690,12 @@ template <class P, class Rows>
 void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::int64_t d_v,
                       std::int64_t nk, bool first, const DecodeScratch& w, const float* p,
                       PLayout lp, float* acc) {
-  // Tiles of kMrD x kNvD read each value row front to back in one strip (fp32 and 16 bits; a
-  // strip of half rows measured slower). int8 values cost two instructions to widen (a sign
-  // extension and a conversion, once TileValues has moved the rows' scales into P), once per row
-  // group, so they take the prefill's taller tile (kMrO x kNvO: 6 x 4, in two strips of
-  // d_v = 128), which widens them once for up to 6 rows; the same products in the same order
-  // (docs/perf-log/2026-11-25-decode-one-thread-profile.md). So do 16-bit values where
+  // Tiles of kMrD x kNvD read each value row front to back in one strip (fp32, and 16 bits but
+  // where P::kTall16BitValues; a strip of half rows measured slower). int8 values cost two
+  // instructions to widen (a sign extension and a conversion, once TileValues has moved the rows'
+  // scales into P), once per row group, so they take the prefill's taller tile (kMrO x kNvO: 6 x 4,
+  // in two strips of d_v = 128), which widens them once for up to 6 rows; the same products in the
+  // same order (docs/perf-log/2026-11-25-decode-one-thread-profile.md). So do 16-bit values where
   // P::kTall16BitValues (AVX2, whose kMrD + 1 rows are 2:
   // docs/perf-log/2026-12-01-avx2-decode-16-bit.md).
   constexpr bool kScaled = !kElementRows<Rows>;
@@ -712,7 +710,8 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
     using Values = decltype(values);
     static constexpr auto kTiles =
         ValueTiles<P, MR, NV, Values>(std::make_index_sequence<MR * NV>());
-    // A block of fewer than kQueryLanesRows rows takes fp32 and 16-bit tiles one row taller than
+    // A block of fewer than kQueryLanesRows rows takes fp32 and 16-bit tiles (those not of
+    // kWidenOnce) one row taller than
     // the registers hold (kMrD + 1: 4 x 8 on 32 registers, where GCC keeps 5 of the 32
     // accumulators in L1, a load and a store each per key). Its first row group, the one that
     // reads V from memory, then takes one row more, and a later pass over the chunk in L1 one

@@ -45,8 +45,8 @@ struct HwyLanes {
   // Key rows this many vectors deep are read whole with every query row from L1 (0: none; keys
   // two chunks deep are read whole anyway, with one query row in registers).
   static constexpr int kScoreWholeVecs = 0;
-  // Keys a step of the whole key rows' pass takes (below: AVX2).
-  static constexpr int kScoreKeys = 1;
+  // Whether the whole key rows' pass takes two keys a step (below: AVX2).
+  static constexpr bool kScorePairs = false;
   // Decode O += P V: rows of 128 values in one strip (3 x 8 accumulators), so each value row is
   // read front to back rather than in strips (int8 values take kMrO x kNvO: AccumulateValues).
   static constexpr int kMrD = 3, kNvD = 8;
@@ -76,18 +76,18 @@ struct HwyLanes {
   static constexpr int kScoreRows = 2,
                        kScoreRowsL1 = HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 ? 2 : 1,
                        kScoreChunk = 4;
-  // AVX2 reads a key row of d = 128 whole, every query row from L1 (5 loads per 4 FMAs at 4
-  // rows), rather than in four passes of 128 bytes over each group of keys, which Zen 3's
-  // prefetchers stream slower (docs/perf-log/2026-11-29-zen3-decode-whole-key-rows.md).
+  // AVX2 reads a key row of d = 128 whole, every query row from L1 (6 loads per 8 FMAs at 4
+  // rows, two keys a step), rather than in four passes of 128 bytes over each group of keys, which
+  // Zen 3's prefetchers stream slower (docs/perf-log/2026-11-29-zen3-decode-whole-key-rows.md).
   static constexpr int kScoreWholeVecs = HWY_TARGET == HWY_AVX2 ? 4 * kScoreChunk : 0;
-  // That pass takes two keys a step on AVX2: each query vector loaded feeds 8 independent
-  // multiply-add chains (4 rows x 2 keys), where one key's 4 held 16-bit K/V's scores to half
-  // the FMA rate (docs/perf-log/2026-12-01-avx2-decode-16-bit.md).
-  static constexpr int kScoreKeys = HWY_TARGET == HWY_AVX2 ? 2 : 1;
+  // Two keys a step at 2 rows or more: 8 independent sums at 4 rows, where one key's 4 held
+  // 16-bit K/V's scores to half the FMA rate (docs/perf-log/2026-12-01-avx2-decode-16-bit.md).
+  static constexpr bool kScorePairs = HWY_TARGET == HWY_AVX2;
   // Decode O += P V: one row of 8 vectors per strip.
   static constexpr int kMrD = 1, kNvD = 8;
-  // AVX2's 16-bit values take int8's tiles (kMrO x kNvO): each vector widened once for a grouped
-  // head's 4 rows rather than once for each 2 (kMrD + 1 rows).
+  // AVX2's 16-bit values take int8's tiles (kMrO x kNvO) in blocks of fewer than
+  // kQueryLanesRows rows: each vector widened once for a grouped head's 4 rows rather than once
+  // for each 2 (kMrD + 1 rows; timed at 1 and 4 rows only).
   static constexpr bool kTall16BitValues = HWY_TARGET == HWY_AVX2;
   // A one-row block's int8 values (and AVX2's 16-bit ones) take the 1 x kNvD tile: each value row
   // in one strip rather than in the 1 x 2 strips of kMrO x kNvO
