@@ -690,18 +690,14 @@ template <class P, class Rows>
 void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::int64_t d_v,
                       std::int64_t nk, bool first, const DecodeScratch& w, const float* p,
                       PLayout lp, float* acc) {
-  // Tiles of kMrD x kNvD read each value row front to back in one strip (fp32, and 16 bits but
-  // where P::kTall16BitValues; a strip of half rows measured slower). int8 values cost two
-  // instructions to widen (a sign extension and a conversion, once TileValues has moved the rows'
-  // scales into P), once per row group, so they take the prefill's taller tile (kMrO x kNvO: 6 x 4,
-  // in two strips of d_v = 128), which widens them once for up to 6 rows; the same products in the
-  // same order (docs/perf-log/2026-11-25-decode-one-thread-profile.md). So do 16-bit values where
-  // P::kTall16BitValues (AVX2, whose kMrD + 1 rows are 2:
-  // docs/perf-log/2026-12-01-avx2-decode-16-bit.md).
+  // Tiles of kMrD x kNvD read each value row front to back in one strip (fp32 and 16 bits; a
+  // strip of half rows measured slower). int8 values cost two instructions to widen (a sign
+  // extension and a conversion, once TileValues has moved the rows' scales into P), once per row
+  // group, so they take the prefill's taller tile (kMrO x kNvO: 6 x 4, in two strips of
+  // d_v = 128), which widens them once for up to 6 rows; the same products in the same order
+  // (docs/perf-log/2026-11-25-decode-one-thread-profile.md).
   constexpr bool kScaled = !kElementRows<Rows>;
-  constexpr bool kWidenOnce = kScaled || (P::kTall16BitValues && std::is_pointer_v<Rows> &&
-                                          sizeof(std::remove_pointer_t<Rows>) == 2);
-  constexpr int MR = kWidenOnce ? P::kMrO : P::kMrD, NV = kWidenOnce ? P::kNvO : P::kNvD;
+  constexpr int MR = kScaled ? P::kMrO : P::kMrD, NV = kScaled ? P::kNvO : P::kNvD;
   constexpr std::int64_t L = P::kLanes;
   const Gemm::Init init = first ? Gemm::Init::kZero : Gemm::Init::kLoadScaled;
   if (d_v % L == 0) {
@@ -710,8 +706,7 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
     using Values = decltype(values);
     static constexpr auto kTiles =
         ValueTiles<P, MR, NV, Values>(std::make_index_sequence<MR * NV>());
-    // A block of fewer than kQueryLanesRows rows takes fp32 and 16-bit tiles (those not of
-    // kWidenOnce) one row taller than
+    // A block of fewer than kQueryLanesRows rows takes fp32 and 16-bit tiles one row taller than
     // the registers hold (kMrD + 1: 4 x 8 on 32 registers, where GCC keeps 5 of the 32
     // accumulators in L1, a load and a store each per key). Its first row group, the one that
     // reads V from memory, then takes one row more, and a later pass over the chunk in L1 one
@@ -720,7 +715,7 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
     // same rule, untimed (qemu). Larger blocks spend most of their time in the groups that read
     // L1, where the spills cost. The same products in the same order: the same bits.
     static constexpr auto kTallTiles = [] {
-      if constexpr (kWidenOnce)
+      if constexpr (kScaled)
         return kTiles;
       else
         return ValueTiles<P, MR + 1, NV, Values>(std::make_index_sequence<(MR + 1) * NV>());
@@ -730,7 +725,7 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
     // to back in one pass rather than in two halves (with the scores' whole rows, GroupScores).
     // On 16 registers the wide tile would be one row (1 x 16 for 2 x 8), which measured slower,
     // so those targets keep the tall tiles (docs/perf-log/2026-11-26-decode-prefetch.md).
-    constexpr bool kWide = !kWidenOnce && (MR + 1) / 2 >= 2;
+    constexpr bool kWide = !kScaled && (MR + 1) / 2 >= 2;
     static constexpr auto kWideTiles = [] {
       if constexpr (!kWide)
         return kTiles;
@@ -738,16 +733,16 @@ void AccumulateValues(const DecodeGeometry& g, std::int64_t rows, Rows v, std::i
         return ValueTiles<P, (MR + 1) / 2, 2 * NV, Values>(
             std::make_index_sequence<(MR + 1) / 2 * 2 * NV>());
     }();
-    // Such values of a one-row block (multi-head attention) where P::kOneRowWhole: the one-row
+    // int8 values of a one-row block (multi-head attention) where P::kInt8RowWhole: the one-row
     // tile of fp32 values, so each value row is read whole rather than in narrow strips.
-    constexpr bool kRowWhole = kWidenOnce && P::kOneRowWhole;
+    constexpr bool kRowWhole = kScaled && P::kInt8RowWhole;
     static constexpr auto kRowTiles = [] {
       if constexpr (!kRowWhole)
         return kTiles;
       else
         return ValueTiles<P, 1, P::kNvD, Values>(std::make_index_sequence<P::kNvD>());
     }();
-    const bool tall = !kWidenOnce && rows < kQueryLanesRows;
+    const bool tall = !kScaled && rows < kQueryLanesRows;
     const bool row_whole = kRowWhole && rows == 1;
     const std::int64_t n_vec = d_v / L;
     const bool wide = kWide && tall && n_vec == 2 * NV;

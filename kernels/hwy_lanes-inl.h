@@ -50,11 +50,9 @@ struct HwyLanes {
   // Decode O += P V: rows of 128 values in one strip (3 x 8 accumulators), so each value row is
   // read front to back rather than in strips (int8 values take kMrO x kNvO: AccumulateValues).
   static constexpr int kMrD = 3, kNvD = 8;
-  // Whether 16-bit values take int8's tiles too (below: AVX2).
-  static constexpr bool kTall16BitValues = false;
   // A one-row block's int8 values keep the 1 x 4 strips of kMrO x kNvO: 1 x 8 measured slower
   // on AVX-512 (docs/perf-log/2026-11-30-decode-prefetch-l2.md); the Arm targets alike, untimed.
-  static constexpr bool kOneRowWhole = false;
+  static constexpr bool kInt8RowWhole = false;
   // Decode O^T += V^T P^T along the query lanes (ValueStripOf): accumulators of a strip, beside
   // up to 4 vectors of weights and a broadcast value.
   static constexpr int kStripAccumulators = 16;
@@ -85,14 +83,9 @@ struct HwyLanes {
   static constexpr bool kScorePairs = HWY_TARGET == HWY_AVX2;
   // Decode O += P V: one row of 8 vectors per strip.
   static constexpr int kMrD = 1, kNvD = 8;
-  // AVX2's 16-bit values take int8's tiles (kMrO x kNvO) in blocks of fewer than
-  // kQueryLanesRows rows: each vector widened once for a grouped head's 4 rows rather than once
-  // for each 2 (kMrD + 1 rows; timed at 1 and 4 rows only).
-  static constexpr bool kTall16BitValues = HWY_TARGET == HWY_AVX2;
-  // A one-row block's int8 values (and AVX2's 16-bit ones) take the 1 x kNvD tile: each value row
-  // in one strip rather than in the 1 x 2 strips of kMrO x kNvO
-  // (docs/perf-log/2026-11-30-decode-prefetch-l2.md).
-  static constexpr bool kOneRowWhole = HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4;
+  // A one-row block's int8 values take the 1 x kNvD tile: each value row in one strip rather than
+  // in the 1 x 2 strips of kMrO x kNvO (docs/perf-log/2026-11-30-decode-prefetch-l2.md).
+  static constexpr bool kInt8RowWhole = HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4;
   // Decode O^T += V^T P^T: the accumulators beside up to 4 vectors of weights and a broadcast
   // value. AVX2's blocks take at most 2 vectors of weights, so 12 fit: 8 kept Zen 3's two FMA
   // pipes no more than just busy (docs/perf-log/2026-11-29-avx2-strips.md).
