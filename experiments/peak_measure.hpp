@@ -30,6 +30,8 @@ struct PeakMeasurement {
 
 // Precondition: peak::isa_supported(isa).
 PeakMeasurement measure_peak(const std::string& isa, int threads, const PeakSettings& settings);
+// A brief measurement: a timing cell's that finds no peak, and each peak's recheck.
+inline constexpr PeakSettings kQuickPeak{3, 0.02, 4};
 
 // The largest cache the OS reports (machine fingerprint), in bytes; nullopt when it lists none.
 std::optional<double> last_level_cache_bytes();
@@ -43,5 +45,8 @@ json peak_entry(const std::string& isa, int threads, const PeakMeasurement& m,
                 const std::string& source);
 const json* find_peak(const json& peaks, const std::string& isa, int threads);
 void store_peak(json& peaks, json entry);
+// Each entry measured again (kQuickPeak) into its `recheck`, and every copy of it in the
+// experiments' records (a timing's peak and value_peak) replaced by the entry with its recheck.
+void recheck_peaks(json& peaks, json& experiments);
 
 }  // namespace sdpa

@@ -312,12 +312,33 @@ TEST_CASE("timing runs: schema, machine.peak, Google Benchmark's JSON, then comp
   const auto& peaks = doc["machine"]["peak"];
   REQUIRE(peaks.size() >= 1);
   CHECK(peaks[0]["isa"] == "scalar");
+  for (const auto& peak : peaks) CHECK(peak["recheck"]["fma_gflops"] > 0);  // after the last cell
   for (const auto& rec : doc["experiments"][1]["records"]) {
-    // % of peak refers to the machine.peak entry of the kernel's ISA and thread count.
+    // % of peak refers to the machine.peak entry of the kernel's ISA and thread count (its
+    // recheck included).
     CHECK(std::find(peaks.begin(), peaks.end(), rec["peak"]) != peaks.end());
     CHECK(rec["peak"]["isa"] == rec["kernel_isa"]);
     CHECK(rec["time_s"]["samples"].size() == 5);
   }
+  // A peak whose recheck came out twice as high: each % read against it is marked.
+  sdpa::json low = doc;
+  sdpa::json& first = low["machine"]["peak"][0];
+  first["recheck"]["fma_gflops"] = 2 * first["fma_gflops"].get<double>();
+  for (auto& rec : low["experiments"][1]["records"])
+    if (rec["peak"]["isa"] == first["isa"] && rec["peak"]["threads"] == first["threads"])
+      rec["peak"] = first;
+  dir.write("low.json", sdpa::report::result_file_text(low));
+  const auto marked = run_cli("report " + (dir / "low.json").string(), dir);
+  REQUIRE(marked.exit_code == 0);
+  CHECK(marked.out.find(" (peak 2× low) | scalar | ") != std::string::npos);
+  // A record's copy is not held to machine.peak's schema: a malformed recheck marks nothing.
+  auto& records = low["experiments"][1]["records"];
+  records[0]["peak"] = {{"recheck", "x"}};
+  records[1]["peak"]["recheck"] = {{"fma_gflops", "2"}, {"triad_gbs", nullptr}};
+  dir.write("low.json", sdpa::report::result_file_text(low));
+  const auto odd = run_cli("report " + (dir / "low.json").string(), dir);
+  CHECK(odd.exit_code == 0);
+  CHECK(odd.out.find("× low)") == std::string::npos);
 
   // Google Benchmark's own JSON, as compare.py reads it: one document for the whole run.
   const auto gb_doc = sdpa::json::parse(sdpa::testing::slurp(gb));

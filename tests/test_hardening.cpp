@@ -372,15 +372,15 @@ TEST_CASE("class 8: output paths are checked before any work") {
 
 namespace {
 
-// A finished journal of kTiny's run, built from that run's own records.
+// A finished journal of a config's run (kTiny's), built from that run's own records.
 struct JournalFixture {
   TempDir dir;
-  std::string config = (dir / "tiny.json").string(), result = (dir / "r.json").string(),
-              journal = result + ".journal";
+  std::string text, config = (dir / "tiny.json").string(), result = (dir / "r.json").string(),
+                    journal = result + ".journal";
   sdpa::json records;
 
-  JournalFixture() {
-    dir.write("tiny.json", kTiny);
+  explicit JournalFixture(std::string config_text = kTiny) : text(std::move(config_text)) {
+    dir.write("tiny.json", text);
     REQUIRE(run_cli("run " + config + " -o " + (dir / "ref.json").string(), dir).exit_code == 0);
     records = sdpa::json::parse(slurp(dir / "ref.json"))["experiments"][0]["records"];
     fs::remove(dir / "ref.json");
@@ -388,11 +388,11 @@ struct JournalFixture {
 
   std::string header(const std::string& threads, const std::string& started_at) const {
     return R"({"sdpa_bench_journal": 2, "config_path": ")" + config + R"(", "config_sha256": ")" +
-           sdpa::sha256_hex(kTiny) + R"(", "seed": 7, "result": ")" + result +
+           sdpa::sha256_hex(text) + R"(", "seed": 7, "result": ")" + result +
            R"(", "started_at": )" + started_at + R"(, "threads": )" + threads + "}\n";
   }
   std::string line(std::int64_t cell, const sdpa::json& record) const {
-    return sdpa::journal_line({0, cell, 0.01, record}, sdpa::sha256_hex(kTiny)) + "\n";
+    return sdpa::journal_line({0, cell, 0.01, record}, sdpa::sha256_hex(text)) + "\n";
   }
 };
 
@@ -447,6 +447,39 @@ TEST_CASE("class 9: journals are checked against the config, line by line") {
   CAPTURE(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK(sdpa::json::parse(slurp(f.result))["experiments"][0]["records"] == f.records);
+}
+
+TEST_CASE(
+    "class 9: a journal's roofline record is typed and in range: its peak is measured again") {
+  // A run measures each peak once more at its end, on the peak's threads: a journal's record of
+  // 100 000 threads (checksum and all) is refused, not started.
+  JournalFixture f(R"({"name": "roof", "seed": 7, "experiments": [{"name": "r",
+    "kind": "roofline", "isa": "scalar", "threads": 1, "repetitions": 1, "min_time": 0.001,
+    "llc_multiple": 2}]})");
+  const std::string header = f.header("1", "\"2026-01-01T00:00:00Z\"");
+  for (const sdpa::json& threads : {sdpa::json(100000), sdpa::json("1")}) {
+    sdpa::json record = f.records[0];
+    record["threads"] = threads;
+    const std::string journal = header + f.line(0, record);
+    f.dir.write("r.json.journal", journal);
+    const auto refused = run_cli("run --resume " + f.journal, f.dir, "timeout 60 ");
+    CHECK(refused.exit_code == 2);  // after "resuming ...: 1 of 1 cells done"
+    CHECK(refused.err.find("\nerror: " + f.journal +
+                           ":2: corrupt journal line: a supported roofline record needs "
+                           "/params/isa (a string), /threads (1 to 1024), and "
+                           "/fma_gflops/value and /triad_gbs/value (positive numbers)\n") !=
+          std::string::npos);
+    CHECK(slurp(f.journal) == journal);
+    CHECK(!fs::exists(f.result));
+    fs::remove(f.journal);
+  }
+  f.dir.write("r.json.journal", header + f.line(0, f.records[0]));
+  const auto r = run_cli("run --resume " + f.journal, f.dir);
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto peak = sdpa::json::parse(slurp(f.result))["machine"]["peak"][0];
+  CHECK(peak["fma_gflops"] == f.records[0]["fma_gflops"]["value"]);
+  CHECK(peak["recheck"]["fma_gflops"] > 0);
 }
 
 TEST_CASE("class 9: a live run's journal is locked; a second run is told it is alive") {

@@ -336,7 +336,7 @@ void add_peak(json& record, const TimingCell& c, double gflops, RunShared& share
   }
   const auto peak_of = [&](const std::string& isa) -> const json& {
     if (!find_peak(shared.peaks, isa, c.threads)) {
-      const PeakMeasurement m = measure_peak(isa, c.threads, {3, 0.02, 4});
+      const PeakMeasurement m = measure_peak(isa, c.threads, kQuickPeak);
       store_peak(shared.peaks, peak_entry(isa, c.threads, m, "quick measurement by a timing cell"));
     }
     return *find_peak(shared.peaks, isa, c.threads);
