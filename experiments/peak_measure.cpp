@@ -4,7 +4,9 @@
 #include <string>
 
 #include "sdpa/json_read.hpp"
+#include "sdpa/json_schema.hpp"
 #include "sdpa/peak.hpp"
+#include "sdpa/report.hpp"
 
 namespace sdpa {
 
@@ -62,17 +64,48 @@ void store_peak(json& peaks, json entry) {
   peaks.push_back(std::move(entry));
 }
 
+void restore_peak(json& peaks, const json& entry, bool replace) {
+  static const JsonSchema schema(
+      report::result_schema()["properties"]["machine"]["properties"]["peak"]["items"].dump());
+  if (const auto problems = schema.problems(entry); !problems.empty())
+    throw InputError("its peak: " + problems.front());
+  if (replace || !find_peak(peaks, entry["isa"], entry["threads"])) store_peak(peaks, entry);
+}
+
+namespace {
+
+// How `entry` was measured: with the settings of the last roofline experiment that measured its
+// ISA and threads (store_peak kept the last), else as a timing cell measures one.
+PeakSettings settings_of(const json& entry, const json& experiments) {
+  PeakSettings settings = kQuickPeak;
+  if (entry["source"] != "roofline") return settings;
+  for (const json& experiment : experiments) {
+    if (experiment["kind"] != "roofline") continue;
+    const json& p = experiment["params"];
+    for (const json& record : experiment["records"])
+      if (record["params"].value("isa", json()) == entry["isa"] &&
+          record.value("threads", json()) == entry["threads"])
+        settings = {p["repetitions"], p["min_time"], p["llc_multiple"]};
+  }
+  return settings;
+}
+
+}  // namespace
+
 void recheck_peaks(json& peaks, json& experiments) {
   for (json& entry : peaks) {
     const std::string isa = entry["isa"];
     if (!peak::isa_supported(isa)) continue;  // (a journal's, from another build)
-    const json first = entry;
-    const PeakMeasurement m = measure_peak(isa, entry["threads"].get<int>(), kQuickPeak);
+    const int threads = entry["threads"];
+    const PeakMeasurement m = measure_peak(isa, threads, settings_of(entry, experiments));
     entry["recheck"] = {{"fma_gflops", m.best_fma()}, {"triad_gbs", m.best_triad()}};
     for (json& experiment : experiments)
       for (json& record : experiment["records"])
-        for (auto& member : record.items())
-          if (member.value() == first) member.value() = entry;
+        for (const char* key : {"peak", "value_peak"})
+          if (const auto copy = record.find(key); copy != record.end() && copy->is_object() &&
+                                                  copy->value("isa", json()) == isa &&
+                                                  copy->value("threads", json()) == threads)
+            (*copy)["recheck"] = entry["recheck"];
   }
 }
 

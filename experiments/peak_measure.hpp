@@ -39,14 +39,20 @@ std::optional<double> last_level_cache_bytes();
 // OS lists none (the roofline record's llc_bytes is then null).
 double triad_footprint_bytes(double llc_multiple);
 
-// machine.peak entries: {isa, threads, fma_gflops, triad_gbs, source}; one per (isa, threads),
-// a later measurement replacing an earlier one.
+// machine.peak entries: {isa, threads, fma_gflops, triad_gbs, source, recheck}; one per (isa,
+// threads), a later measurement replacing an earlier one.
 json peak_entry(const std::string& isa, int threads, const PeakMeasurement& m,
                 const std::string& source);
 const json* find_peak(const json& peaks, const std::string& isa, int threads);
 void store_peak(json& peaks, json entry);
-// Each entry measured again (kQuickPeak) into its `recheck`, and every copy of it in the
-// experiments' records (a timing's peak and value_peak) replaced by the entry with its recheck.
+// A peak a resumed run's journal holds (a roofline record's, a timing record's copy) back into
+// `peaks`: a roofline's replacing one of its ISA and threads, as when it was measured, a copy
+// only where there is none. Checked against machine.peak's schema first, since recheck_peaks
+// measures it again on its threads: InputError "its peak: <problem>".
+void restore_peak(json& peaks, const json& entry, bool replace);
+// Each entry measured again, as it was measured (its roofline experiment's settings in
+// `experiments`, else kQuickPeak), into its `recheck`, which goes into the copies in the timing
+// records (peak and value_peak) of its ISA and threads too.
 void recheck_peaks(json& peaks, json& experiments);
 
 }  // namespace sdpa

@@ -312,7 +312,7 @@ TEST_CASE("timing runs: schema, machine.peak, Google Benchmark's JSON, then comp
   const auto& peaks = doc["machine"]["peak"];
   REQUIRE(peaks.size() >= 1);
   CHECK(peaks[0]["isa"] == "scalar");
-  for (const auto& peak : peaks) CHECK(peak["recheck"]["fma_gflops"] > 0);  // after the last cell
+  for (const auto& peak : peaks) CHECK(peak.at("recheck").at("fma_gflops") > 0);  // at the end
   for (const auto& rec : doc["experiments"][1]["records"]) {
     // % of peak refers to the machine.peak entry of the kernel's ISA and thread count (its
     // recheck included).
@@ -320,19 +320,32 @@ TEST_CASE("timing runs: schema, machine.peak, Google Benchmark's JSON, then comp
     CHECK(rec["peak"]["isa"] == rec["kernel_isa"]);
     CHECK(rec["time_s"]["samples"].size() == 5);
   }
-  // A peak whose recheck came out twice as high: each % read against it is marked.
+  // A peak whose recheck came out twice as high, and its triad three times: each % read against
+  // them is marked, a memory-bound % of roof by the triad's.
   sdpa::json low = doc;
   sdpa::json& first = low["machine"]["peak"][0];
   first["recheck"]["fma_gflops"] = 2 * first["fma_gflops"].get<double>();
-  for (auto& rec : low["experiments"][1]["records"])
-    if (rec["peak"]["isa"] == first["isa"] && rec["peak"]["threads"] == first["threads"])
-      rec["peak"] = first;
+  first["recheck"]["triad_gbs"] = 3 * first["triad_gbs"].get<double>();
+  auto& records = low["experiments"][1]["records"];
+  REQUIRE(records.size() == 2);
+  for (auto& rec : records) rec["peak"] = first;  // both kernels scalar
+  records[0]["bound"] = "compute";
+  records[1]["bound"] = "memory";
   dir.write("low.json", sdpa::report::result_file_text(low));
   const auto marked = run_cli("report " + (dir / "low.json").string(), dir);
+  CAPTURE(marked.out);
   REQUIRE(marked.exit_code == 0);
-  CHECK(marked.out.find(" (peak 2× low) | scalar | ") != std::string::npos);
+  const auto count = [&](const std::string& text) {
+    std::size_t n = 0;
+    for (auto at = marked.out.find(text); at != std::string::npos;
+         at = marked.out.find(text, at + 1))
+      ++n;
+    return n;
+  };
+  CHECK(count(" (peak 2× low) | scalar | ") == 2);
+  CHECK(count(" (peak 2× low) | compute | ") == 1);
+  CHECK(count(" (triad 3× low) | memory") == 1);
   // A record's copy is not held to machine.peak's schema: a malformed recheck marks nothing.
-  auto& records = low["experiments"][1]["records"];
   records[0]["peak"] = {{"recheck", "x"}};
   records[1]["peak"]["recheck"] = {{"fma_gflops", "2"}, {"triad_gbs", nullptr}};
   dir.write("low.json", sdpa::report::result_file_text(low));

@@ -521,6 +521,14 @@ ExperimentKind timing_experiment() {
       .run_cell = run_timing_cell,
       .memory_bytes = [](const json& p,
                          int threads) { return TimingCell(p, threads, false).memory_bytes(); },
+      // A cell finished before a resumption: the peaks it was read against go back into the
+      // machine section (one a timing cell measured for itself is in no roofline record).
+      .resumed =
+          [](const json& record, RunShared& shared) {
+            for (const char* key : {"peak", "value_peak"})
+              if (const auto peak = record.find(key); peak != record.end() && !peak->is_null())
+                restore_peak(shared.peaks, *peak, false);
+          },
       .check = check_timing,
       .cell_check = timing_cell_problem,
   };

@@ -39,7 +39,9 @@ std::string percent(const json& r, const char* key) {
       triad ? recheck_ratio(r.value("peak", json(nullptr)), "triad_gbs")
             : std::max(recheck_ratio(r.value("peak", json(nullptr)), "fma_gflops"),
                        recheck_ratio(r.value("value_peak", json(nullptr)), "fma_gflops"));
-  return number(x) + (low > kPeakRecheckTolerance ? " (peak " + number(low) + "× low)" : "");
+  return number(x) + (low > kPeakRecheckTolerance
+                          ? std::string(triad ? " (triad " : " (peak ") + number(low) + "× low)"
+                          : "");
 }
 
 // Timing: one row per cell, in grid order.
@@ -83,10 +85,11 @@ std::vector<Table> timing_tables(const json& experiment, const std::string& sour
       "measured triad bandwidth), the roof that binds at the cell's intensity; bound says "
       "which; fits LLC: the cell's bytes fit in the last-level cache (machine.caches) and stay "
       "there between its calls, where the triad reads memory, so its % of a memory roof reads "
-      "a cache (and can pass 100 %; records from before fits_llc do not say). Peak × low: the "
-      "peak (or for a memory-bound % of roof the triad), measured again after the run's last "
-      "cell (machine.peak's recheck), came out that many times higher, over 20 %: the first "
-      "measurement caught a slow spell, and this % reads high by up to that factor; run again. "
+      "a cache (and can pass 100 %; records from before fits_llc do not say). Peak (triad) × "
+      "low: the peak (for a memory-bound % of roof, the triad), measured again after the run's "
+      "last cell (machine.peak's recheck), came out that many times higher, over 20 %: the "
+      "first measurement caught a slow spell, and this % reads high by up to that factor; run "
+      "again. "
       "Noisy: CV (stddev / mean of the repetitions) above "
       "5 %.";
   return {std::move(t)};

@@ -36,8 +36,8 @@ inline json measured(double value, stats::Interval ci, std::optional<double> pre
 // entry as a timing record copies it) measured after the run's last cell than before it (its
 // recheck), 1 without one. A ceiling is the best the machine did, so a recheck above it by more
 // than kPeakRecheckTolerance says the first measurement caught a slow spell, and every % against
-// it reads high by up to that factor. Repeated measurements of the FMA peak agree within a few
-// per cent and of the triad within about 20 % on a shared host.
+// it reads high by up to that factor (docs/methodology.md: the FMA peak repeats within a few
+// per cent, the triad less well).
 inline constexpr double kPeakRecheckTolerance = 1.2;
 // (A record's copy is not checked against machine.peak's schema: anything else reads as 1.)
 inline double recheck_ratio(const json& peak, const char* key) {

@@ -84,7 +84,7 @@ class BenchmarkSession;  // Google Benchmark for timing cells (experiments/bench
 // What the cells of one run share: the peaks measured so far (the result file's machine.peak,
 // against which timings are normalised) and the run's Google Benchmark session.
 struct RunShared {
-  json peaks = json::array();  // [{isa, threads, fma_gflops, triad_gbs, source}]
+  json peaks = json::array();  // machine.peak: [{isa, threads, fma_gflops, triad_gbs, source}]
   BenchmarkSession* benchmark = nullptr;
 };
 
@@ -114,7 +114,8 @@ struct ExperimentKind {
   // the machine is refused before anything runs.
   std::function<double(const json& params, int threads)> memory_bytes;
   // A cell finished before a resumption (its record from the journal): what running it put in
-  // the run's shared state, put back (a roofline cell's peak). Absent where there is nothing.
+  // the run's shared state, put back (a roofline cell's peak, the peaks a timing cell read
+  // against). Absent where there is nothing.
   // A record without a field it needs is an InputError saying which (the runner names the
   // journal's line).
   std::function<void(const json& record, RunShared& shared)> resumed = nullptr;
