@@ -51,8 +51,9 @@ void store_peak(json& peaks, json entry);
 // measures it again on its threads: InputError "its peak: <problem>".
 void restore_peak(json& peaks, const json& entry, bool replace);
 // Each entry measured again, as it was measured (its roofline experiment's settings in
-// `experiments`, else kQuickPeak), into its `recheck`, which goes into the copies in the timing
-// records (peak and value_peak) of its ISA and threads too.
-void recheck_peaks(json& peaks, json& experiments);
+// `experiments`, else kQuickPeak): its `first` and `recheck` measurements kept, and its ceilings
+// the better of the two. A ceiling is the best the machine did, and a slow spell of a shared
+// host during the first measurement would otherwise read every % against it high.
+void recheck_peaks(json& peaks, const json& experiments);
 
 }  // namespace sdpa

@@ -28,22 +28,6 @@ std::string peak_isa(const json& r) {
   return values.empty() ? scores : scores + "+" + values;
 }
 
-// A record's % of peak or of roof (`key`), marked where the ceiling it divides by measured
-// higher after the run than before (recheck_ratio): the FMA peaks, or for a memory-bound % of
-// roof the triad.
-std::string percent(const json& r, const char* key) {
-  const json& x = r.value(key, json(nullptr));
-  if (x.is_null()) return "-";
-  const bool triad = std::string(key) == "percent_of_roof" && r.value("bound", json()) == "memory";
-  const double low =
-      triad ? recheck_ratio(r.value("peak", json(nullptr)), "triad_gbs")
-            : std::max(recheck_ratio(r.value("peak", json(nullptr)), "fma_gflops"),
-                       recheck_ratio(r.value("value_peak", json(nullptr)), "fma_gflops"));
-  return number(x) + (low > kPeakRecheckTolerance
-                          ? std::string(triad ? " (triad " : " (peak ") + number(low) + "× low)"
-                          : "");
-}
-
 // Timing: one row per cell, in grid order.
 std::vector<Table> timing_tables(const json& experiment, const std::string& source) {
   Table t;
@@ -58,15 +42,18 @@ std::vector<Table> timing_tables(const json& experiment, const std::string& sour
       row.insert(row.end(), {"not run", "-", "-", "-", "-", "-", "-", "-", "-", "-"});
     } else {
       const json& time = r["time_s"];
-      row.insert(row.end(),
-                 {duration(time["value"]),
-                  "[" + duration(time["ci95"][0]) + ", " + duration(time["ci95"][1]) + "]",
-                  number(r["gflops"]["value"]), percent(r, "percent_of_peak"), peak_isa(r),
-                  // Records from before the roof columns have none of them.
-                  r.contains("gbs") ? number(r["gbs"]["value"]) : "-",
-                  percent(r, "percent_of_roof"), timing_bound(r),
-                  time["cv"].is_null() ? "-" : number(100 * time["cv"].get<double>()) + " %",
-                  r["noisy"].get<bool>() ? "**noisy**" : "-"});
+      row.insert(
+          row.end(),
+          {duration(time["value"]),
+           "[" + duration(time["ci95"][0]) + ", " + duration(time["ci95"][1]) + "]",
+           number(r["gflops"]["value"]),
+           r["percent_of_peak"].is_null() ? "-" : number(r["percent_of_peak"]), peak_isa(r),
+           // Records from before the roof columns have none of them.
+           r.contains("gbs") ? number(r["gbs"]["value"]) : "-",
+           r.value("percent_of_roof", json(nullptr)).is_null() ? "-" : number(r["percent_of_roof"]),
+           timing_bound(r),
+           time["cv"].is_null() ? "-" : number(100 * time["cv"].get<double>()) + " %",
+           r["noisy"].get<bool>() ? "**noisy**" : "-"});
     }
     t.rows.push_back(std::move(row));
   }
@@ -85,13 +72,8 @@ std::vector<Table> timing_tables(const json& experiment, const std::string& sour
       "measured triad bandwidth), the roof that binds at the cell's intensity; bound says "
       "which; fits LLC: the cell's bytes fit in the last-level cache (machine.caches) and stay "
       "there between its calls, where the triad reads memory, so its % of a memory roof reads "
-      "a cache (and can pass 100 %; records from before fits_llc do not say). Peak (triad) × "
-      "low: the peak (for a memory-bound % of roof, the triad), measured again after the run's "
-      "last cell (machine.peak's recheck), came out that many times higher, over 20 %: the "
-      "first measurement caught a slow spell, and this % reads high by up to that factor; run "
-      "again. "
-      "Noisy: CV (stddev / mean of the repetitions) above "
-      "5 %.";
+      "a cache (and can pass 100 %; records from before fits_llc do not say). Noisy: CV "
+      "(stddev / mean of the repetitions) above 5 %.";
   return {std::move(t)};
 }
 

@@ -119,6 +119,11 @@ struct ExperimentKind {
   // A record without a field it needs is an InputError saying which (the runner names the
   // journal's line).
   std::function<void(const json& record, RunShared& shared)> resumed = nullptr;
+  // A record once the run has measured its peaks again (recheck_peaks), with its cell's
+  // parameters and the run's threads: what it derived from a peak (a timing's % of peak),
+  // derived again. Absent where nothing was.
+  std::function<void(json& record, const json& params, int threads, RunShared& shared)> rechecked =
+      nullptr;
   // Checks that need more than the schema (e.g. n_q == n_kv for aligned inputs), on the
   // experiment's parameters with defaults filled in; each returned string is
   // "<json path below the experiment>: <message>".
