@@ -64,7 +64,7 @@ void store_peak(json& peaks, json entry) {
   peaks.push_back(std::move(entry));
 }
 
-void restore_peak(json& peaks, const json& entry, bool replace) {
+void restore_peak(json& peaks, json entry, const std::string& field, bool replace) {
   static const JsonSchema schema([] {
     const json& result = report::result_schema();
     json entry = result["properties"]["machine"]["properties"]["peak"]["items"];
@@ -72,8 +72,11 @@ void restore_peak(json& peaks, const json& entry, bool replace) {
     return entry.dump();
   }());
   if (const auto problems = schema.problems(entry); !problems.empty())
-    throw InputError("its peak: " + problems.front());
-  if (replace || !find_peak(peaks, entry["isa"], entry["threads"])) store_peak(peaks, entry);
+    throw InputError("its " + field + ": " + problems.front());
+  // A journal's peak predates the recheck: any first or recheck in it is not this run's.
+  for (const char* key : {"first", "recheck"}) entry.erase(key);
+  if (replace || !find_peak(peaks, entry["isa"], entry["threads"]))
+    store_peak(peaks, std::move(entry));
 }
 
 namespace {

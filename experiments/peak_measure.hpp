@@ -39,8 +39,8 @@ std::optional<double> last_level_cache_bytes();
 // OS lists none (the roofline record's llc_bytes is then null).
 double triad_footprint_bytes(double llc_multiple);
 
-// machine.peak entries: {isa, threads, fma_gflops, triad_gbs, source, recheck}; one per (isa,
-// threads), a later measurement replacing an earlier one.
+// machine.peak entries: {isa, threads, fma_gflops, triad_gbs, source} (and after recheck_peaks
+// first and recheck); one per (isa, threads), a later measurement replacing an earlier one.
 json peak_entry(const std::string& isa, int threads, const PeakMeasurement& m,
                 const std::string& source);
 const json* find_peak(const json& peaks, const std::string& isa, int threads);
@@ -48,8 +48,8 @@ void store_peak(json& peaks, json entry);
 // A peak a resumed run's journal holds (a roofline record's, a timing record's copy) back into
 // `peaks`: a roofline's replacing one of its ISA and threads, as when it was measured, a copy
 // only where there is none. Checked against machine.peak's schema first, since recheck_peaks
-// measures it again on its threads: InputError "its peak: <problem>".
-void restore_peak(json& peaks, const json& entry, bool replace);
+// measures it again on its threads: InputError "its <field>: <problem>".
+void restore_peak(json& peaks, json entry, const std::string& field, bool replace);
 // Each entry measured again, as it was measured (its roofline experiment's settings in
 // `experiments`, else kQuickPeak): its `first` and `recheck` measurements kept, and its ceilings
 // the better of the two. A ceiling is the best the machine did, and a slow spell of a shared

@@ -304,6 +304,7 @@ TEST_CASE("timing runs: schema, machine.peak, Google Benchmark's JSON, then comp
   REQUIRE(run_cli("run " + cfg + " -o " + b, dir).exit_code == 0);
   CHECK(r.out.find("### roofline: roof") != std::string::npos);
   CHECK(r.out.find("| triad GB/s | triad median | triad CV |") != std::string::npos);  // its spread
+  CHECK(r.out.find("| FMA at the end | triad at the end |") != std::string::npos);     // rechecked
   CHECK(r.out.find("### timing: t") != std::string::npos);
 
   const std::string text = sdpa::testing::slurp(a);

@@ -492,6 +492,29 @@ TEST_CASE(
   journaled["peak"]["fma_gflops"] = t.records[0]["peak"]["first"]["fma_gflops"];
   journaled["peak"]["triad_gbs"] = t.records[0]["peak"]["first"]["triad_gbs"];
   t.dir.write("r.json.journal", t.header("1", "\"2026-01-01T00:00:00Z\"") + t.line(0, journaled));
+  // A copy of another thread count than its record's is refused; one from another machine's
+  // recheck (an ISA this build cannot measure) is kept as it was measured, not crashed on.
+  sdpa::json foreign = journaled;
+  foreign["peak"]["threads"] = 2;
+  t.dir.write("r.json.journal", t.header("1", "\"2026-01-01T00:00:00Z\"") + t.line(0, foreign));
+  const auto other = run_cli("run --resume " + t.journal, t.dir, "timeout 60 ");
+  CHECK(other.exit_code == 2);
+  CHECK(other.err.find("\nerror: " + t.journal +
+                       ":2: corrupt journal line: its /peak/threads: expected the record's "
+                       "/threads\n") != std::string::npos);
+  foreign = journaled;
+  foreign["value_peak"] = journaled["peak"];
+  foreign["value_peak"]["isa"] = "sve2-128";
+  foreign["value_peak"]["first"] = {{"fma_gflops", 1}, {"triad_gbs", 1}};
+  t.dir.write("r.json.journal", t.header("1", "\"2026-01-01T00:00:00Z\"") + t.line(0, foreign));
+  const auto kept = run_cli("run --resume " + t.journal, t.dir, "timeout 60 ");
+  CAPTURE(kept.err);
+  CHECK(kept.exit_code == 0);
+  const auto kept_doc = sdpa::json::parse(slurp(t.result));
+  CHECK(kept_doc["machine"]["peak"].size() == 2);
+  CHECK(!kept_doc["experiments"][0]["records"][0].contains("value_peak"));  // naive: one ISA
+  fs::remove(t.result);
+  t.dir.write("r.json.journal", t.header("1", "\"2026-01-01T00:00:00Z\"") + t.line(0, journaled));
   const auto timed = run_cli("run --resume " + t.journal, t.dir);
   CAPTURE(timed.err);
   REQUIRE(timed.exit_code == 0);

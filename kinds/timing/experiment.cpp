@@ -343,6 +343,7 @@ void add_peak(json& record, const TimingCell& c, double gflops, RunShared& share
   };
   record["peak"] = peak_of(roofs.scores);
   double compute = record["peak"]["fma_gflops"];
+  record.erase("value_peak");  // (a journal's, derived again)
   if (roofs.values != roofs.scores) {
     record["value_peak"] = peak_of(roofs.values);
     compute = roofs.peak(compute, record["value_peak"]["fma_gflops"]);
@@ -522,16 +523,30 @@ ExperimentKind timing_experiment() {
       .memory_bytes = [](const json& p,
                          int threads) { return TimingCell(p, threads, false).memory_bytes(); },
       // A cell finished before a resumption: the peaks it was read against go back into the
-      // machine section (one a timing cell measured for itself is in no roofline record).
+      // machine section (one a timing cell measured for itself is in no roofline record), those
+      // of its own thread count only.
       .resumed =
           [](const json& record, RunShared& shared) {
             for (const char* key : {"peak", "value_peak"})
-              if (const auto peak = record.find(key); peak != record.end() && !peak->is_null())
-                restore_peak(shared.peaks, *peak, false);
+              if (const auto peak = record.find(key); peak != record.end() && !peak->is_null()) {
+                if (!peak->is_object() ||
+                    peak->value("threads", json()) != record.value("threads", json()))
+                  throw InputError(std::string("its /") + key +
+                                   "/threads: expected the record's /threads");
+                restore_peak(shared.peaks, *peak, std::string("/") + key, false);
+              }
           },
+      // Once the run has measured its peaks again: % of peak and of roof against the better of
+      // each ceiling's two measurements, at the thread count the cell ran (a resumption's -j
+      // changes the run's, not a journaled cell's).
       .rechecked =
           [](json& record, const json& params, int threads, RunShared& shared) {
             // (A journal's record is not held to the schema until the file is written.)
+            static const NumberRange range = config_range("/properties/threads");
+            const json ran = record.value("threads", json());
+            if (ran.is_number_integer() && ran.get<double>() >= range.min &&
+                ran.get<double>() <= range.max)
+              threads = ran.get<int>();
             const TimingCell c(params, threads, false);
             const auto gflops = record.find("gflops");
             if (c.kernel && gflops != record.end() && gflops->is_object() &&

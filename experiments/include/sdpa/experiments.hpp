@@ -84,7 +84,7 @@ class BenchmarkSession;  // Google Benchmark for timing cells (experiments/bench
 // What the cells of one run share: the peaks measured so far (the result file's machine.peak,
 // against which timings are normalised) and the run's Google Benchmark session.
 struct RunShared {
-  json peaks = json::array();  // machine.peak: [{isa, threads, fma_gflops, triad_gbs, source}]
+  json peaks = json::array();  // machine.peak (peak_measure.hpp)
   BenchmarkSession* benchmark = nullptr;
 };
 
