@@ -58,6 +58,11 @@ class Progress {
                  plan.kind->name.c_str(), cells, elapsed);
   }
 
+  // A live line of a step between cells (on a terminal).
+  void live(const std::string& line) {
+    if (tty_) std::fprintf(stderr, "\r\033[K%s", line.c_str());
+  }
+
   // Clears the live line before a message of the CLI's.
   void clear_line() {
     if (tty_) std::fprintf(stderr, "\r\033[K");
@@ -324,7 +329,9 @@ std::string run_config(const Config& config, const RunOptions& options) {
   // peak refers to one of them. Each is measured again now, and its ceilings become the better of
   // the two measurements, so the records derived from them are derived again.
   if (!shared.peaks.empty()) {
+    progress.live("measuring each peak again (" + std::to_string(shared.peaks.size()) + ")");
     recheck_peaks(shared.peaks, result["experiments"]);
+    progress.clear_line();
     for (std::size_t e = 0; e < plans.size(); ++e)
       if (plans[e].kind->rechecked)
         for (json& record : result["experiments"][e]["records"])
