@@ -326,6 +326,7 @@ json time_statistics(const BenchmarkRuns& runs) {
 // min(compute peak, intensity x triad bandwidth), both from a roofline measured earlier in the
 // run, else measured now (briefly), never assumed.
 void add_peak(json& record, const TimingCell& c, double gflops, RunShared& shared) {
+  record.erase("value_peak");  // (a journal's record, derived again)
   const Kernel::Roofs roofs = c.kernel->roofs(c.shape);
   if (roofs.scores.empty() || roofs.values.empty()) {
     for (const char* k : {"percent_of_peak", "peak", "roof_gflops", "percent_of_roof", "bound"})
@@ -343,7 +344,6 @@ void add_peak(json& record, const TimingCell& c, double gflops, RunShared& share
   };
   record["peak"] = peak_of(roofs.scores);
   double compute = record["peak"]["fma_gflops"];
-  record.erase("value_peak");  // (a journal's, derived again)
   if (roofs.values != roofs.scores) {
     record["value_peak"] = peak_of(roofs.values);
     compute = roofs.peak(compute, record["value_peak"]["fma_gflops"]);
