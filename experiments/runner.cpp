@@ -288,13 +288,21 @@ std::string run_config(const Config& config, const RunOptions& options) {
       if (!in_run(plan.index, cell.index)) continue;
       if (const auto it = done.find({plan.index, cell.index}); it != done.end()) {
         // A journal's line is checked for its cell and checksum, not its record's fields: a
-        // kind's hook that misses one names it (InputError), and the line is named here.
-        if (plan.kind->resumed) try {
+        // kind's hook that misses one names it (InputError), and the line is named here. A
+        // JSON type error is a field a hook read without checking it: the line is still named.
+        if (plan.kind->resumed) {
+          const auto corrupt = [&](const char* why) {
+            return InputError(journal_path + ":" + std::to_string(it->second.line) +
+                              ": corrupt journal line: " + why);
+          };
+          try {
             plan.kind->resumed(it->second.record, shared);
           } catch (const InputError& e) {
-            throw InputError(journal_path + ":" + std::to_string(it->second.line) +
-                             ": corrupt journal line: " + e.what());
+            throw corrupt(e.what());
+          } catch (const json::exception& e) {
+            throw corrupt(e.what());
           }
+        }
         records.push_back(it->second.record);
         seconds += it->second.seconds;
         journaled_seconds += it->second.seconds;

@@ -6,6 +6,7 @@
 
 #include "kinds.hpp"
 #include "peak_measure.hpp"
+#include "sdpa/json_schema.hpp"
 #include "sdpa/nonparametric.hpp"
 #include "sdpa/peak.hpp"
 #include "thread_count.hpp"
@@ -62,7 +63,11 @@ ExperimentKind roofline_experiment() {
       // A cell finished before a resumption: its peak goes back into the machine section.
       .resumed =
           [](const json& record, RunShared& shared) {
-            if (!record.value("supported", false)) return;
+            const json supported = record.value("supported", json(false));
+            if (!supported.is_boolean())
+              throw InputError("its /supported: expected a boolean, found " +
+                               describe_found(supported));
+            if (!supported.get<bool>()) return;
             json peak;
             try {
               peak = {{"isa", record.at("params").at("isa")},
@@ -80,7 +85,7 @@ ExperimentKind roofline_experiment() {
       // The same ceilings measured again after the run's last cell, beside the first.
       .rechecked =
           [](json& record, const json&, int, RunShared& shared) {
-            if (!record.value("supported", false)) return;
+            if (record.value("supported", json()) != true) return;
             const json* peak = find_peak(shared.peaks, record["params"]["isa"], record["threads"]);
             if (peak && peak->contains("recheck")) record["recheck"] = (*peak)["recheck"];
           },
