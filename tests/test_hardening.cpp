@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <set>
+#include <tuple>
 
 #include "cli_runner.hpp"
 #include "sdpa/experiments.hpp"
@@ -452,44 +453,31 @@ TEST_CASE("class 9: journals are checked against the config, line by line") {
 TEST_CASE(
     "class 9: a journal's roofline record is typed and in range: its peak is measured again") {
   // A run measures each peak once more at its end, on the peak's threads: a journal's record of
-  // 100 000 threads (checksum and all) is refused, not started.
+  // 100 000 threads (checksum and all) is refused, not started. Whether it measured a peak is a
+  // boolean, not anything JSON can say (nlohmann's type error escaped the runner: exit 1).
   JournalFixture f(R"({"name": "roof", "seed": 7, "experiments": [{"name": "r",
     "kind": "roofline", "isa": "scalar", "threads": 1, "repetitions": 1, "min_time": 0.001,
     "llc_multiple": 2}]})");
   const std::string header = f.header("1", "\"2026-01-01T00:00:00Z\"");
-  for (const auto& [threads, found] :
-       {std::pair{sdpa::json(100000), "number 100000"}, std::pair{sdpa::json("1"), "string \"1\""},
-        std::pair{sdpa::json(true), "boolean true"}, std::pair{sdpa::json(1.5), "number 1.5"}}) {
+  const std::string threads = "its peak: /threads: expected a thread count from 1 to 1024, found ";
+  const std::string supported = "its /supported: expected a boolean, found ";
+  for (const auto& [field, value, message] :
+       {std::tuple{"threads", sdpa::json(100000), threads + "number 100000"},
+        std::tuple{"threads", sdpa::json("1"), threads + "string \"1\""},
+        std::tuple{"threads", sdpa::json(true), threads + "boolean true"},
+        std::tuple{"threads", sdpa::json(1.5), threads + "number 1.5"},
+        std::tuple{"supported", sdpa::json("yes"), supported + "string \"yes\""},
+        std::tuple{"supported", sdpa::json(1), supported + "number 1"},
+        std::tuple{"supported", sdpa::json(nullptr), supported + "null"}}) {
     sdpa::json record = f.records[0];
-    record["threads"] = threads;
+    record[field] = value;
     const std::string journal = header + f.line(0, record);
     f.dir.write("r.json.journal", journal);
     const auto refused = run_cli("run --resume " + f.journal, f.dir, "timeout 60 ");
     CAPTURE(refused.err);
     CHECK(refused.exit_code == 2);  // after "resuming ...: 1 of 1 cells done"
-    CHECK(refused.err.find("\nerror: " + f.journal +
-                           ":2: corrupt journal line: its peak: /threads: expected a thread count "
-                           "from 1 to 1024, found " +
-                           found + "\n") != std::string::npos);
-    CHECK(slurp(f.journal) == journal);
-    CHECK(!fs::exists(f.result));
-    fs::remove(f.journal);
-  }
-  // Whether it measured a peak is a boolean, not anything JSON can say (nlohmann's type error
-  // escaped the runner's handler of journal lines: exit 1).
-  for (const auto& [supported, found] :
-       {std::pair{sdpa::json("yes"), "string \"yes\""}, std::pair{sdpa::json(1), "number 1"},
-        std::pair{sdpa::json(nullptr), "null"}}) {
-    sdpa::json record = f.records[0];
-    record["supported"] = supported;
-    const std::string journal = header + f.line(0, record);
-    f.dir.write("r.json.journal", journal);
-    const auto refused = run_cli("run --resume " + f.journal, f.dir, "timeout 60 ");
-    CAPTURE(refused.err);
-    CHECK(refused.exit_code == 2);
-    CHECK(refused.err.find("\nerror: " + f.journal +
-                           ":2: corrupt journal line: its /supported: expected a boolean, found " +
-                           found + "\n") != std::string::npos);
+    CHECK(refused.err.find("\nerror: " + f.journal + ":2: corrupt journal line: " + message +
+                           "\n") != std::string::npos);
     CHECK(slurp(f.journal) == journal);
     CHECK(!fs::exists(f.result));
     fs::remove(f.journal);
